@@ -1,0 +1,245 @@
+//! The kill sequence of each container (kubelet `killContainer`, R56–R72):
+//! pre-stop within the budget, the sidecar ordering wait, the stop signal,
+//! SIGKILL when the budget is spent but never sooner than 2 s after it, and
+//! shortening at once (D5).
+
+use crate::time::{Duration, Instant};
+
+/// The least time between the stop signal and SIGKILL (R62,
+/// `minimumGracePeriodInSeconds`).
+pub const MIN_STOP_SECONDS: i64 = 2;
+
+/// What the agent knows of one container before it stops it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct ContainerSpec {
+    /// The container has a pre-stop hook.
+    pub pre_stop: bool,
+    /// A sidecar (restartable init container): stopped after the main
+    /// containers, in reverse declaration order (R69).
+    pub sidecar: bool,
+    /// The container is not running (already exited, or the pod finished).
+    pub stopped: bool,
+}
+
+/// Where one container is in its kill sequence.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Stage {
+    /// Running; not asked to stop.
+    Running,
+    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` (R60).
+    PreStop {
+        /// When the hook's budget is spent.
+        cutoff: Instant,
+    },
+    /// A sidecar waits for its turn (R69, R70), at most until `cutoff`.
+    AwaitingTurn {
+        /// When the remaining budget is spent.
+        cutoff: Instant,
+    },
+    /// The stop signal was sent; SIGKILL is due at `kill_at` unless the
+    /// process exits first.
+    Stopping {
+        /// When SIGKILL is due.
+        kill_at: Instant,
+    },
+    /// SIGKILL was sent; the exit is awaited.
+    Killed,
+    /// The process has exited.
+    Stopped,
+}
+
+/// Outputs owed for one container, as bits so that they stay bounded and
+/// come out in the order they happen within an instant.
+pub(crate) mod owed {
+    pub const PRE_STOP: u8 = 1;
+    pub const STOP_SIGNAL: u8 = 1 << 1;
+    pub const KILL: u8 = 1 << 2;
+    pub const STOPPED: u8 = 1 << 3;
+}
+
+/// One container's kill state. Kept small: it is per object, per container.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Container {
+    pub(crate) spec: ContainerSpec,
+    pub(crate) stage: Stage,
+    /// Whole seconds of budget left, counted from `since` (kubelet's `G`).
+    pub(crate) budget: i64,
+    /// When the current budget segment started: the kill's start, the hook's
+    /// end, a shortening, or (once stopping) the stop signal.
+    pub(crate) since: Instant,
+    pub(crate) owed: u8,
+}
+
+impl Container {
+    /// A container as the agent finds it.
+    pub fn new(spec: ContainerSpec) -> Self {
+        Container {
+            spec,
+            stage: if spec.stopped {
+                Stage::Stopped
+            } else {
+                Stage::Running
+            },
+            budget: 0,
+            since: Instant::ZERO,
+            owed: 0,
+        }
+    }
+
+    /// What the agent knows of it.
+    pub fn spec(&self) -> ContainerSpec {
+        self.spec
+    }
+
+    /// Where it is in its kill sequence.
+    pub fn stage(&self) -> Stage {
+        self.stage
+    }
+
+    /// When the stop signal was sent, once it has been.
+    pub fn stop_signal_sent_at(&self) -> Option<Instant> {
+        match self.stage {
+            Stage::Stopping { .. } => Some(self.since),
+            Stage::Running
+            | Stage::PreStop { .. }
+            | Stage::AwaitingTurn { .. }
+            | Stage::Killed
+            | Stage::Stopped => None,
+        }
+    }
+
+    /// The whole seconds of budget left, counted from the segment start.
+    pub fn budget_seconds(&self) -> i64 {
+        self.budget
+    }
+
+    /// The next instant at which this container needs attention.
+    pub fn deadline(&self) -> Option<Instant> {
+        match self.stage {
+            Stage::PreStop { cutoff } | Stage::AwaitingTurn { cutoff } => Some(cutoff),
+            Stage::Stopping { kill_at, .. } => Some(kill_at),
+            Stage::Running | Stage::Killed | Stage::Stopped => None,
+        }
+    }
+
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stage == Stage::Stopped
+    }
+
+    /// Charges the time since `since` to the budget, whole seconds only (R61).
+    fn charge(&mut self, now: Instant) {
+        let spent = now.saturating_duration_since(self.since).whole_seconds();
+        let spent = i64::try_from(spent).unwrap_or(i64::MAX);
+        self.budget = self.budget.saturating_sub(spent).max(0);
+        self.since = now;
+    }
+
+    /// `now + budget`, saturating at the end of time.
+    fn budget_end(&self) -> Instant {
+        self.since
+            .saturating_add(Duration::from_grace_seconds(self.budget))
+    }
+
+    /// Begins the kill with budget `grace` (R56, R59): the hook if there is
+    /// one, otherwise straight to the signal (or the sidecar's wait).
+    pub(crate) fn start(&mut self, now: Instant, grace: i64) -> bool {
+        if self.stage != Stage::Running {
+            return false;
+        }
+        self.budget = grace;
+        self.since = now;
+        if self.spec.pre_stop && grace > 0 {
+            self.stage = Stage::PreStop {
+                cutoff: self.budget_end(),
+            };
+            self.owed |= owed::PRE_STOP;
+            false
+        } else {
+            true
+        }
+    }
+
+    /// The hook is over (done or cut off) at `now`; returns whether the
+    /// container may be signalled now (false: a sidecar must wait its turn).
+    pub(crate) fn finish_hook(&mut self, now: Instant, turn_ready: bool, ordered: bool) -> bool {
+        self.charge(now);
+        if ordered && self.spec.sidecar && self.budget > 0 && !turn_ready {
+            // R70: wait, bounded by what is left; R72: skipped when nothing is.
+            self.stage = Stage::AwaitingTurn {
+                cutoff: self.budget_end(),
+            };
+            false
+        } else {
+            true
+        }
+    }
+
+    /// Sends the stop signal at `now` (R62, R63).
+    pub(crate) fn signal(&mut self, now: Instant) {
+        if !matches!(
+            self.stage,
+            Stage::Running | Stage::PreStop { .. } | Stage::AwaitingTurn { .. }
+        ) {
+            return;
+        }
+        self.charge(now);
+        let timeout = self.budget.max(MIN_STOP_SECONDS);
+        // `charge` left `since` at `now`: it now records the signal's time.
+        self.stage = Stage::Stopping {
+            kill_at: now.saturating_add(Duration::from_grace_seconds(timeout)),
+        };
+        self.owed |= owed::STOP_SIGNAL;
+    }
+
+    /// SIGKILL is due (R63).
+    pub(crate) fn kill(&mut self) {
+        if matches!(self.stage, Stage::Stopping { .. }) {
+            self.stage = Stage::Killed;
+            self.owed |= owed::KILL;
+        }
+    }
+
+    /// The process exited; returns false when it had already.
+    pub(crate) fn exited(&mut self) -> bool {
+        if self.stage == Stage::Stopped {
+            return false;
+        }
+        self.stage = Stage::Stopped;
+        self.owed |= owed::STOPPED;
+        true
+    }
+
+    /// D5: a shorter budget `grace` seen at `now` moves the hook cut-off and
+    /// the SIGKILL deadline to the earlier of their current value and
+    /// `now + grace`, keeping 2 s after the stop signal.
+    pub(crate) fn shorten(&mut self, now: Instant, grace: i64) {
+        let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
+        match &mut self.stage {
+            Stage::PreStop { cutoff } | Stage::AwaitingTurn { cutoff } => {
+                if new_end
+                    < self
+                        .since
+                        .saturating_add(Duration::from_grace_seconds(self.budget))
+                {
+                    self.since = now;
+                    self.budget = grace;
+                }
+                *cutoff = (*cutoff).min(new_end);
+            }
+            Stage::Stopping { kill_at } => {
+                let floor = self
+                    .since
+                    .saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
+                *kill_at = (*kill_at).min(new_end).max(floor);
+            }
+            Stage::Running | Stage::Killed | Stage::Stopped => {}
+        }
+    }
+}

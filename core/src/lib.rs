@@ -1,0 +1,87 @@
+//! # grace-core
+//!
+//! Kubernetes-grade graceful deletion as a pure state machine: `#![no_std]`,
+//! no allocation, no panics, no I/O. It decides every step of deleting an
+//! object the way the Kubernetes API server and kubelet do — deletion
+//! timestamp and grace, which grace wins, the pre-stop budget, when SIGTERM
+//! and SIGKILL are due, what finalizers hold back — and leaves doing it to
+//! the caller.
+//!
+//! ```text
+//! Live ──delete──▶ GracefulPending ──agent starts──▶ Terminating ──stopped & no finalizers──▶ Deleted
+//!   └──────────── delete with nothing to wait for (grace 0, unscheduled, finished) ────────────▶ Deleted
+//! ```
+//!
+//! It is not a Kubernetes client, a container runtime or a scheduler; clocks,
+//! storage and processes live in `grace-std` or in your own adapter.
+//!
+//! ## Shape
+//!
+//! Time is always an argument ([`Now`]); the machine never reads a clock.
+//! Inputs are `handle_*` methods on [`Lifecycle`]; outputs are
+//! [`Lifecycle::poll_action`] (what to do now) and
+//! [`Lifecycle::poll_timeout`] (when to call [`Lifecycle::handle_timeout`]).
+//! The pure decisions underneath are public too: [`decide_delete`] (the API
+//! server), [`effective_grace`] (the kubelet's budget).
+//!
+//! ## Contracts
+//!
+//! - Nothing wraps, nothing panics, for any input (D2): grace values of any
+//!   `i64`, instants at the end of time, full collections (typed errors).
+//! - A deletion timestamp never moves later; the grace only shrinks.
+//! - SIGKILL is never before its deadline and always ≥ 2 s after the stop
+//!   signal (R62).
+//! - A record with finalizers is never removed.
+//!
+//! ## Features
+//!
+//! All off by default, none turns on `std` or `alloc`: `serde` (derives on
+//! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
+//! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::arithmetic_side_effects
+    )
+)]
+
+mod grace;
+mod kill;
+mod lifecycle;
+mod name;
+mod options;
+mod record;
+mod registry;
+mod time;
+
+pub use grace::{EffectiveGrace, effective_grace};
+pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use lifecycle::{
+    Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, Phase, TooManyContainers,
+    UnknownContainer, UpdateOutcome,
+};
+pub use name::{NAME_CAPACITY, Name, NameTooLong};
+pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
+pub use record::{
+    FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
+    PodPhase, Record, Strategy, TooManyFinalizers,
+};
+pub use registry::{
+    Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
+    UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
+};
+pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};

@@ -1,0 +1,787 @@
+//! One object's whole deletion: the stored record (API level) and the node
+//! agent that stops its workload (agent level), driven by `handle_*` inputs
+//! and read through `poll_*` outputs.
+
+use core::fmt;
+
+use crate::grace::effective_grace;
+use crate::kill::{Container, ContainerSpec, Stage, owed};
+use crate::options::{DeleteOptions, Preconditions};
+use crate::record::{Kind, PodPhase, Record, Strategy};
+use crate::registry::{
+    DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateError, decide_delete,
+    decide_finalizer_update,
+};
+use crate::time::{Instant, Now};
+
+/// Where the object is in its lifecycle.
+///
+/// ```text
+/// Live ──delete──▶ GracefulPending ──agent starts──▶ Terminating ──stopped & no finalizers──▶ Deleted
+///   └──────────── delete with nothing to wait for (grace 0, unscheduled, finished) ────────────▶ Deleted
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Phase {
+    /// No deletion timestamp.
+    Live,
+    /// Deletion accepted and the record kept; the agent has not started the kill.
+    GracefulPending,
+    /// The agent is stopping the workload, or it has stopped and finalizers
+    /// still hold the record (or nothing runs: unscheduled, finished, a
+    /// non-graceful type, a fenced node).
+    Terminating,
+    /// Removed from storage. Terminal for the record; a force-deleted
+    /// workload may still be being stopped by its agent (D4).
+    Deleted,
+}
+
+impl Phase {
+    /// The name used in timelines and logs.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Phase::Live => "Live",
+            Phase::GracefulPending => "GracefulPending",
+            Phase::Terminating => "Terminating",
+            Phase::Deleted => "Deleted",
+        }
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Something the caller must do now.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Action {
+    /// Take the object out of load balancing (ready=false, R85–R88).
+    RemoveEndpoints,
+    /// Run the container's pre-stop hook; stop waiting for it after
+    /// `budget_seconds` (R59, R60). Report its end with
+    /// [`Lifecycle::handle_pre_stop_finished`].
+    RunPreStop {
+        /// Container index.
+        container: usize,
+        /// The hook's budget in whole seconds.
+        budget_seconds: i64,
+    },
+    /// Send the stop signal (SIGTERM by default, R63).
+    SendStopSignal {
+        /// Container index.
+        container: usize,
+    },
+    /// Send SIGKILL: the budget is spent (R63).
+    SendKill {
+        /// Container index.
+        container: usize,
+    },
+    /// The container has stopped: release what it held.
+    ContainerStopped {
+        /// Container index.
+        container: usize,
+    },
+    /// Remove the record from storage. `force` (D4): the workload may still
+    /// be running somewhere (at-most-one no longer holds).
+    Remove {
+        /// Removed before its workload was confirmed stopped.
+        force: bool,
+    },
+}
+
+/// The answer to a delete request (the REST response, R33).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub struct DeleteResponse<const F: usize> {
+    /// Graceful, pending or deleted.
+    pub outcome: DeleteOutcome,
+    /// The object as written (or as it would be, for a dry run); when the
+    /// request removed it, the last state written before removal.
+    pub record: Record<F>,
+    /// Nothing was changed (R42).
+    pub dry_run: bool,
+    /// The record is (or would be) removed while its workload may still run (D4).
+    pub force: bool,
+}
+
+/// The answer to a finalizer update.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum UpdateOutcome {
+    /// Written (or nothing to change); the record stays.
+    Updated,
+    /// The update completed the deletion (R45): the record is removed.
+    Deleted {
+        /// Removed while the workload may still run (D4).
+        force: bool,
+    },
+}
+
+/// Whether an agent-side input applied.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum Handled {
+    /// The input was acted on.
+    Applied,
+    /// It does not apply in this state (no agent, node lost or fenced,
+    /// already stopped).
+    Ignored,
+}
+
+/// A container index outside the object's containers.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UnknownContainer;
+
+impl fmt::Display for UnknownContainer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no container with that index")
+    }
+}
+
+impl core::error::Error for UnknownContainer {}
+
+/// More containers than the lifecycle's capacity.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TooManyContainers;
+
+impl fmt::Display for TooManyContainers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("more containers than the lifecycle can hold")
+    }
+}
+
+impl core::error::Error for TooManyContainers {}
+
+/// Whether the agent can reach the record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Link {
+    /// Reporting normally.
+    Connected,
+    /// Not reporting (R77–R80): it neither sees nor writes the record, but
+    /// goes on stopping what it was stopping.
+    Lost,
+    /// Proven gone for good (D7, R82): it never acts again.
+    Fenced,
+}
+
+/// Lifecycle-level outputs owed, as bits.
+mod lifecycle_owed {
+    pub const REMOVE_ENDPOINTS: u8 = 1;
+    pub const REMOVE: u8 = 1 << 1;
+    pub const FORCE: u8 = 1 << 2;
+}
+
+/// The agent's own state for this object (the kubelet's pod worker).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AgentState {
+    /// Reachability.
+    pub link: Link,
+    /// The kill has started.
+    pub killing: bool,
+    /// The agent has seen a deletion (a timestamp, or the record gone).
+    pub deletion_seen: bool,
+    /// An eviction was ordered (the pod ends Failed if not deleted).
+    pub evicted: bool,
+    /// The agent owes the API a final delete or a status write, to be sent
+    /// when it can reach the record.
+    pub owes_report: bool,
+    /// The report has been made.
+    pub reported: bool,
+    /// The effective grace in force, 0 before the kill (R50–R55).
+    pub remembered_grace: i64,
+}
+
+impl AgentState {
+    const fn new() -> Self {
+        AgentState {
+            link: Link::Connected,
+            killing: false,
+            deletion_seen: false,
+            evicted: false,
+            owes_report: false,
+            reported: false,
+            remembered_grace: 0,
+        }
+    }
+}
+
+/// One object's deletion lifecycle, with up to `F` finalizers and `C`
+/// containers.
+///
+/// # Driving the machine
+///
+/// Every input is a `handle_*` call with the current time; nothing happens
+/// between calls. After each input:
+///
+/// 1. take every [`Action`] from [`poll_action`](Self::poll_action) and carry
+///    it out (persist the record first if it changed — see
+///    [`record`](Self::record));
+/// 2. ask [`poll_timeout`](Self::poll_timeout) for the next deadline and call
+///    [`handle_timeout`](Self::handle_timeout) once it has passed (an early or
+///    repeated call is a harmless no-op);
+/// 3. report what the world did: a pre-stop hook that returned
+///    ([`handle_pre_stop_finished`](Self::handle_pre_stop_finished)), a
+///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
+///
+/// ```
+/// use grace_core::{Action, DeleteOptions, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
+///
+/// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
+/// let app = ContainerSpec { pre_stop: false, sidecar: false, stopped: false };
+/// let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[app]).unwrap();
+/// let at = |s: i64| Now::from_unix_millis(s * 1000);
+///
+/// // kubectl delete pod: the spec's 30 s.
+/// let response = pod.handle_delete(at(1000), &DeleteOptions::default()).unwrap();
+/// assert_eq!(response.record.deletion_timestamp.unwrap().as_unix_seconds(), 1030);
+/// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
+///
+/// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
+/// let _ = pod.handle_agent_sync(at(1001));
+/// assert_eq!(pod.phase(), Phase::Terminating);
+/// assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
+/// assert_eq!(pod.poll_timeout().map(|t| t.as_millis()), Some(1_031_000));
+///
+/// // The process exits on SIGTERM; the agent's final delete removes the record.
+/// let _ = pod.handle_container_exited(at(1004), 0).unwrap();
+/// assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
+/// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
+/// assert_eq!(pod.phase(), Phase::Deleted);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lifecycle<const F: usize, const C: usize> {
+    strategy: Strategy,
+    record: Record<F>,
+    stored: bool,
+    phase: Phase,
+    agent: AgentState,
+    containers: heapless::Vec<Container, C>,
+    owed: u8,
+}
+
+impl<const F: usize, const C: usize> Lifecycle<F, C> {
+    /// Tracks a stored object of the given type with the given containers.
+    /// A finished pod's (or a stopped spec's) containers start stopped.
+    pub fn new(
+        strategy: Strategy,
+        record: Record<F>,
+        containers: &[ContainerSpec],
+    ) -> Result<Self, TooManyContainers> {
+        let finished = record.phase.is_terminal();
+        let mut list = heapless::Vec::new();
+        for spec in containers {
+            let spec = ContainerSpec {
+                stopped: spec.stopped || finished,
+                ..*spec
+            };
+            list.push(Container::new(spec))
+                .map_err(|_| TooManyContainers)?;
+        }
+        let mut lifecycle = Lifecycle {
+            strategy,
+            record,
+            stored: true,
+            phase: Phase::Live,
+            agent: AgentState::new(),
+            containers: list,
+            owed: 0,
+        };
+        lifecycle.phase = lifecycle.derive_phase();
+        Ok(lifecycle)
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The record as stored now, or, once removed, as last written.
+    pub fn record(&self) -> &Record<F> {
+        &self.record
+    }
+
+    /// Whether the record is still in storage.
+    pub fn is_stored(&self) -> bool {
+        self.stored
+    }
+
+    /// The type's deletion strategy.
+    pub fn strategy(&self) -> &Strategy {
+        &self.strategy
+    }
+
+    /// The agent's state.
+    pub fn agent(&self) -> &AgentState {
+        &self.agent
+    }
+
+    /// The containers' kill states.
+    pub fn containers(&self) -> &[Container] {
+        &self.containers
+    }
+
+    // ---- API-level inputs -------------------------------------------------
+
+    /// A delete request (R1–R44). A dry run decides and reports but changes
+    /// nothing. Errors change nothing either.
+    pub fn handle_delete(
+        &mut self,
+        now: Now,
+        options: &DeleteOptions,
+    ) -> Result<DeleteResponse<F>, DeleteError> {
+        match self.phase {
+            // R3: nothing stored, nothing to delete.
+            Phase::Deleted => Err(DeleteError::NotFound),
+            Phase::Live | Phase::GracefulPending | Phase::Terminating => {
+                let decision = decide_delete(&self.record, &self.strategy, options, now.wall)?;
+                let force = decision.remove && self.workload_may_run();
+                if options.dry_run {
+                    // R42–R44: the same decision, not applied.
+                    return Ok(DeleteResponse {
+                        outcome: decision.outcome,
+                        record: decision.record,
+                        dry_run: true,
+                        force,
+                    });
+                }
+                Ok(self.apply_delete(decision, force))
+            }
+        }
+    }
+
+    /// An update of the finalizer list (R45, R46).
+    pub fn handle_finalizer_update(
+        &mut self,
+        now: Now,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, UpdateError> {
+        let _ = now; // updates carry no time; kept for a uniform calling shape
+        match self.phase {
+            Phase::Deleted => Err(UpdateError::NotFound),
+            Phase::Live | Phase::GracefulPending | Phase::Terminating => {
+                let decision = decide_finalizer_update(&self.record, change)?;
+                if decision.write {
+                    self.write(decision.record);
+                }
+                if decision.remove {
+                    // R45: the last finalizer went and no grace is left.
+                    let force = self.workload_may_run();
+                    self.remove(force);
+                    self.refresh_phase();
+                    return Ok(UpdateOutcome::Deleted { force });
+                }
+                self.refresh_phase();
+                Ok(UpdateOutcome::Updated)
+            }
+        }
+    }
+
+    // ---- Agent-level inputs -----------------------------------------------
+
+    /// The agent observes the record and acts on it: starts the kill once a
+    /// deletion is visible (R57), applies a shorter grace at once (D5).
+    pub fn handle_agent_sync(&mut self, now: Now) -> Handled {
+        if !self.has_agent() || self.agent.link != Link::Connected {
+            return Handled::Ignored;
+        }
+        // The record as it is, or, once removed, as last written (D4).
+        if !self.stored || self.record.deletion_timestamp.is_some() {
+            self.agent.deletion_seen = true;
+        }
+        if self.agent.deletion_seen || self.agent.evicted {
+            let grace = effective_grace(
+                self.agent.remembered_grace,
+                self.record.deletion_grace_period_seconds,
+                None,
+                self.record.termination_grace_period_seconds,
+            );
+            self.apply_grace(now, grace.seconds, grace.shortened);
+        }
+        self.settle(now);
+        self.refresh_phase();
+        Handled::Applied
+    }
+
+    /// An agent-side kill override such as an eviction (R52, R73, R74): it
+    /// only shortens, and acts at once.
+    pub fn handle_evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
+        if !self.has_agent() || self.agent.link == Link::Fenced || self.all_stopped() {
+            return Handled::Ignored;
+        }
+        self.agent.evicted = true;
+        let grace = effective_grace(
+            self.agent.remembered_grace,
+            None,
+            Some(grace_period_seconds),
+            self.record.termination_grace_period_seconds,
+        );
+        self.apply_grace(now, grace.seconds, grace.shortened);
+        self.settle(now);
+        self.refresh_phase();
+        Handled::Applied
+    }
+
+    /// A container's pre-stop hook returned.
+    pub fn handle_pre_stop_finished(
+        &mut self,
+        now: Now,
+        container: usize,
+    ) -> Result<Handled, UnknownContainer> {
+        let c = self.containers.get(container).ok_or(UnknownContainer)?;
+        if self.agent.link == Link::Fenced || !matches!(c.stage, Stage::PreStop { .. }) {
+            return Ok(Handled::Ignored);
+        }
+        self.after_hook(now.mono, container);
+        Ok(Handled::Applied)
+    }
+
+    /// A container's process exited.
+    pub fn handle_container_exited(
+        &mut self,
+        now: Now,
+        container: usize,
+    ) -> Result<Handled, UnknownContainer> {
+        let c = self.containers.get_mut(container).ok_or(UnknownContainer)?;
+        if self.agent.link == Link::Fenced || !c.exited() {
+            return Ok(Handled::Ignored);
+        }
+        self.release_sidecars(now.mono);
+        self.settle(now);
+        self.refresh_phase();
+        Ok(Handled::Applied)
+    }
+
+    /// The agent stops reporting (R77–R80): the record stays as it is.
+    pub fn handle_node_lost(&mut self, now: Now) -> Handled {
+        let _ = now;
+        if !self.has_agent() || self.agent.link != Link::Connected {
+            return Handled::Ignored;
+        }
+        self.agent.link = Link::Lost;
+        Handled::Applied
+    }
+
+    /// The agent reconnects; a report it owes is sent at once.
+    pub fn handle_node_ready(&mut self, now: Now) -> Handled {
+        if !self.has_agent() || self.agent.link != Link::Lost {
+            return Handled::Ignored;
+        }
+        self.agent.link = Link::Connected;
+        self.settle(now);
+        self.refresh_phase();
+        Handled::Applied
+    }
+
+    /// Proof that the node is gone for good (D7, like PodGC on a deleted
+    /// node, R82): running containers count as stopped (no signals), and the
+    /// final delete is issued on the agent's behalf — for a live record too.
+    pub fn handle_node_fenced(&mut self, now: Now) -> Handled {
+        if !self.has_agent() || self.agent.link == Link::Fenced {
+            return Handled::Ignored;
+        }
+        self.agent.link = Link::Fenced;
+        for c in self.containers.iter_mut() {
+            let _ = c.exited();
+        }
+        if self.stored && !self.agent.reported {
+            // R82: PodGC marks the pod Failed, then deletes with grace 0.
+            if !self.record.phase.is_terminal() {
+                let mut failed = self.record.clone();
+                failed.phase = PodPhase::Failed;
+                self.write(failed);
+            }
+            self.final_delete(now);
+        }
+        self.agent.reported = true;
+        self.refresh_phase();
+        Handled::Applied
+    }
+
+    /// Deadlines that have passed: pre-stop cut-offs (then the stop signal),
+    /// sidecar waits, SIGKILL. Early or repeated calls do nothing.
+    pub fn handle_timeout(&mut self, now: Now) {
+        if self.agent.link == Link::Fenced {
+            return;
+        }
+        for i in 0..self.containers.len() {
+            let Some(stage) = self.containers.get(i).map(Container::stage) else {
+                continue;
+            };
+            match stage {
+                // R60: the agent stops waiting for the hook; then the signal.
+                Stage::PreStop { cutoff } if cutoff <= now.mono => self.after_hook(now.mono, i),
+                // R70: a sidecar's wait is bounded by its budget.
+                Stage::AwaitingTurn { cutoff } if cutoff <= now.mono => {
+                    if let Some(c) = self.containers.get_mut(i) {
+                        c.signal(now.mono);
+                    }
+                }
+                // R63: the budget is spent.
+                Stage::Stopping { kill_at } if kill_at <= now.mono => {
+                    if let Some(c) = self.containers.get_mut(i) {
+                        c.kill();
+                    }
+                }
+                Stage::Running
+                | Stage::PreStop { .. }
+                | Stage::AwaitingTurn { .. }
+                | Stage::Stopping { .. }
+                | Stage::Killed
+                | Stage::Stopped => {}
+            }
+        }
+    }
+
+    // ---- Outputs ------------------------------------------------------------
+
+    /// The next thing to do, in the order things happened; `None` when done.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        if self.owed & lifecycle_owed::REMOVE_ENDPOINTS != 0 {
+            self.owed &= !lifecycle_owed::REMOVE_ENDPOINTS;
+            return Some(Action::RemoveEndpoints);
+        }
+        for (i, c) in self.containers.iter_mut().enumerate() {
+            let action = if c.owed & owed::PRE_STOP != 0 {
+                c.owed &= !owed::PRE_STOP;
+                Action::RunPreStop {
+                    container: i,
+                    budget_seconds: c.budget,
+                }
+            } else if c.owed & owed::STOP_SIGNAL != 0 {
+                c.owed &= !owed::STOP_SIGNAL;
+                Action::SendStopSignal { container: i }
+            } else if c.owed & owed::KILL != 0 {
+                c.owed &= !owed::KILL;
+                Action::SendKill { container: i }
+            } else if c.owed & owed::STOPPED != 0 {
+                c.owed &= !owed::STOPPED;
+                Action::ContainerStopped { container: i }
+            } else {
+                continue;
+            };
+            return Some(action);
+        }
+        if self.owed & lifecycle_owed::REMOVE != 0 {
+            let force = self.owed & lifecycle_owed::FORCE != 0;
+            self.owed &= !(lifecycle_owed::REMOVE | lifecycle_owed::FORCE);
+            return Some(Action::Remove { force });
+        }
+        None
+    }
+
+    /// The next deadline on the monotonic clock, if any.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.agent.link == Link::Fenced {
+            return None;
+        }
+        self.containers.iter().filter_map(Container::deadline).min()
+    }
+
+    // ---- Internals ----------------------------------------------------------
+
+    /// Only scheduled pods have an agent.
+    fn has_agent(&self) -> bool {
+        self.strategy.kind == Kind::Pod && self.record.scheduled
+    }
+
+    fn all_stopped(&self) -> bool {
+        self.containers.iter().all(Container::is_stopped)
+    }
+
+    /// D4: could something of this object still be running?
+    fn workload_may_run(&self) -> bool {
+        self.has_agent()
+            && !self.record.phase.is_terminal()
+            && self.agent.link != Link::Fenced
+            && !self.all_stopped()
+    }
+
+    fn apply_delete(&mut self, decision: DeleteDecision<F>, force: bool) -> DeleteResponse<F> {
+        let DeleteDecision {
+            outcome,
+            record,
+            write,
+            remove,
+            ..
+        } = decision;
+        let mut returned = record;
+        if write {
+            self.write(returned.clone());
+            returned = self.record.clone();
+        }
+        if remove {
+            self.remove(force);
+        }
+        self.refresh_phase();
+        DeleteResponse {
+            outcome,
+            record: returned,
+            dry_run: false,
+            force,
+        }
+    }
+
+    /// Writes the record (the store bumps the resource version); a first
+    /// deletion timestamp takes a scheduled, running pod out of endpoints.
+    fn write(&mut self, mut record: Record<F>) {
+        let first_deletion =
+            self.record.deletion_timestamp.is_none() && record.deletion_timestamp.is_some();
+        if first_deletion && self.has_agent() && !self.record.phase.is_terminal() {
+            self.owed |= lifecycle_owed::REMOVE_ENDPOINTS;
+        }
+        record.resource_version = self.record.resource_version.saturating_add(1);
+        self.record = record;
+    }
+
+    fn remove(&mut self, force: bool) {
+        self.stored = false;
+        self.owed |= lifecycle_owed::REMOVE;
+        if force {
+            self.owed |= lifecycle_owed::FORCE;
+        }
+    }
+
+    /// Starts the kill with `grace`, or shortens one in progress (D5).
+    fn apply_grace(&mut self, now: Now, grace: i64, shortened: bool) {
+        let mono = now.mono;
+        if !self.agent.killing {
+            self.agent.killing = true;
+            for i in 0..self.containers.len() {
+                let proceed = self
+                    .containers
+                    .get_mut(i)
+                    .is_some_and(|c| c.start(mono, grace));
+                if proceed {
+                    self.after_hook(mono, i);
+                }
+            }
+        } else if shortened {
+            for c in self.containers.iter_mut() {
+                c.shorten(mono, grace);
+            }
+        }
+        self.agent.remembered_grace = grace;
+    }
+
+    /// The hook of container `i` is over (or there was none): signal it, or
+    /// let a sidecar wait its turn (R69–R72).
+    fn after_hook(&mut self, now: Instant, i: usize) {
+        let ordered = self.containers.iter().any(|c| c.spec.sidecar);
+        let ready = self.turn_ready(i);
+        if let Some(c) = self.containers.get_mut(i)
+            && c.finish_hook(now, ready, ordered)
+        {
+            c.signal(now);
+        }
+    }
+
+    /// R69: a sidecar's turn comes when every main container and the next
+    /// sidecar declared after it have stopped.
+    fn turn_ready(&self, i: usize) -> bool {
+        let mains_done = self
+            .containers
+            .iter()
+            .all(|c| c.spec.sidecar || c.is_stopped());
+        let next_sidecar_done = self
+            .containers
+            .iter()
+            .skip(i.saturating_add(1))
+            .find(|c| c.spec.sidecar)
+            .is_none_or(Container::is_stopped);
+        mains_done && next_sidecar_done
+    }
+
+    fn release_sidecars(&mut self, now: Instant) {
+        for i in 0..self.containers.len() {
+            let waiting = self
+                .containers
+                .get(i)
+                .is_some_and(|c| matches!(c.stage, Stage::AwaitingTurn { .. }));
+            if waiting
+                && self.turn_ready(i)
+                && let Some(c) = self.containers.get_mut(i)
+            {
+                c.signal(now);
+            }
+        }
+    }
+
+    /// Once everything has stopped, the agent reports: the final delete if a
+    /// deletion was asked for (R75), the Failed phase after an eviction.
+    fn settle(&mut self, now: Now) {
+        if !self.has_agent() || self.agent.reported || !self.all_stopped() {
+            return;
+        }
+        if !(self.agent.deletion_seen || self.agent.evicted) {
+            return;
+        }
+        if self.agent.link != Link::Connected {
+            self.agent.owes_report = true;
+            return;
+        }
+        self.agent.owes_report = false;
+        self.agent.reported = true;
+        if !self.stored {
+            return;
+        }
+        if self.agent.deletion_seen {
+            self.final_delete(now);
+        } else if !self.record.phase.is_terminal() {
+            let mut failed = self.record.clone();
+            failed.phase = PodPhase::Failed;
+            self.write(failed);
+        }
+    }
+
+    /// R75: delete with grace 0 and the uid as precondition.
+    fn final_delete(&mut self, now: Now) {
+        let options = DeleteOptions {
+            grace_period_seconds: Some(0),
+            preconditions: Preconditions {
+                uid: Some(self.record.uid.clone()),
+                resource_version: None,
+            },
+            ..DeleteOptions::default()
+        };
+        // A uid conflict means a different object: leave it alone.
+        if let Ok(decision) = decide_delete(&self.record, &self.strategy, &options, now.wall) {
+            let force = decision.remove && self.workload_may_run();
+            let _ = self.apply_delete(decision, force);
+        }
+    }
+
+    fn derive_phase(&self) -> Phase {
+        if !self.stored {
+            return Phase::Deleted;
+        }
+        if self.record.deletion_timestamp.is_none() {
+            return Phase::Live;
+        }
+        let nothing_to_wait_for = !self.has_agent() || self.record.phase.is_terminal();
+        if nothing_to_wait_for || self.agent.killing || self.agent.link == Link::Fenced {
+            Phase::Terminating
+        } else {
+            Phase::GracefulPending
+        }
+    }
+
+    /// The one place the phase changes. Deleted absorbs everything.
+    fn refresh_phase(&mut self) {
+        if self.phase != Phase::Deleted {
+            self.phase = self.derive_phase();
+        }
+    }
+}

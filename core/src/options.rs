@@ -1,0 +1,103 @@
+//! Delete options as a client sends them, and their validation (R1, R5, R6).
+
+use core::fmt;
+
+use crate::name::Name;
+
+/// The propagation policy of a delete request (`propagationPolicy`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum Propagation {
+    /// Leave dependents in place (adds the `orphan` finalizer, R37).
+    Orphan,
+    /// Delete dependents after the owner is gone.
+    Background,
+    /// Delete dependents first (adds `foregroundDeletion`, R38).
+    Foreground,
+    /// Any other value a client sent; it fails validation (R6).
+    Unrecognized,
+}
+
+/// Preconditions of a delete request (R7): each one set must match the
+/// stored object, or the request is a conflict.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct Preconditions {
+    /// The uid the object must have.
+    pub uid: Option<Name>,
+    /// The resource version the object must have.
+    pub resource_version: Option<u64>,
+}
+
+/// `DeleteOptions`. `Default` is a request with no body (R1): every field
+/// unset, so the type's default grace applies. A caller that wants "now"
+/// asks for grace 0 (D3).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub struct DeleteOptions {
+    /// Requested grace in seconds. Any i64 is accepted: negative means 1
+    /// (R9), huge values saturate (D2).
+    pub grace_period_seconds: Option<i64>,
+    /// Uid / resource version the object must still have.
+    pub preconditions: Preconditions,
+    /// How dependents are handled (garbage collection finalizers).
+    pub propagation_policy: Option<Propagation>,
+    /// The deprecated form of the propagation policy.
+    pub orphan_dependents: Option<bool>,
+    /// Decide and report, but write nothing (R42–R44).
+    pub dry_run: bool,
+}
+
+impl DeleteOptions {
+    /// A request for a specific grace period.
+    pub fn with_grace(seconds: i64) -> Self {
+        DeleteOptions {
+            grace_period_seconds: Some(seconds),
+            ..DeleteOptions::default()
+        }
+    }
+
+    /// `ValidateDeleteOptions` (R5, R6). Grace values are never invalid.
+    pub fn validate(&self) -> Result<(), InvalidOptions> {
+        if self.orphan_dependents.is_some() && self.propagation_policy.is_some() {
+            return Err(InvalidOptions::OrphanDependentsWithPropagationPolicy);
+        }
+        if self.propagation_policy == Some(Propagation::Unrecognized) {
+            return Err(InvalidOptions::UnrecognizedPropagationPolicy);
+        }
+        Ok(())
+    }
+}
+
+/// Why delete options are invalid (HTTP 422).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum InvalidOptions {
+    /// Both `orphanDependents` and `propagationPolicy` were set (R5).
+    OrphanDependentsWithPropagationPolicy,
+    /// `propagationPolicy` is not Orphan, Background or Foreground (R6).
+    UnrecognizedPropagationPolicy,
+}
+
+impl fmt::Display for InvalidOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            InvalidOptions::OrphanDependentsWithPropagationPolicy => {
+                "orphan_dependents and propagation_policy cannot both be set"
+            }
+            InvalidOptions::UnrecognizedPropagationPolicy => {
+                "propagation_policy must be Orphan, Background or Foreground"
+            }
+        })
+    }
+}
+
+impl core::error::Error for InvalidOptions {}

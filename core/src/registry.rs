@@ -1,0 +1,502 @@
+//! The API server's side of deletion: `BeforeDelete`, the pod grace
+//! computation, the store's keep-or-remove orchestration, garbage-collection
+//! finalizers and the update-path rules (R1–R48).
+//!
+//! Everything here is a pure decision over a stored record: it says what to
+//! write and whether to remove, and changes nothing itself. That makes dry
+//! run (R42) the same decision, not applied.
+
+use core::fmt;
+
+use crate::name::Name;
+use crate::options::{DeleteOptions, InvalidOptions, Propagation};
+use crate::record::{
+    FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Finalizers, GcPolicy, Kind, Record, Strategy,
+    TooManyFinalizers,
+};
+use crate::time::{WallTime, saturate_timestamp};
+
+/// What a delete request did to the record.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DeleteOutcome {
+    /// Deletion accepted or shortened; the record is kept.
+    Graceful,
+    /// A deletion was already in progress and nothing changed (R14, R17, R26).
+    Pending,
+    /// The record is removed from storage now.
+    Deleted,
+}
+
+/// The decision for one delete request on one stored record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a decision changes nothing until the caller writes or removes the record"]
+pub struct DeleteDecision<const F: usize> {
+    /// What happened, as the REST answer says it.
+    pub outcome: DeleteOutcome,
+    /// The object as the response returns it (R33): the state written, or,
+    /// when nothing was written before removal, the stored state (R30, R32).
+    pub record: Record<F>,
+    /// The record must be written (before removal, if `remove`).
+    pub write: bool,
+    /// The record must then be removed from storage.
+    pub remove: bool,
+    /// The normalised grace the decision used (`lastGraceful` in R29).
+    pub grace_period_seconds: Option<i64>,
+}
+
+/// A precondition that did not hold (HTTP 409).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Conflict {
+    /// The stored uid differs from `preconditions.uid` (a re-created object).
+    Uid,
+    /// The stored resource version differs from `preconditions.resource_version`.
+    ResourceVersion,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Conflict::Uid => "precondition failed: uid differs from the stored object",
+            Conflict::ResourceVersion => {
+                "precondition failed: resource_version differs from the stored object"
+            }
+        })
+    }
+}
+
+/// Why a delete request was refused. Nothing was changed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum DeleteError {
+    /// The options are invalid (422, R4 step 1).
+    Invalid(InvalidOptions),
+    /// A precondition failed (409, R4 step 2).
+    Conflict(Conflict),
+    /// The object is not stored (404, R3).
+    NotFound,
+    /// The garbage-collection finalizer would not fit the record.
+    TooManyFinalizers,
+}
+
+impl fmt::Display for DeleteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeleteError::Invalid(e) => write!(f, "invalid delete options: {e}"),
+            DeleteError::Conflict(e) => e.fmt(f),
+            DeleteError::NotFound => f.write_str("not found"),
+            DeleteError::TooManyFinalizers => TooManyFinalizers.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for DeleteError {}
+
+/// `BeforeDelete`'s answer.
+struct BeforeDelete {
+    graceful: bool,
+    pending: bool,
+}
+
+/// Decides a delete request against the stored record (`Store.Delete`, R2–R44).
+///
+/// `now` is the API server's clock. The decision is the same for a dry run;
+/// the caller simply does not apply it (R42).
+pub fn decide_delete<const F: usize>(
+    stored: &Record<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+    now: WallTime,
+) -> Result<DeleteDecision<F>, DeleteError> {
+    // R4: validation, then preconditions, then everything else.
+    options.validate().map_err(DeleteError::Invalid)?;
+    check_preconditions(stored, options)?;
+
+    // R9: a negative request means 1 from here on.
+    let mut grace = options
+        .grace_period_seconds
+        .map(|g| if g < 0 { 1 } else { g });
+    let mut record = stored.clone();
+    let bd = before_delete(&mut record, strategy, &mut grace, now);
+    if bd.pending {
+        // R26: nothing written; the stored object is returned as it is
+        // (R10's normalisation stays in memory).
+        return Ok(DeleteDecision {
+            outcome: DeleteOutcome::Pending,
+            record: stored.clone(),
+            write: false,
+            remove: false,
+            grace_period_seconds: grace,
+        });
+    }
+
+    let gc_finalizers = gc_finalizers(&record.finalizers, strategy, options)?;
+    // R28: graceful, finalizers already there, or a GC change ⇒ update first.
+    if !(bd.graceful || !stored.finalizers.is_empty() || gc_finalizers.is_some()) {
+        // R32: removed as it is, without a write.
+        return Ok(remove_unwritten(stored, grace));
+    }
+    if let Some(finalizers) = gc_finalizers {
+        record.finalizers = finalizers;
+    }
+    // R27: finalizers are looked at again after the GC adjustment.
+    let held = !record.finalizers.is_empty();
+    if !bd.graceful {
+        if !held {
+            // R30, R40: the update is abandoned, the stored object removed.
+            return Ok(remove_unwritten(stored, grace));
+        }
+        // R30, R31: kept, marked as deleting now.
+        record.mark_as_deleting(now);
+        return Ok(kept(stored, record, grace));
+    }
+    // R29: keep or remove by the request's grace, not the stored one.
+    if held || grace.unwrap_or(0) > 0 {
+        Ok(kept(stored, record, grace))
+    } else {
+        Ok(DeleteDecision {
+            outcome: DeleteOutcome::Deleted,
+            record,
+            write: true,
+            remove: true,
+            grace_period_seconds: grace,
+        })
+    }
+}
+
+fn kept<const F: usize>(
+    stored: &Record<F>,
+    record: Record<F>,
+    grace: Option<i64>,
+) -> DeleteDecision<F> {
+    let write = record != *stored;
+    DeleteDecision {
+        outcome: if write {
+            DeleteOutcome::Graceful
+        } else {
+            DeleteOutcome::Pending
+        },
+        record,
+        write,
+        remove: false,
+        grace_period_seconds: grace,
+    }
+}
+
+fn remove_unwritten<const F: usize>(stored: &Record<F>, grace: Option<i64>) -> DeleteDecision<F> {
+    DeleteDecision {
+        outcome: DeleteOutcome::Deleted,
+        record: stored.clone(),
+        write: false,
+        remove: true,
+        grace_period_seconds: grace,
+    }
+}
+
+/// R7: each precondition given must match the stored object.
+fn check_preconditions<const F: usize>(
+    stored: &Record<F>,
+    options: &DeleteOptions,
+) -> Result<(), DeleteError> {
+    let pre = &options.preconditions;
+    if pre.uid.as_ref().is_some_and(|uid| *uid != stored.uid) {
+        return Err(DeleteError::Conflict(Conflict::Uid));
+    }
+    if pre
+        .resource_version
+        .is_some_and(|rv| rv != stored.resource_version)
+    {
+        return Err(DeleteError::Conflict(Conflict::ResourceVersion));
+    }
+    Ok(())
+}
+
+/// `rest.BeforeDelete` after validation and preconditions (R9–R25).
+/// Mutates `record` and the request's `grace` as Kubernetes does.
+fn before_delete<const F: usize>(
+    record: &mut Record<F>,
+    strategy: &Strategy,
+    grace: &mut Option<i64>,
+    now: WallTime,
+) -> BeforeDelete {
+    // R10: a stored negative grace reads as 1, in memory only.
+    if record.deletion_grace_period_seconds.is_some_and(|g| g < 0) {
+        record.deletion_grace_period_seconds = Some(1);
+    }
+    if strategy.kind == Kind::Generic {
+        // R11: no graceful strategy; only finalizers can hold the object.
+        return BeforeDelete {
+            graceful: false,
+            pending: false,
+        };
+    }
+    if let Some(ts) = record.deletion_timestamp {
+        let existing = match record.deletion_grace_period_seconds {
+            // R13: nothing graceful left to wait for: delete now.
+            None | Some(0) => {
+                return BeforeDelete {
+                    graceful: false,
+                    pending: false,
+                };
+            }
+            Some(existing) => existing,
+        };
+        let Some(requested) = *grace else {
+            // R17: no grace asked ⇒ the existing one, and pending.
+            *grace = Some(existing);
+            return BeforeDelete {
+                graceful: false,
+                pending: true,
+            };
+        };
+        if requested >= existing {
+            // R14: only a shorter grace is taken.
+            return BeforeDelete {
+                graceful: false,
+                pending: true,
+            };
+        }
+        // R15: counted from when the deletion was first asked for, computed
+        // exactly in wide integers (D2).
+        let mut new_ts = i128::from(ts.as_unix_seconds())
+            .saturating_sub(i128::from(existing))
+            .saturating_add(i128::from(requested));
+        let mut new_grace = requested;
+        // R16: never into the past; strict comparison on the real instant.
+        if new_ts.saturating_mul(1000) < now.as_millis_wide() {
+            new_ts = i128::from(now.floor_to_timestamp().as_unix_seconds());
+            if new_grace != 0 {
+                new_grace = 1;
+            }
+        }
+        record.deletion_timestamp = Some(saturate_timestamp(new_ts, now.floor_to_timestamp()));
+        record.deletion_grace_period_seconds = Some(new_grace);
+        // R12: re-deletes never bump the generation.
+        return BeforeDelete {
+            graceful: true,
+            pending: false,
+        };
+    }
+    let period = pod_grace_period(record, *grace);
+    *grace = Some(period); // R22
+    // R24: ts = now + grace, saturating at the RFC 3339 maximum (D2).
+    let now_ts = now.floor_to_timestamp();
+    let ts = i128::from(now_ts.as_unix_seconds()).saturating_add(i128::from(period));
+    record.deletion_timestamp = Some(saturate_timestamp(ts, now_ts));
+    record.deletion_grace_period_seconds = Some(period);
+    // R25
+    if record.generation > 0 {
+        record.generation = record.generation.saturating_add(1);
+    }
+    BeforeDelete {
+        graceful: true,
+        pending: false,
+    }
+}
+
+/// The pod strategy's `CheckGracefulDelete` (R18–R21): the grace a first
+/// deletion gets.
+pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i64>) -> i64 {
+    // R18
+    let mut period = requested
+        .or(record.termination_grace_period_seconds)
+        .unwrap_or(0);
+    // R19: not scheduled ⇒ nothing runs ⇒ now.
+    if !record.scheduled {
+        period = 0;
+    }
+    // R20: already finished ⇒ now.
+    if record.phase.is_terminal() {
+        period = 0;
+    }
+    // R21: a negative spec value means 1.
+    if period < 0 {
+        period = 1;
+    }
+    period
+}
+
+/// `deletionFinalizersForGarbageCollection` (R36–R39): the new finalizer
+/// list, or `None` when the set would not change.
+pub fn gc_finalizers<const F: usize>(
+    existing: &Finalizers<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+) -> Result<Option<Finalizers<F>>, DeleteError> {
+    if !strategy.gc_enabled {
+        return Ok(None); // R36
+    }
+    let orphan = should_orphan(existing, strategy, options);
+    let foreground = should_delete_in_foreground(existing, strategy, options);
+    let mut next = Finalizers::new();
+    for name in existing.iter() {
+        if name.as_str() != FINALIZER_ORPHAN && name.as_str() != FINALIZER_FOREGROUND {
+            next.push(name.clone())
+                .map_err(|_| DeleteError::TooManyFinalizers)?;
+        }
+    }
+    for (wanted, name) in [
+        (orphan, FINALIZER_ORPHAN),
+        (foreground, FINALIZER_FOREGROUND),
+    ] {
+        if wanted {
+            let name = Name::try_from_str(name).map_err(|_| DeleteError::TooManyFinalizers)?;
+            next.push(name)
+                .map_err(|_| DeleteError::TooManyFinalizers)?;
+        }
+    }
+    // R39: the old list, in its old order, when the set is unchanged.
+    if next.same_set(existing) {
+        Ok(None)
+    } else {
+        Ok(Some(next))
+    }
+}
+
+/// R37: whether the `orphan` finalizer is wanted. First match wins.
+fn should_orphan<const F: usize>(
+    existing: &Finalizers<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+) -> bool {
+    if strategy.default_gc_policy == GcPolicy::Unsupported {
+        return false;
+    }
+    if let Some(orphan) = options.orphan_dependents {
+        return orphan;
+    }
+    match options.propagation_policy {
+        Some(Propagation::Orphan) => return true,
+        Some(Propagation::Background | Propagation::Foreground) => return false,
+        Some(Propagation::Unrecognized) | None => {}
+    }
+    for name in existing.iter() {
+        if name.as_str() == FINALIZER_ORPHAN {
+            return true;
+        }
+        if name.as_str() == FINALIZER_FOREGROUND {
+            return false;
+        }
+    }
+    strategy.default_gc_policy == GcPolicy::OrphanDependents
+}
+
+/// R38: whether the `foregroundDeletion` finalizer is wanted.
+fn should_delete_in_foreground<const F: usize>(
+    existing: &Finalizers<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+) -> bool {
+    if strategy.default_gc_policy == GcPolicy::Unsupported {
+        return false;
+    }
+    if options.orphan_dependents.is_some() {
+        return false;
+    }
+    if let Some(policy) = options.propagation_policy {
+        return policy == Propagation::Foreground;
+    }
+    for name in existing.iter() {
+        if name.as_str() == FINALIZER_FOREGROUND {
+            return true;
+        }
+        if name.as_str() == FINALIZER_ORPHAN {
+            return false;
+        }
+    }
+    false
+}
+
+/// A change to the finalizer list through an update (not a delete).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
+pub enum FinalizerChange {
+    /// Append a finalizer (refused once deletion started, R46).
+    Add(Name),
+    /// Remove a finalizer (may complete the deletion, R45).
+    Remove(Name),
+}
+
+/// Why an update of the finalizers was refused. Nothing was changed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum UpdateError {
+    /// A finalizer may not be added once the deletion timestamp is set (R46, 422).
+    NoNewFinalizersWhileDeleting,
+    /// The list is full.
+    TooManyFinalizers,
+    /// The object is not stored.
+    NotFound,
+}
+
+impl fmt::Display for UpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpdateError::NoNewFinalizersWhileDeleting => {
+                f.write_str("no new finalizers can be added if the object is being deleted")
+            }
+            UpdateError::TooManyFinalizers => TooManyFinalizers.fmt(f),
+            UpdateError::NotFound => f.write_str("not found"),
+        }
+    }
+}
+
+impl core::error::Error for UpdateError {}
+
+/// The decision for one finalizer update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a decision changes nothing until the caller writes or removes the record"]
+pub struct UpdateDecision<const F: usize> {
+    /// The record after the update.
+    pub record: Record<F>,
+    /// Something changed and must be written.
+    pub write: bool,
+    /// The update completes a deletion: remove the record (R45).
+    pub remove: bool,
+}
+
+/// Decides an update of the finalizer list (R45, R46).
+pub fn decide_finalizer_update<const F: usize>(
+    stored: &Record<F>,
+    change: &FinalizerChange,
+) -> Result<UpdateDecision<F>, UpdateError> {
+    let mut record = stored.clone();
+    match change {
+        FinalizerChange::Add(name) => {
+            if record.finalizers.contains(name) {
+                // Already there: a no-op update.
+            } else if record.deletion_timestamp.is_some() {
+                return Err(UpdateError::NoNewFinalizersWhileDeleting);
+            } else {
+                record
+                    .finalizers
+                    .push(name.clone())
+                    .map_err(|_| UpdateError::TooManyFinalizers)?;
+            }
+        }
+        FinalizerChange::Remove(name) => {
+            record.finalizers.remove(name);
+        }
+    }
+    // R45: no finalizers left, deletion timestamp set, and no grace left
+    // (nil or 0) ⇒ the update deletes the object.
+    let remove = record.finalizers.is_empty()
+        && stored.deletion_timestamp.is_some()
+        && matches!(stored.deletion_grace_period_seconds, None | Some(0));
+    let write = record != *stored;
+    Ok(UpdateDecision {
+        record,
+        write,
+        remove,
+    })
+}

@@ -1,0 +1,1 @@
+//! grace on std.
