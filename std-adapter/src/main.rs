@@ -1,1 +1,71 @@
-fn main() {}
+//! The `grace` command line.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Kubernetes-grade graceful deletion.
+#[derive(Parser)]
+#[command(name = "grace", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Replay a scenario file and print what happens, and when.
+    Simulate {
+        /// The scenario (JSON, see SCENARIOS.md).
+        file: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum Format {
+    /// A readable timeline.
+    Text,
+    /// JSON lines, one object a line (the public format).
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Simulate { file, format } => simulate(&file, format),
+    }
+}
+
+fn simulate(file: &PathBuf, format: Format) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("grace: cannot read {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let scenario = match grace_std::parse(&text) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("grace: {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let timeline = match grace_std::simulate(&scenario) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("grace: {}: {e}", file.display());
+            return ExitCode::from(1);
+        }
+    };
+    let out = match format {
+        Format::Text => timeline.to_text(),
+        Format::Json => timeline.to_json_lines(),
+    };
+    print!("{out}");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,445 @@
+//! `grace simulate`: replays a scenario on a manual clock, with a simulated
+//! agent and simulated processes, and records what the machine decided and
+//! did as a [`Timeline`].
+//!
+//! The world model (SCENARIOS.md): a pre-stop hook runs for the container's
+//! `pre_stop_seconds`; a process exits `exits_after_sigterm_seconds` after
+//! its stop signal, or at once when killed. At one instant, the world's
+//! reports (exits, hooks returning) come first, then the machine's own
+//! deadlines, then the scenario's input — so a process that exits at the
+//! instant its SIGKILL is due is not killed.
+
+use grace_core::{
+    Action, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
+    UpdateError, UpdateOutcome, WallTime,
+};
+
+use crate::scenario::{DeleteRequest, Event, EventKind, MAX_CONTAINERS, MAX_FINALIZERS, Scenario};
+use crate::timeline::{ActionKind, Entry, EntryKind, EventEntry, Outcome, RecordView, Timeline};
+
+/// The lifecycle type the simulator drives.
+pub type SimLifecycle = Lifecycle<MAX_FINALIZERS, MAX_CONTAINERS>;
+
+/// Most steps a simulation may take before it is declared stuck: far more
+/// than any scenario of a few hundred events and a few containers needs.
+const MAX_STEPS: usize = 1_000_000;
+
+/// Why a simulation could not finish.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimulateError {
+    /// The machine was built from an object it cannot hold.
+    Object(String),
+    /// The run exceeded [`MAX_STEPS`] (a bug: deadlines must make progress).
+    Stuck {
+        /// The simulated time it stopped at, in unix milliseconds.
+        at_ms: i64,
+    },
+}
+
+impl std::fmt::Display for SimulateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimulateError::Object(m) => write!(f, "object: {m}"),
+            SimulateError::Stuck { at_ms } => {
+                write!(f, "simulation made no progress at {at_ms} ms")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SimulateError {}
+
+/// One process's simulated behaviour in flight.
+#[derive(Clone, Copy, Debug, Default)]
+struct World {
+    /// When the running pre-stop hook returns.
+    hook_done_at: Option<i64>,
+    /// When the process exits.
+    exit_at: Option<i64>,
+}
+
+/// Runs a scenario to its end.
+pub fn simulate(scenario: &Scenario) -> Result<Timeline, SimulateError> {
+    Simulator::new(scenario)?.run()
+}
+
+struct Simulator<'a> {
+    scenario: &'a Scenario,
+    machine: SimLifecycle,
+    world: Vec<World>,
+    /// The monotonic clock's epoch, in unix milliseconds.
+    base_ms: i64,
+    phase: Phase,
+    entries: Vec<Entry>,
+    steps: usize,
+}
+
+impl<'a> Simulator<'a> {
+    fn new(scenario: &'a Scenario) -> Result<Self, SimulateError> {
+        let specs: Vec<_> = scenario.containers.iter().map(|c| c.spec()).collect();
+        let machine = Lifecycle::new(scenario.strategy, scenario.record.clone(), &specs)
+            .map_err(|e| SimulateError::Object(e.to_string()))?;
+        let base_ms = scenario.events.first().map_or(0, |e| e.at_ms).min(0);
+        Ok(Simulator {
+            phase: machine.phase(),
+            scenario,
+            machine,
+            world: vec![World::default(); scenario.containers.len()],
+            base_ms,
+            entries: Vec::new(),
+            steps: 0,
+        })
+    }
+
+    fn now(&self, at_ms: i64) -> Now {
+        let mono = at_ms.saturating_sub(self.base_ms).max(0) as u64;
+        Now::new(
+            WallTime::from_unix_millis(at_ms),
+            Instant::from_millis(mono),
+        )
+    }
+
+    fn to_unix_ms(&self, instant: Instant) -> i64 {
+        let ms = i64::try_from(instant.as_millis()).unwrap_or(i64::MAX);
+        ms.saturating_add(self.base_ms)
+    }
+
+    fn run(mut self) -> Result<Timeline, SimulateError> {
+        let start_ms = self.scenario.events.first().map(|e| e.at_ms);
+        for event in &self.scenario.events {
+            self.advance(Some(event.at_ms))?;
+            self.input(event);
+        }
+        let limit = self.scenario.until_ms;
+        self.advance(limit)?;
+        Ok(Timeline {
+            name: self.scenario.name.clone(),
+            node: self.scenario.node.clone(),
+            containers: self
+                .scenario
+                .containers
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
+            initial_phase: self.scenario_initial_phase(),
+            start_ms: start_ms.unwrap_or(0),
+            entries: self.entries,
+        })
+    }
+
+    fn scenario_initial_phase(&self) -> Phase {
+        let specs: Vec<_> = self.scenario.containers.iter().map(|c| c.spec()).collect();
+        SimLifecycle::new(self.scenario.strategy, self.scenario.record.clone(), &specs)
+            .map(|m| m.phase())
+            .unwrap_or(Phase::Live)
+    }
+
+    /// The next time anything happens on its own: a world report or a deadline.
+    fn next_internal(&self) -> Option<i64> {
+        let world = self
+            .world
+            .iter()
+            .flat_map(|w| [w.hook_done_at, w.exit_at])
+            .flatten()
+            .min();
+        let deadline = self.machine.poll_timeout().map(|t| self.to_unix_ms(t));
+        match (world, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs everything due up to and including `limit` (all of it when `None`).
+    fn advance(&mut self, limit: Option<i64>) -> Result<(), SimulateError> {
+        while let Some(at) = self.next_internal() {
+            if limit.is_some_and(|l| at > l) {
+                break;
+            }
+            self.steps += 1;
+            if self.steps > MAX_STEPS {
+                return Err(SimulateError::Stuck { at_ms: at });
+            }
+            self.step_world(at);
+        }
+        Ok(())
+    }
+
+    /// One instant of the world: exits, then hooks returning, then deadlines.
+    fn step_world(&mut self, at: i64) {
+        let before = (self.view(), self.machine.is_stored());
+        self.step_world_reports(at);
+        let after = (self.view(), self.machine.is_stored());
+        if after != before {
+            // Written by the agent itself (final delete, status): say so.
+            self.entries.push(Entry {
+                at_ms: at,
+                kind: EntryKind::RecordWritten {
+                    record: after.0,
+                    stored: after.1,
+                },
+            });
+        }
+    }
+
+    fn step_world_reports(&mut self, at: i64) {
+        let now = self.now(at);
+        for i in 0..self.world.len() {
+            if self.world[i].exit_at == Some(at) {
+                self.world[i] = World::default();
+                let _ = self.machine.handle_container_exited(now, i);
+                self.drain(at);
+            }
+        }
+        for i in 0..self.world.len() {
+            if self.world[i].hook_done_at == Some(at) {
+                self.world[i].hook_done_at = None;
+                let _ = self.machine.handle_pre_stop_finished(now, i);
+                self.drain(at);
+            }
+        }
+        if self
+            .machine
+            .poll_timeout()
+            .is_some_and(|t| self.to_unix_ms(t) <= at)
+        {
+            self.machine.handle_timeout(now);
+            self.drain(at);
+        }
+    }
+
+    /// Takes the machine's actions, records them, and lets the world react.
+    fn drain(&mut self, at: i64) {
+        self.note_phase(at);
+        while let Some(action) = self.machine.poll_action() {
+            let (kind, container) = match action {
+                Action::RemoveEndpoints => (ActionKind::RemoveEndpoints, None),
+                Action::RunPreStop {
+                    container,
+                    budget_seconds,
+                } => {
+                    if let Some(w) = self.world.get_mut(container) {
+                        let run = self.scenario.containers[container].pre_stop_ms.unwrap_or(0);
+                        w.hook_done_at = Some(at.saturating_add(run));
+                    }
+                    (ActionKind::PreStop { budget_seconds }, Some(container))
+                }
+                Action::SendStopSignal { container } => {
+                    if let Some(w) = self.world.get_mut(container) {
+                        w.hook_done_at = None; // the hook is cut or over
+                        w.exit_at = self.scenario.containers[container]
+                            .exits_after_sigterm_ms
+                            .map(|d| at.saturating_add(d));
+                    }
+                    (ActionKind::Sigterm, Some(container))
+                }
+                Action::SendKill { container } => {
+                    if let Some(w) = self.world.get_mut(container) {
+                        w.exit_at = Some(at);
+                    }
+                    (ActionKind::Sigkill, Some(container))
+                }
+                Action::ContainerStopped { container } => {
+                    if let Some(w) = self.world.get_mut(container) {
+                        *w = World::default();
+                    }
+                    (ActionKind::ContainerStopped, Some(container))
+                }
+                Action::Remove { force } => (ActionKind::Remove { force }, None),
+            };
+            self.entries.push(Entry {
+                at_ms: at,
+                kind: EntryKind::Action { kind, container },
+            });
+        }
+    }
+
+    fn note_phase(&mut self, at: i64) {
+        let phase = self.machine.phase();
+        if phase != self.phase {
+            self.phase = phase;
+            self.entries.push(Entry {
+                at_ms: at,
+                kind: EntryKind::State(phase),
+            });
+        }
+    }
+
+    fn view(&self) -> RecordView {
+        RecordView::of(self.machine.record())
+    }
+
+    /// Applies one scenario input and records its line, then its effects.
+    fn input(&mut self, event: &Event) {
+        let at = event.at_ms;
+        let now = self.now(at);
+        let was_stored = self.machine.is_stored();
+        let mut entry = EventEntry {
+            event: event.kind.name(),
+            detail: describe(&event.kind, self.scenario),
+            container: None,
+            outcome: Outcome::Ok,
+            error: None,
+            dry_run: false,
+            force: false,
+            record: self.view(),
+            stored: was_stored,
+            state: self.machine.phase(),
+        };
+        match &event.kind {
+            EventKind::Delete(request) => self.delete(now, request, &mut entry),
+            EventKind::AgentSync => {
+                entry.outcome = handled(self.machine.handle_agent_sync(now));
+            }
+            EventKind::Evict {
+                grace_period_seconds,
+            } => {
+                entry.outcome = handled(self.machine.handle_evict(now, *grace_period_seconds));
+            }
+            EventKind::Finalizer(change) => {
+                match self.machine.handle_finalizer_update(now, change) {
+                    Ok(UpdateOutcome::Updated) => entry.outcome = Outcome::Ok,
+                    Ok(UpdateOutcome::Deleted { force }) => {
+                        entry.outcome = Outcome::Deleted;
+                        entry.force = force;
+                    }
+                    Err(UpdateError::NotFound) => entry.outcome = Outcome::NotFound,
+                    Err(e) => {
+                        entry.outcome = Outcome::Invalid;
+                        entry.error = Some(e.to_string());
+                    }
+                }
+            }
+            EventKind::ContainerExit { container } => {
+                entry.container = Some(*container);
+                if let Some(w) = self.world.get_mut(*container) {
+                    *w = World::default();
+                }
+                entry.outcome = match self.machine.handle_container_exited(now, *container) {
+                    Ok(h) => handled(h),
+                    Err(_) => Outcome::Ignored,
+                };
+            }
+            EventKind::NodeLost => entry.outcome = handled(self.machine.handle_node_lost(now)),
+            EventKind::NodeReady => entry.outcome = handled(self.machine.handle_node_ready(now)),
+            EventKind::NodeFenced => {
+                entry.outcome = handled(self.machine.handle_node_fenced(now));
+                if was_stored && !self.machine.is_stored() {
+                    entry.outcome = Outcome::Deleted;
+                }
+            }
+            EventKind::Get => {
+                entry.outcome = if was_stored {
+                    Outcome::Ok
+                } else {
+                    Outcome::NotFound
+                };
+            }
+        }
+        if !entry.dry_run && !matches!(entry.outcome, Outcome::Conflict | Outcome::Invalid) {
+            entry.record = self.view();
+        }
+        entry.stored = self.machine.is_stored();
+        entry.state = self.machine.phase();
+        self.entries.push(Entry {
+            at_ms: at,
+            kind: EntryKind::Event(entry),
+        });
+        self.drain(at);
+    }
+
+    fn delete(&mut self, now: Now, request: &DeleteRequest, entry: &mut EventEntry) {
+        if request.unmatchable_resource_version.is_some() {
+            // Validation and the uid precondition still come first (R4).
+            let probe = DeleteOptions {
+                dry_run: true,
+                ..request.options.clone()
+            };
+            let verdict = match self.machine.clone().handle_delete(now, &probe) {
+                Err(e) => Err(e),
+                Ok(_) => Err(DeleteError::Conflict(grace_core::Conflict::ResourceVersion)),
+            };
+            return report_delete_error(verdict, entry);
+        }
+        match self.machine.handle_delete(now, &request.options) {
+            Ok(response) => {
+                entry.outcome = match response.outcome {
+                    DeleteOutcome::Graceful => Outcome::Graceful,
+                    DeleteOutcome::Pending => Outcome::Pending,
+                    DeleteOutcome::Deleted => Outcome::Deleted,
+                };
+                entry.force = response.force;
+                entry.dry_run = response.dry_run;
+                entry.record = RecordView::of(&response.record);
+            }
+            Err(e) => report_delete_error(Err(e), entry),
+        }
+    }
+}
+
+fn report_delete_error(verdict: Result<(), DeleteError>, entry: &mut EventEntry) {
+    let Err(e) = verdict else { return };
+    entry.outcome = match e {
+        DeleteError::NotFound => Outcome::NotFound,
+        DeleteError::Conflict(_) => Outcome::Conflict,
+        DeleteError::Invalid(_) | DeleteError::TooManyFinalizers => Outcome::Invalid,
+        _ => Outcome::Invalid,
+    };
+    if !matches!(entry.outcome, Outcome::NotFound) {
+        entry.error = Some(e.to_string());
+    }
+}
+
+fn handled(h: Handled) -> Outcome {
+    match h {
+        Handled::Applied => Outcome::Ok,
+        Handled::Ignored => Outcome::Ignored,
+    }
+}
+
+/// The input's payload in words, for the text timeline.
+fn describe(kind: &EventKind, scenario: &Scenario) -> String {
+    match kind {
+        EventKind::Delete(request) => {
+            let o = &request.options;
+            let mut parts = Vec::new();
+            match o.grace_period_seconds {
+                Some(g) => parts.push(format!("grace {g}")),
+                None => parts.push("default grace".to_string()),
+            }
+            if let Some(uid) = &o.preconditions.uid {
+                parts.push(format!("uid {uid}"));
+            }
+            if let Some(rv) = o.preconditions.resource_version {
+                parts.push(format!("resource_version {rv}"));
+            }
+            if let Some(rv) = &request.unmatchable_resource_version {
+                parts.push(format!("resource_version {rv}"));
+            }
+            if let Some(p) = o.propagation_policy {
+                parts.push(format!("propagation {p:?}"));
+            }
+            if let Some(orphan) = o.orphan_dependents {
+                parts.push(format!("orphan_dependents {orphan}"));
+            }
+            if o.dry_run {
+                parts.push("dry run".to_string());
+            }
+            format!("({})", parts.join(", "))
+        }
+        EventKind::Evict {
+            grace_period_seconds,
+        } => format!("(grace {grace_period_seconds})"),
+        EventKind::Finalizer(grace_core::FinalizerChange::Add(n))
+        | EventKind::Finalizer(grace_core::FinalizerChange::Remove(n)) => n.to_string(),
+        EventKind::ContainerExit { container } => scenario
+            .containers
+            .get(*container)
+            .map(|c| c.name.clone())
+            .unwrap_or_default(),
+        EventKind::AgentSync
+        | EventKind::NodeLost
+        | EventKind::NodeReady
+        | EventKind::NodeFenced
+        | EventKind::Get => String::new(),
+    }
+}
