@@ -47,6 +47,11 @@ pub fn effective_grace(
     {
         g = s;
     }
+    // R50: once started, the budget never grows. Without this, a deletion
+    // grace of 0 resets `g` to 0 and a longer override then replaces it.
+    if remembered > 0 && g > remembered {
+        g = remembered;
+    }
     // R54: never below one second.
     if g < 1 {
         g = 1;

@@ -75,6 +75,9 @@ pub struct Container {
     /// end, a shortening, or (once stopping) the stop signal.
     pub(crate) since: Instant,
     pub(crate) owed: u8,
+    /// When (in the lifecycle's action order) the oldest owed output arose;
+    /// 0 while nothing is owed.
+    pub(crate) owed_since: u32,
 }
 
 impl Container {
@@ -90,6 +93,7 @@ impl Container {
             budget: 0,
             since: Instant::ZERO,
             owed: 0,
+            owed_since: 0,
         }
     }
 

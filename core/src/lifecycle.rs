@@ -175,6 +175,14 @@ pub enum Link {
     Fenced,
 }
 
+/// Where the next owed output comes from.
+#[derive(Copy, Clone)]
+enum Source {
+    Endpoints,
+    Container(usize),
+    Remove,
+}
+
 /// Lifecycle-level outputs owed, as bits.
 mod lifecycle_owed {
     pub const REMOVE_ENDPOINTS: u8 = 1;
@@ -270,6 +278,11 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     agent: AgentState,
     containers: heapless::Vec<Container, C>,
     owed: u8,
+    /// Orders owed outputs as they arise, so that `poll_action` hands them
+    /// out in the order they happened.
+    order: u32,
+    endpoints_since: u32,
+    remove_since: u32,
 }
 
 impl<const F: usize, const C: usize> Lifecycle<F, C> {
@@ -298,6 +311,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             agent: AgentState::new(),
             containers: list,
             owed: 0,
+            order: 0,
+            endpoints_since: 0,
+            remove_since: 0,
         };
         lifecycle.phase = lifecycle.derive_phase();
         Ok(lifecycle)
@@ -458,6 +474,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         if self.agent.link == Link::Fenced || !c.exited() {
             return Ok(Handled::Ignored);
         }
+        self.stamp(container);
         self.release_sidecars(now.mono);
         self.settle(now);
         self.refresh_phase();
@@ -493,8 +510,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             return Handled::Ignored;
         }
         self.agent.link = Link::Fenced;
-        for c in self.containers.iter_mut() {
-            let _ = c.exited();
+        for i in 0..self.containers.len() {
+            if let Some(c) = self.containers.get_mut(i) {
+                let _ = c.exited();
+            }
+            self.stamp(i);
         }
         if self.stored && !self.agent.reported {
             // R82: PodGC marks the pod Failed, then deletes with grace 0.
@@ -528,12 +548,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
                     if let Some(c) = self.containers.get_mut(i) {
                         c.signal(now.mono);
                     }
+                    self.stamp(i);
                 }
                 // R63: the budget is spent.
                 Stage::Stopping { kill_at } if kill_at <= now.mono => {
                     if let Some(c) = self.containers.get_mut(i) {
                         c.kill();
                     }
+                    self.stamp(i);
                 }
                 Stage::Running
                 | Stage::PreStop { .. }
@@ -549,37 +571,59 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The next thing to do, in the order things happened; `None` when done.
     pub fn poll_action(&mut self) -> Option<Action> {
+        // The oldest owed output first: endpoints, containers, removal.
+        let mut best: Option<(u32, Source)> = None;
+        let mut consider = |since: u32, source: Source| {
+            if best.is_none_or(|(b, _)| since < b) {
+                best = Some((since, source));
+            }
+        };
         if self.owed & lifecycle_owed::REMOVE_ENDPOINTS != 0 {
-            self.owed &= !lifecycle_owed::REMOVE_ENDPOINTS;
-            return Some(Action::RemoveEndpoints);
+            consider(self.endpoints_since, Source::Endpoints);
         }
-        for (i, c) in self.containers.iter_mut().enumerate() {
-            let action = if c.owed & owed::PRE_STOP != 0 {
-                c.owed &= !owed::PRE_STOP;
-                Action::RunPreStop {
-                    container: i,
-                    budget_seconds: c.budget,
-                }
-            } else if c.owed & owed::STOP_SIGNAL != 0 {
-                c.owed &= !owed::STOP_SIGNAL;
-                Action::SendStopSignal { container: i }
-            } else if c.owed & owed::KILL != 0 {
-                c.owed &= !owed::KILL;
-                Action::SendKill { container: i }
-            } else if c.owed & owed::STOPPED != 0 {
-                c.owed &= !owed::STOPPED;
-                Action::ContainerStopped { container: i }
-            } else {
-                continue;
-            };
-            return Some(action);
+        for (i, c) in self.containers.iter().enumerate() {
+            if c.owed != 0 {
+                consider(c.owed_since, Source::Container(i));
+            }
         }
         if self.owed & lifecycle_owed::REMOVE != 0 {
-            let force = self.owed & lifecycle_owed::FORCE != 0;
-            self.owed &= !(lifecycle_owed::REMOVE | lifecycle_owed::FORCE);
-            return Some(Action::Remove { force });
+            consider(self.remove_since, Source::Remove);
         }
-        None
+        match best?.1 {
+            Source::Endpoints => {
+                self.owed &= !lifecycle_owed::REMOVE_ENDPOINTS;
+                Some(Action::RemoveEndpoints)
+            }
+            Source::Remove => {
+                let force = self.owed & lifecycle_owed::FORCE != 0;
+                self.owed &= !(lifecycle_owed::REMOVE | lifecycle_owed::FORCE);
+                Some(Action::Remove { force })
+            }
+            Source::Container(i) => {
+                let c = self.containers.get_mut(i)?;
+                // Within a container, outputs arise in this order.
+                let action = if c.owed & owed::PRE_STOP != 0 {
+                    c.owed &= !owed::PRE_STOP;
+                    Action::RunPreStop {
+                        container: i,
+                        budget_seconds: c.budget,
+                    }
+                } else if c.owed & owed::STOP_SIGNAL != 0 {
+                    c.owed &= !owed::STOP_SIGNAL;
+                    Action::SendStopSignal { container: i }
+                } else if c.owed & owed::KILL != 0 {
+                    c.owed &= !owed::KILL;
+                    Action::SendKill { container: i }
+                } else {
+                    c.owed &= !owed::STOPPED;
+                    Action::ContainerStopped { container: i }
+                };
+                if c.owed == 0 {
+                    c.owed_since = 0;
+                }
+                Some(action)
+            }
+        }
     }
 
     /// The next deadline on the monotonic clock, if any.
@@ -591,6 +635,28 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     // ---- Internals ----------------------------------------------------------
+
+    /// The next position in the action order.
+    fn tick(&mut self) -> u32 {
+        self.order = self.order.saturating_add(1);
+        self.order
+    }
+
+    /// Gives container `i`'s newly owed outputs their place in the order.
+    /// Called right after each change of one container, so that outputs
+    /// arising in one call keep their causal order.
+    fn stamp(&mut self, i: usize) {
+        let owes = self
+            .containers
+            .get(i)
+            .is_some_and(|c| c.owed != 0 && c.owed_since == 0);
+        if owes {
+            let at = self.tick();
+            if let Some(c) = self.containers.get_mut(i) {
+                c.owed_since = at;
+            }
+        }
+    }
 
     /// Only scheduled pods have an agent.
     fn has_agent(&self) -> bool {
@@ -641,6 +707,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             self.record.deletion_timestamp.is_none() && record.deletion_timestamp.is_some();
         if first_deletion && self.has_agent() && !self.record.phase.is_terminal() {
             self.owed |= lifecycle_owed::REMOVE_ENDPOINTS;
+            self.endpoints_since = self.tick();
         }
         record.resource_version = self.record.resource_version.saturating_add(1);
         self.record = record;
@@ -649,6 +716,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     fn remove(&mut self, force: bool) {
         self.stored = false;
         self.owed |= lifecycle_owed::REMOVE;
+        self.remove_since = self.tick();
         if force {
             self.owed |= lifecycle_owed::FORCE;
         }
@@ -664,6 +732,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
                     .containers
                     .get_mut(i)
                     .is_some_and(|c| c.start(mono, grace));
+                self.stamp(i);
                 if proceed {
                     self.after_hook(mono, i);
                 }
@@ -686,6 +755,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         {
             c.signal(now);
         }
+        self.stamp(i);
     }
 
     /// R69: a sidecar's turn comes when every main container and the next
@@ -715,6 +785,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
                 && let Some(c) = self.containers.get_mut(i)
             {
                 c.signal(now);
+                self.stamp(i);
             }
         }
     }

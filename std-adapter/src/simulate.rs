@@ -167,17 +167,34 @@ impl<'a> Simulator<'a> {
     /// One instant of the world: exits, then hooks returning, then deadlines.
     fn step_world(&mut self, at: i64) {
         let before = (self.view(), self.machine.is_stored());
+        let mark = self.entries.len();
         self.step_world_reports(at);
         let after = (self.view(), self.machine.is_stored());
         if after != before {
-            // Written by the agent itself (final delete, status): say so.
-            self.entries.push(Entry {
-                at_ms: at,
-                kind: EntryKind::RecordWritten {
-                    record: after.0,
-                    stored: after.1,
+            // Written by the agent itself (final delete, status): say so,
+            // before the removal it may have caused.
+            let position = self.entries[mark..]
+                .iter()
+                .position(|e| {
+                    matches!(
+                        e.kind,
+                        EntryKind::Action {
+                            kind: ActionKind::Remove { .. },
+                            ..
+                        }
+                    )
+                })
+                .map_or(self.entries.len(), |p| mark + p);
+            self.entries.insert(
+                position,
+                Entry {
+                    at_ms: at,
+                    kind: EntryKind::RecordWritten {
+                        record: after.0,
+                        stored: after.1,
+                    },
                 },
-            });
+            );
         }
     }
 
@@ -209,7 +226,6 @@ impl<'a> Simulator<'a> {
 
     /// Takes the machine's actions, records them, and lets the world react.
     fn drain(&mut self, at: i64) {
-        self.note_phase(at);
         while let Some(action) = self.machine.poll_action() {
             let (kind, container) = match action {
                 Action::RemoveEndpoints => (ActionKind::RemoveEndpoints, None),
@@ -251,6 +267,7 @@ impl<'a> Simulator<'a> {
                 kind: EntryKind::Action { kind, container },
             });
         }
+        self.note_phase(at);
     }
 
     fn note_phase(&mut self, at: i64) {
