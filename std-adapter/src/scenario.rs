@@ -196,7 +196,7 @@ fn strip_position(message: &str) -> String {
 
 /// The line of each element of the top-level `events` array, found by a
 /// small scan, so that checks made after parsing can name a line too.
-struct EventLines(Vec<usize>);
+struct EventLines(Vec<(usize, usize)>);
 
 impl EventLines {
     fn scan(text: &str) -> Self {
@@ -208,9 +208,14 @@ impl EventLines {
         let mut in_string = false;
         let mut escaped = false;
         let mut line = 1 + text[..start].matches('\n').count();
+        let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let mut column = text[line_start..start].chars().count();
         for ch in text[start..].chars() {
             if ch == '\n' {
                 line += 1;
+                column = 0;
+            } else {
+                column += 1;
             }
             if in_string {
                 match (escaped, ch) {
@@ -225,7 +230,7 @@ impl EventLines {
                 '"' => in_string = true,
                 '[' | '{' => {
                     if depth == 1 {
-                        lines.push(line);
+                        lines.push((line, column));
                     }
                     depth += 1;
                 }
@@ -242,7 +247,7 @@ impl EventLines {
     }
 
     fn line(&self, index: usize) -> Option<(usize, usize)> {
-        self.0.get(index).map(|&l| (l, 1))
+        self.0.get(index).copied()
     }
 }
 
