@@ -59,6 +59,11 @@
     )
 )]
 
+// `derive(Arbitrary)` expands to paths under `::std`; arbitrary itself
+// needs std, and fuzzers run on hosts, so only that feature links it.
+#[cfg(all(feature = "arbitrary", not(target_os = "none")))]
+extern crate std;
+
 mod grace;
 mod kill;
 mod lifecycle;

@@ -78,7 +78,7 @@ impl fmt::Display for Name {
     }
 }
 
-#[cfg(feature = "arbitrary")]
+#[cfg(all(feature = "arbitrary", not(target_os = "none")))]
 impl<'a> arbitrary::Arbitrary<'a> for Name {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
         // Pick from a few meaningful names most of the time, so that fuzzers
