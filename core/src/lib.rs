@@ -90,3 +90,8 @@ pub use registry::{
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
+
+// The README's Rust examples are compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -12,7 +12,8 @@ pub const NAME_CAPACITY: usize = 63;
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Name(heapless::String<NAME_CAPACITY>);
+// A one-byte length: 63 bytes of text and the length fill 64 bytes exactly.
+pub struct Name(heapless::String<NAME_CAPACITY, u8>);
 
 /// A name longer than [`NAME_CAPACITY`] bytes was given.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
