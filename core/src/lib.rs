@@ -71,6 +71,8 @@ mod name;
 mod options;
 mod record;
 mod registry;
+mod shared;
+mod table;
 mod time;
 
 pub use grace::{EffectiveGrace, effective_grace};
@@ -88,6 +90,10 @@ pub use record::{
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
+};
+pub use shared::{Busy, SharedTable};
+pub use table::{
+    ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
 

@@ -626,6 +626,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
     }
 
+    /// Whether [`poll_action`](Self::poll_action) has something to hand out.
+    pub fn has_action(&self) -> bool {
+        self.owed != 0 || self.containers.iter().any(|c| c.owed != 0)
+    }
+
     /// The next deadline on the monotonic clock, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.agent.link == Link::Fenced {

@@ -1,0 +1,65 @@
+//! A [`Table`] that interrupt handlers and tasks can share: behind a
+//! `critical_section::Mutex`, so the core depends on the critical-section
+//! facade only and the application picks the implementation (a single-core
+//! Cortex-M, an RTOS, or `std` in tests).
+
+use core::cell::RefCell;
+use core::fmt;
+
+use critical_section::Mutex;
+
+use crate::table::Table;
+
+/// The table was already borrowed: a `with` call nested inside another on
+/// the same table. Nothing was run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Busy;
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("shared table already in use by an enclosing call")
+    }
+}
+
+impl core::error::Error for Busy {}
+
+/// A [`Table`] behind a critical section.
+///
+/// ```
+/// use grace_core::{SharedTable, Table};
+///
+/// static TABLE: SharedTable<16> = SharedTable::new();
+///
+/// let len = TABLE.with(|table: &mut Table<16>| table.len()).unwrap();
+/// assert_eq!(len, 0);
+/// ```
+pub struct SharedTable<const N: usize, const F: usize = 4, const C: usize = 4> {
+    table: Mutex<RefCell<Table<N, F, C>>>,
+}
+
+impl<const N: usize, const F: usize, const C: usize> Default for SharedTable<N, F, C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize, const F: usize, const C: usize> SharedTable<N, F, C> {
+    /// An empty shared table; `const`, for a `static`.
+    pub const fn new() -> Self {
+        SharedTable {
+            table: Mutex::new(RefCell::new(Table::new())),
+        }
+    }
+
+    /// Runs `f` on the table inside a critical section. Keep `f` short: it
+    /// holds off interrupts (on a single core) for its whole run. A call
+    /// nested inside another on the same table gets [`Busy`] instead of a
+    /// panic.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
+        critical_section::with(|cs| {
+            let mut table = self.table.borrow(cs).try_borrow_mut().map_err(|_| Busy)?;
+            Ok(f(&mut table))
+        })
+    }
+}

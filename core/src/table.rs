@@ -1,0 +1,655 @@
+//! Many lifecycles in one fixed-capacity table, with a deadline queue.
+//!
+//! The table keeps every object's next deadline in an indexed binary heap,
+//! so the earliest deadline is known in O(1) and an expiry, an insertion or
+//! a change of deadline costs O(log n). Objects that owe actions wait in a
+//! FIFO, so `poll_action` never scans. Everything is inline and bounded by
+//! the capacity `N`; `Table::new` is `const`, so a table can live in a
+//! `static` (see [`crate::SharedTable`]).
+
+use core::fmt;
+
+use crate::lifecycle::UpdateOutcome;
+use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UnknownContainer};
+use crate::options::DeleteOptions;
+use crate::registry::{DeleteError, FinalizerChange, UpdateError};
+use crate::time::{Instant, Now};
+
+/// Marks "no index" in the heap positions and the free list.
+const NONE: u32 = u32::MAX;
+
+/// A compact handle on one object in a [`Table`]: its slot and the slot's
+/// generation. A slot is reused only after its object was removed, and then
+/// with a new generation, so a stale id never reaches another object.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Id {
+    index: u32,
+    generation: u32,
+}
+
+impl Id {
+    /// The slot, below the table's capacity.
+    pub const fn index(self) -> u32 {
+        self.index
+    }
+
+    /// How many objects used this slot before this one.
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+}
+
+/// The table is full; the lifecycle that did not fit is handed back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableFull<T>(pub T);
+
+impl<T> fmt::Display for TableFull<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("table full")
+    }
+}
+
+impl<T: fmt::Debug> core::error::Error for TableFull<T> {}
+
+/// The id names no object in this table (never inserted, or removed).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UnknownId;
+
+impl fmt::Display for UnknownId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("unknown object id")
+    }
+}
+
+impl core::error::Error for UnknownId {}
+
+/// Errors of table inputs that name a container.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ContainerInputError {
+    /// No such object.
+    UnknownId,
+    /// No such container in the object.
+    UnknownContainer,
+}
+
+impl fmt::Display for ContainerInputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ContainerInputError::UnknownId => f.write_str("unknown object id"),
+            ContainerInputError::UnknownContainer => f.write_str("unknown container"),
+        }
+    }
+}
+
+impl core::error::Error for ContainerInputError {}
+
+impl From<UnknownId> for ContainerInputError {
+    fn from(_: UnknownId) -> Self {
+        ContainerInputError::UnknownId
+    }
+}
+
+impl From<UnknownContainer> for ContainerInputError {
+    fn from(_: UnknownContainer) -> Self {
+        ContainerInputError::UnknownContainer
+    }
+}
+
+/// Errors of a delete sent to a table.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TableDeleteError {
+    /// No such object.
+    UnknownId,
+    /// The object refused the delete.
+    Delete(DeleteError),
+}
+
+impl fmt::Display for TableDeleteError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableDeleteError::UnknownId => f.write_str("unknown object id"),
+            TableDeleteError::Delete(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl core::error::Error for TableDeleteError {}
+
+/// Errors of a finalizer update sent to a table.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TableUpdateError {
+    /// No such object.
+    UnknownId,
+    /// The object refused the update.
+    Update(UpdateError),
+}
+
+impl fmt::Display for TableUpdateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TableUpdateError::UnknownId => f.write_str("unknown object id"),
+            TableUpdateError::Update(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl core::error::Error for TableUpdateError {}
+
+/// One slot: an object, or a link in the free list.
+#[derive(Clone, Debug)]
+struct Slot<const F: usize, const C: usize> {
+    lifecycle: Option<Lifecycle<F, C>>,
+    generation: u32,
+    /// The object's next deadline while it is in the heap.
+    deadline: Instant,
+    /// Its position in the heap, or `NONE`.
+    heap_pos: u32,
+    /// The next free slot while this one is free, or `NONE`.
+    next_free: u32,
+    /// Waiting in the ready FIFO.
+    ready: bool,
+}
+
+impl<const F: usize, const C: usize> Slot<F, C> {
+    const EMPTY: Self = Slot {
+        lifecycle: None,
+        generation: 0,
+        deadline: Instant::ZERO,
+        heap_pos: NONE,
+        next_free: NONE,
+        ready: false,
+    };
+}
+
+/// Up to `N` lifecycles, each with up to `F` finalizers and `C` containers.
+///
+/// Inputs are `handle_*(now, id, ..)`; outputs are [`poll_action`]
+/// (`(id, action)` pairs: objects in the order they came to owe something,
+/// each object's actions in its own order) and [`poll_timeout`] (the
+/// earliest deadline of all, O(1)). [`handle_timeout`] handles every object
+/// whose deadline has passed, earliest first, in O(log n) each.
+///
+/// ```
+/// use grace_core::{Action, ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Record, Strategy, Table};
+///
+/// let mut table: Table<8> = Table::new();
+/// let app = ContainerSpec::default();
+/// let pod = Lifecycle::new(Strategy::POD, Record::new(Name::try_from("u1").unwrap()), &[app]).unwrap();
+/// let id = table.insert(pod).unwrap();
+/// let at = |ms: i64| Now::from_unix_millis(ms);
+///
+/// table.handle_delete(at(0), id, &DeleteOptions::with_grace(5)).unwrap();
+/// table.handle_agent_sync(at(0), id).unwrap();
+/// assert_eq!(table.poll_action(), Some((id, Action::RemoveEndpoints)));
+/// assert_eq!(table.poll_action(), Some((id, Action::SendStopSignal { container: 0 })));
+/// assert_eq!(table.poll_timeout().unwrap().as_millis(), 5_000);
+/// table.handle_timeout(at(5_000));
+/// assert_eq!(table.poll_action(), Some((id, Action::SendKill { container: 0 })));
+/// ```
+///
+/// [`poll_action`]: Table::poll_action
+/// [`poll_timeout`]: Table::poll_timeout
+/// [`handle_timeout`]: Table::handle_timeout
+#[derive(Clone, Debug)]
+pub struct Table<const N: usize, const F: usize = 4, const C: usize = 4> {
+    slots: [Slot<F, C>; N],
+    /// Indexed binary min-heap of slot indices, keyed by (deadline, index).
+    heap: [u32; N],
+    heap_len: u32,
+    /// FIFO ring of slot indices that owe actions; each at most once.
+    ready: [u32; N],
+    ready_head: u32,
+    ready_len: u32,
+    /// Head of the list of freed slots.
+    free_head: u32,
+    /// Slots at and above this index were never used.
+    unused: u32,
+    len: u32,
+}
+
+impl<const N: usize, const F: usize, const C: usize> Default for Table<N, F, C> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
+    /// Indices are `u32` and `u32::MAX` means "none".
+    const CAPACITY_FITS: () = assert!(N < NONE as usize, "Table capacity must be below u32::MAX");
+
+    /// An empty table. `const`, so that it can live in a `static`.
+    pub const fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::CAPACITY_FITS;
+        Table {
+            slots: [const { Slot::EMPTY }; N],
+            heap: [NONE; N],
+            heap_len: 0,
+            ready: [NONE; N],
+            ready_head: 0,
+            ready_len: 0,
+            free_head: NONE,
+            unused: 0,
+            len: 0,
+        }
+    }
+
+    /// How many objects the table holds.
+    pub const fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether the table holds no object.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The most objects the table can hold.
+    pub const fn capacity(&self) -> usize {
+        N
+    }
+
+    /// Tracks a lifecycle; hands it back if the table is full.
+    #[allow(clippy::result_large_err, reason = "the caller gets its value back")]
+    pub fn insert(&mut self, lifecycle: Lifecycle<F, C>) -> Result<Id, TableFull<Lifecycle<F, C>>> {
+        let index = if self.free_head != NONE {
+            self.free_head
+        } else if (self.unused as usize) < N {
+            self.unused
+        } else {
+            return Err(TableFull(lifecycle));
+        };
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return Err(TableFull(lifecycle));
+        };
+        if index == self.free_head {
+            self.free_head = slot.next_free;
+        } else {
+            self.unused = self.unused.saturating_add(1);
+        }
+        slot.next_free = NONE;
+        slot.lifecycle = Some(lifecycle);
+        let id = Id {
+            index,
+            generation: slot.generation,
+        };
+        self.len = self.len.saturating_add(1);
+        self.refresh(index);
+        Ok(id)
+    }
+
+    /// Stops tracking an object and hands back its lifecycle. Its slot is
+    /// reused later under a new generation, so `id` stays dead.
+    pub fn remove(&mut self, id: Id) -> Option<Lifecycle<F, C>> {
+        self.get(id)?;
+        self.heap_remove(id.index);
+        self.ready_remove(id.index);
+        let free_head = self.free_head;
+        let slot = self.slots.get_mut(id.index as usize)?;
+        let lifecycle = slot.lifecycle.take();
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.next_free = free_head;
+        self.free_head = id.index;
+        self.len = self.len.saturating_sub(1);
+        lifecycle
+    }
+
+    /// The object's lifecycle, to read.
+    pub fn get(&self, id: Id) -> Option<&Lifecycle<F, C>> {
+        let slot = self.slots.get(id.index as usize)?;
+        if slot.generation != id.generation {
+            return None;
+        }
+        slot.lifecycle.as_ref()
+    }
+
+    /// Every object, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (Id, &Lifecycle<F, C>)> {
+        self.slots.iter().zip(0u32..).filter_map(|(slot, index)| {
+            let lifecycle = slot.lifecycle.as_ref()?;
+            let id = Id {
+                index,
+                generation: slot.generation,
+            };
+            Some((id, lifecycle))
+        })
+    }
+
+    /// Runs `input` on one object and brings the deadline queue and the
+    /// ready FIFO up to date: the general form of every `handle_*` below.
+    pub fn with<R>(
+        &mut self,
+        id: Id,
+        input: impl FnOnce(&mut Lifecycle<F, C>) -> R,
+    ) -> Result<R, UnknownId> {
+        let slot = self.slots.get_mut(id.index as usize).ok_or(UnknownId)?;
+        if slot.generation != id.generation {
+            return Err(UnknownId);
+        }
+        let lifecycle = slot.lifecycle.as_mut().ok_or(UnknownId)?;
+        let result = input(lifecycle);
+        self.refresh(id.index);
+        Ok(result)
+    }
+
+    /// [`Lifecycle::handle_delete`] on one object.
+    pub fn handle_delete(
+        &mut self,
+        now: Now,
+        id: Id,
+        options: &DeleteOptions,
+    ) -> Result<DeleteResponse<F>, TableDeleteError> {
+        self.with(id, |l| l.handle_delete(now, options))
+            .map_err(|_| TableDeleteError::UnknownId)?
+            .map_err(TableDeleteError::Delete)
+    }
+
+    /// [`Lifecycle::handle_finalizer_update`] on one object.
+    pub fn handle_finalizer_update(
+        &mut self,
+        now: Now,
+        id: Id,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, TableUpdateError> {
+        self.with(id, |l| l.handle_finalizer_update(now, change))
+            .map_err(|_| TableUpdateError::UnknownId)?
+            .map_err(TableUpdateError::Update)
+    }
+
+    /// [`Lifecycle::handle_agent_sync`] on one object.
+    pub fn handle_agent_sync(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
+        self.with(id, |l| l.handle_agent_sync(now))
+    }
+
+    /// [`Lifecycle::handle_evict`] on one object.
+    pub fn handle_evict(
+        &mut self,
+        now: Now,
+        id: Id,
+        grace_period_seconds: i64,
+    ) -> Result<Handled, UnknownId> {
+        self.with(id, |l| l.handle_evict(now, grace_period_seconds))
+    }
+
+    /// [`Lifecycle::handle_pre_stop_finished`] on one object.
+    pub fn handle_pre_stop_finished(
+        &mut self,
+        now: Now,
+        id: Id,
+        container: usize,
+    ) -> Result<Handled, ContainerInputError> {
+        Ok(self.with(id, |l| l.handle_pre_stop_finished(now, container))??)
+    }
+
+    /// [`Lifecycle::handle_container_exited`] on one object.
+    pub fn handle_container_exited(
+        &mut self,
+        now: Now,
+        id: Id,
+        container: usize,
+    ) -> Result<Handled, ContainerInputError> {
+        Ok(self.with(id, |l| l.handle_container_exited(now, container))??)
+    }
+
+    /// [`Lifecycle::handle_node_lost`] on one object.
+    pub fn handle_node_lost(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
+        self.with(id, |l| l.handle_node_lost(now))
+    }
+
+    /// [`Lifecycle::handle_node_ready`] on one object.
+    pub fn handle_node_ready(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
+        self.with(id, |l| l.handle_node_ready(now))
+    }
+
+    /// [`Lifecycle::handle_node_fenced`] on one object.
+    pub fn handle_node_fenced(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
+        self.with(id, |l| l.handle_node_fenced(now))
+    }
+
+    /// Handles every object whose deadline is at or before `now`, earliest
+    /// first (ties by slot). Each costs O(log n); objects not due are not
+    /// touched.
+    pub fn handle_timeout(&mut self, now: Now) {
+        // A lifecycle's deadline moves past `now` when handled; the bound
+        // keeps a misbehaving one from looping forever all the same.
+        let mut budget = self.heap_len.saturating_mul(2).saturating_add(1);
+        while let Some(&top) = self.heap.first() {
+            if self.heap_len == 0 || budget == 0 {
+                break;
+            }
+            let due = self
+                .slots
+                .get(top as usize)
+                .is_some_and(|s| s.deadline <= now.mono);
+            if !due {
+                break;
+            }
+            if let Some(lifecycle) = self
+                .slots
+                .get_mut(top as usize)
+                .and_then(|s| s.lifecycle.as_mut())
+            {
+                lifecycle.handle_timeout(now);
+            }
+            self.refresh(top);
+            budget = budget.saturating_sub(1);
+        }
+    }
+
+    /// The next action of any object, with the object's id.
+    pub fn poll_action(&mut self) -> Option<(Id, Action)> {
+        while self.ready_len > 0 {
+            let index = *self.ready.get(self.ready_head as usize)?;
+            let slot = self.slots.get_mut(index as usize)?;
+            let generation = slot.generation;
+            if let Some(action) = slot.lifecycle.as_mut().and_then(Lifecycle::poll_action) {
+                self.refresh_deadline(index);
+                return Some((Id { index, generation }, action));
+            }
+            slot.ready = false;
+            self.ready_pop_front();
+        }
+        None
+    }
+
+    /// The earliest deadline of all objects, in O(1).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.heap_len == 0 {
+            return None;
+        }
+        let top = *self.heap.first()?;
+        self.slots.get(top as usize).map(|s| s.deadline)
+    }
+
+    // ---- bookkeeping ------------------------------------------------------
+
+    /// Brings slot `index`'s heap entry and ready mark up to date.
+    fn refresh(&mut self, index: u32) {
+        self.refresh_deadline(index);
+        let owes = self
+            .slots
+            .get(index as usize)
+            .is_some_and(|s| !s.ready && s.lifecycle.as_ref().is_some_and(Lifecycle::has_action));
+        if owes {
+            self.ready_push_back(index);
+        }
+    }
+
+    fn refresh_deadline(&mut self, index: u32) {
+        let Some(slot) = self.slots.get_mut(index as usize) else {
+            return;
+        };
+        let deadline = slot.lifecycle.as_ref().and_then(Lifecycle::poll_timeout);
+        let in_heap = slot.heap_pos != NONE;
+        match (deadline, in_heap) {
+            (None, false) => {}
+            (None, true) => self.heap_remove(index),
+            (Some(d), true) => {
+                let old = slot.deadline;
+                slot.deadline = d;
+                let pos = slot.heap_pos;
+                if d < old {
+                    self.sift_up(pos);
+                } else if d > old {
+                    self.sift_down(pos);
+                }
+            }
+            (Some(d), false) => {
+                slot.deadline = d;
+                let pos = self.heap_len;
+                if let Some(entry) = self.heap.get_mut(pos as usize) {
+                    *entry = index;
+                    slot.heap_pos = pos;
+                    self.heap_len = self.heap_len.saturating_add(1);
+                    self.sift_up(pos);
+                }
+            }
+        }
+    }
+
+    /// The heap key of a slot: deadline, then index for a total order.
+    fn key(&self, index: u32) -> (Instant, u32) {
+        let deadline = self
+            .slots
+            .get(index as usize)
+            .map_or(Instant::MAX, |s| s.deadline);
+        (deadline, index)
+    }
+
+    fn heap_at(&self, pos: u32) -> u32 {
+        self.heap.get(pos as usize).copied().unwrap_or(NONE)
+    }
+
+    fn heap_set(&mut self, pos: u32, index: u32) {
+        if let Some(entry) = self.heap.get_mut(pos as usize) {
+            *entry = index;
+        }
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            slot.heap_pos = pos;
+        }
+    }
+
+    fn sift_up(&mut self, mut pos: u32) {
+        let index = self.heap_at(pos);
+        let key = self.key(index);
+        while pos > 0 {
+            let parent = pos.saturating_sub(1) / 2;
+            let parent_index = self.heap_at(parent);
+            if self.key(parent_index) <= key {
+                break;
+            }
+            self.heap_set(pos, parent_index);
+            pos = parent;
+        }
+        self.heap_set(pos, index);
+    }
+
+    fn sift_down(&mut self, mut pos: u32) {
+        let index = self.heap_at(pos);
+        let key = self.key(index);
+        loop {
+            let left = pos.saturating_mul(2).saturating_add(1);
+            if left >= self.heap_len {
+                break;
+            }
+            let right = left.saturating_add(1);
+            let mut child = left;
+            if right < self.heap_len && self.key(self.heap_at(right)) < self.key(self.heap_at(left))
+            {
+                child = right;
+            }
+            let child_index = self.heap_at(child);
+            if key <= self.key(child_index) {
+                break;
+            }
+            self.heap_set(pos, child_index);
+            pos = child;
+        }
+        self.heap_set(pos, index);
+    }
+
+    fn heap_remove(&mut self, index: u32) {
+        let Some(pos) = self.slots.get(index as usize).map(|s| s.heap_pos) else {
+            return;
+        };
+        if pos == NONE || self.heap_len == 0 {
+            return;
+        }
+        let last = self.heap_len.saturating_sub(1);
+        let last_index = self.heap_at(last);
+        self.heap_len = last;
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            slot.heap_pos = NONE;
+        }
+        if pos != last {
+            self.heap_set(pos, last_index);
+            self.sift_up(pos);
+            let pos = self
+                .slots
+                .get(last_index as usize)
+                .map_or(NONE, |s| s.heap_pos);
+            self.sift_down(pos);
+        }
+    }
+
+    fn ready_push_back(&mut self, index: u32) {
+        if self.ready_len as usize >= N {
+            return;
+        }
+        let tail = ring_add::<N>(self.ready_head, self.ready_len);
+        if let Some(entry) = self.ready.get_mut(tail as usize) {
+            *entry = index;
+            self.ready_len = self.ready_len.saturating_add(1);
+            if let Some(slot) = self.slots.get_mut(index as usize) {
+                slot.ready = true;
+            }
+        }
+    }
+
+    fn ready_pop_front(&mut self) {
+        if self.ready_len == 0 {
+            return;
+        }
+        self.ready_head = ring_add::<N>(self.ready_head, 1);
+        self.ready_len = self.ready_len.saturating_sub(1);
+    }
+
+    /// Takes `index` out of the ready FIFO, keeping the others' order.
+    /// O(n), but only on `remove` of an object that still owes actions.
+    fn ready_remove(&mut self, index: u32) {
+        let is_ready = self.slots.get(index as usize).is_some_and(|s| s.ready);
+        if !is_ready {
+            return;
+        }
+        let mut kept = 0u32;
+        for k in 0..self.ready_len {
+            let from = ring_add::<N>(self.ready_head, k);
+            let entry = self.ready.get(from as usize).copied().unwrap_or(NONE);
+            if entry == index {
+                continue;
+            }
+            let to = ring_add::<N>(self.ready_head, kept);
+            if let Some(slot) = self.ready.get_mut(to as usize) {
+                *slot = entry;
+            }
+            kept = kept.saturating_add(1);
+        }
+        self.ready_len = kept;
+        if let Some(slot) = self.slots.get_mut(index as usize) {
+            slot.ready = false;
+        }
+    }
+}
+
+/// `(start + offset) mod N` for ring positions below `N`.
+fn ring_add<const N: usize>(start: u32, offset: u32) -> u32 {
+    let n = u64::try_from(N).unwrap_or(u64::MAX).max(1);
+    let sum = u64::from(start).saturating_add(u64::from(offset));
+    u32::try_from(sum.checked_rem(n).unwrap_or(0)).unwrap_or(0)
+}

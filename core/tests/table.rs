@@ -1,0 +1,374 @@
+//! The table against a simple model: a `Vec` of lifecycles, a `Vec` for the
+//! objects that owe actions, and a linear scan for deadlines. On random
+//! operation sequences both must hand out the same actions for the same
+//! objects, in the same order, and report the same next deadline.
+
+use grace_core::{
+    Action, ContainerSpec, DeleteOptions, FinalizerChange, Id, Instant, Lifecycle, Name, Now,
+    Record, SharedTable, Strategy as DeleteStrategy, Table, TableFull, UnknownId,
+};
+use proptest::prelude::*;
+
+const N: usize = 6;
+const F: usize = 2;
+const C: usize = 2;
+type Lc = Lifecycle<F, C>;
+
+fn name(s: &str) -> Name {
+    Name::try_from(s).expect("short name")
+}
+
+fn pod(seed: u8) -> Lc {
+    let mut record = Record::<F>::new(name("uid"));
+    if seed & 1 != 0 {
+        record
+            .finalizers
+            .push(name("example.com/hold"))
+            .expect("room");
+    }
+    record.termination_grace_period_seconds = Some(i64::from(seed % 7));
+    let spec = |bits: u8| ContainerSpec {
+        pre_stop: bits & 1 != 0,
+        sidecar: bits & 2 != 0,
+        stopped: false,
+    };
+    let containers = [spec(seed >> 1), spec(seed >> 3)];
+    let count = usize::from(seed >> 5) % (C + 1);
+    Lifecycle::new(DeleteStrategy::POD, record, &containers[..count]).expect("fits")
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8),
+    Remove(usize),
+    Delete(usize, Option<i64>),
+    Sync(usize),
+    Evict(usize, i64),
+    HookDone(usize, usize),
+    Exit(usize, usize),
+    DropFinalizer(usize),
+    NodeLost(usize),
+    NodeReady(usize),
+    Fence(usize),
+    /// Milliseconds to move the clock, then `handle_timeout`.
+    Advance(u64),
+    /// Move to the table's next deadline, then `handle_timeout`.
+    ToDeadline,
+    /// Take up to this many actions.
+    Poll(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let slot = 0..N + 1;
+    prop_oneof![
+        3 => any::<u8>().prop_map(Op::Insert),
+        1 => slot.clone().prop_map(Op::Remove),
+        3 => (slot.clone(), prop_oneof![Just(None), (0i64..40).prop_map(Some)])
+            .prop_map(|(s, g)| Op::Delete(s, g)),
+        3 => slot.clone().prop_map(Op::Sync),
+        1 => (slot.clone(), -2i64..10).prop_map(|(s, g)| Op::Evict(s, g)),
+        1 => (slot.clone(), 0..C + 1).prop_map(|(s, c)| Op::HookDone(s, c)),
+        2 => (slot.clone(), 0..C + 1).prop_map(|(s, c)| Op::Exit(s, c)),
+        1 => slot.clone().prop_map(Op::DropFinalizer),
+        1 => slot.clone().prop_map(Op::NodeLost),
+        1 => slot.clone().prop_map(Op::NodeReady),
+        1 => slot.prop_map(Op::Fence),
+        3 => (0u64..5_000).prop_map(Op::Advance),
+        3 => Just(Op::ToDeadline),
+        4 => (0u8..6).prop_map(Op::Poll),
+    ]
+}
+
+/// The obviously correct restatement.
+#[derive(Default)]
+struct Model {
+    /// Objects by the id the table gave them, in insertion order.
+    objects: Vec<(Id, Lc)>,
+    /// Ids owing actions, in the order they came to owe them.
+    ready: Vec<Id>,
+}
+
+impl Model {
+    fn get_mut(&mut self, id: Id) -> Option<&mut Lc> {
+        self.objects
+            .iter_mut()
+            .find(|(i, _)| *i == id)
+            .map(|(_, l)| l)
+    }
+
+    fn touched(&mut self, id: Id) {
+        let owes = self.objects.iter().any(|(i, l)| *i == id && l.has_action());
+        if owes && !self.ready.contains(&id) {
+            self.ready.push(id);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.objects
+            .iter()
+            .filter_map(|(_, l)| l.poll_timeout())
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Now) {
+        // Earliest first, ties by slot; each due object once per round.
+        loop {
+            let due = self
+                .objects
+                .iter()
+                .filter_map(|(id, l)| Some((l.poll_timeout()?, id.index(), *id)))
+                .filter(|(t, _, _)| *t <= now.mono)
+                .min();
+            let Some((_, _, id)) = due else { break };
+            if let Some(l) = self.get_mut(id) {
+                l.handle_timeout(now);
+                assert!(
+                    l.poll_timeout().is_none_or(|t| t > now.mono),
+                    "a handled deadline moves past now"
+                );
+            }
+            self.touched(id);
+        }
+    }
+
+    fn poll_action(&mut self) -> Option<(Id, Action)> {
+        while let Some(&id) = self.ready.first() {
+            if let Some(action) = self.get_mut(id).and_then(Lc::poll_action) {
+                return Some((id, action));
+            }
+            self.ready.remove(0);
+        }
+        None
+    }
+}
+
+fn now_at(ms: u64) -> Now {
+    Now::from_unix_millis(1_700_000_000_000 + i64::try_from(ms).expect("small"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn table_matches_a_vec_of_lifecycles(ops in prop::collection::vec(op(), 1..80)) {
+        let mut table: Table<N, F, C> = Table::new();
+        let mut model = Model::default();
+        // Every id ever handed out, live or not.
+        let mut issued: Vec<Id> = Vec::new();
+        let mut ms: u64 = 0;
+
+        for op in ops {
+            // Pick an existing id by position; `N` (out of range) and ids of
+            // removed objects test the unknown-id paths.
+            let pick = |k: usize| -> Id {
+                model.objects.get(k).map(|(id, _)| *id)
+                    .or_else(|| issued.first().copied())
+                    .unwrap_or_else(|| {
+                        // No id yet: one the table never issued.
+                        let mut t: Table<1, F, C> = Table::new();
+                        t.insert(pod(0)).expect("room")
+                    })
+            };
+            let now = now_at(ms);
+            match op {
+                Op::Insert(seed) => {
+                    let lifecycle = pod(seed);
+                    match table.insert(lifecycle.clone()) {
+                        Ok(id) => {
+                            prop_assert!(model.objects.len() < N);
+                            prop_assert!(
+                                model.objects.iter().all(|(i, _)| *i != id),
+                                "id {:?} reused while live", id
+                            );
+                            prop_assert!(!issued.contains(&id), "id {:?} issued twice", id);
+                            issued.push(id);
+                            model.objects.push((id, lifecycle));
+                            model.touched(id);
+                        }
+                        Err(TableFull(back)) => {
+                            prop_assert_eq!(model.objects.len(), N);
+                            prop_assert_eq!(back, lifecycle);
+                        }
+                    }
+                }
+                Op::Remove(k) => {
+                    let id = pick(k);
+                    let got = table.remove(id);
+                    let pos = model.objects.iter().position(|(i, _)| *i == id);
+                    let want = pos.map(|p| model.objects.remove(p).1);
+                    model.ready.retain(|i| *i != id);
+                    prop_assert_eq!(got, want);
+                    prop_assert!(table.get(id).is_none());
+                    prop_assert_eq!(table.handle_agent_sync(now, id), Err(UnknownId));
+                }
+                Op::Delete(k, grace) => {
+                    let id = pick(k);
+                    let options = DeleteOptions { grace_period_seconds: grace, ..DeleteOptions::default() };
+                    let got = table.handle_delete(now, id, &options);
+                    match model.get_mut(id).map(|l| l.handle_delete(now, &options)) {
+                        Some(want) => prop_assert_eq!(got.map_err(|e| e.to_string()), want.map_err(|e| e.to_string())),
+                        None => prop_assert!(got.is_err()),
+                    }
+                    model.touched(id);
+                }
+                Op::Sync(k) => {
+                    let id = pick(k);
+                    let got = table.handle_agent_sync(now, id).ok();
+                    let want = model.get_mut(id).map(|l| l.handle_agent_sync(now));
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::Evict(k, g) => {
+                    let id = pick(k);
+                    let got = table.handle_evict(now, id, g).ok();
+                    let want = model.get_mut(id).map(|l| l.handle_evict(now, g));
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::HookDone(k, c) => {
+                    let id = pick(k);
+                    let got = table.handle_pre_stop_finished(now, id, c).ok();
+                    let want = model.get_mut(id).and_then(|l| l.handle_pre_stop_finished(now, c).ok());
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::Exit(k, c) => {
+                    let id = pick(k);
+                    let got = table.handle_container_exited(now, id, c).ok();
+                    let want = model.get_mut(id).and_then(|l| l.handle_container_exited(now, c).ok());
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::DropFinalizer(k) => {
+                    let id = pick(k);
+                    let change = FinalizerChange::Remove(name("example.com/hold"));
+                    let got = table.handle_finalizer_update(now, id, &change).ok();
+                    let want = model.get_mut(id).and_then(|l| l.handle_finalizer_update(now, &change).ok());
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::NodeLost(k) => {
+                    let id = pick(k);
+                    let got = table.handle_node_lost(now, id).ok();
+                    let want = model.get_mut(id).map(|l| l.handle_node_lost(now));
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::NodeReady(k) => {
+                    let id = pick(k);
+                    let got = table.handle_node_ready(now, id).ok();
+                    let want = model.get_mut(id).map(|l| l.handle_node_ready(now));
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::Fence(k) => {
+                    let id = pick(k);
+                    let got = table.handle_node_fenced(now, id).ok();
+                    let want = model.get_mut(id).map(|l| l.handle_node_fenced(now));
+                    prop_assert_eq!(got, want);
+                    model.touched(id);
+                }
+                Op::Advance(step) => {
+                    ms = ms.saturating_add(step);
+                    table.handle_timeout(now_at(ms));
+                    model.handle_timeout(now_at(ms));
+                }
+                Op::ToDeadline => {
+                    if let Some(t) = table.poll_timeout() {
+                        let base = now_at(0).mono.as_millis();
+                        ms = ms.max(t.as_millis().saturating_sub(base));
+                    }
+                    table.handle_timeout(now_at(ms));
+                    model.handle_timeout(now_at(ms));
+                }
+                Op::Poll(count) => {
+                    for _ in 0..count {
+                        let got = table.poll_action();
+                        prop_assert_eq!(got, model.poll_action());
+                        if got.is_none() {
+                            break;
+                        }
+                    }
+                }
+            }
+            prop_assert_eq!(table.poll_timeout(), model.poll_timeout());
+            prop_assert_eq!(table.len(), model.objects.len());
+            for (id, lifecycle) in &model.objects {
+                prop_assert_eq!(table.get(*id), Some(lifecycle));
+            }
+        }
+        // Drain both to the end: the same remaining actions.
+        loop {
+            let got = table.poll_action();
+            prop_assert_eq!(got, model.poll_action());
+            if got.is_none() {
+                break;
+            }
+        }
+    }
+}
+
+#[test]
+fn full_table_hands_the_lifecycle_back_and_a_freed_slot_gets_a_new_id() {
+    let mut table: Table<2, F, C> = Table::new();
+    let a = table.insert(pod(0)).expect("room");
+    let b = table.insert(pod(2)).expect("room");
+    let third = pod(4);
+    assert_eq!(table.insert(third.clone()), Err(TableFull(third)));
+    assert_eq!(table.len(), 2);
+
+    assert!(table.remove(a).is_some());
+    let c = table.insert(pod(6)).expect("a slot was freed");
+    assert_eq!(c.index(), a.index(), "the freed slot is reused");
+    assert_ne!(c, a, "under a new generation");
+    assert!(table.get(a).is_none(), "the old id stays dead");
+    assert!(table.get(b).is_some() && table.get(c).is_some());
+}
+
+#[test]
+fn next_deadline_is_the_earliest_of_all_objects() {
+    let mut table: Table<4, F, C> = Table::new();
+    let start = now_at(0);
+    let mut ids = Vec::new();
+    for grace in [30, 5, 12] {
+        let id = table.insert(pod(1 << 5)).expect("room");
+        let options = DeleteOptions::with_grace(grace);
+        let _ = table.handle_delete(start, id, &options).expect("accepted");
+        let _ = table.handle_agent_sync(start, id).expect("known");
+        ids.push(id);
+    }
+    while table.poll_action().is_some() {}
+    let base = start.mono.as_millis();
+    assert_eq!(
+        table.poll_timeout().map(|t| t.as_millis() - base),
+        Some(5_000)
+    );
+    table.handle_timeout(now_at(5_000));
+    assert_eq!(
+        table.poll_action(),
+        Some((ids[1], Action::SendKill { container: 0 }))
+    );
+    assert_eq!(
+        table.poll_timeout().map(|t| t.as_millis() - base),
+        Some(12_000)
+    );
+}
+
+#[test]
+fn shared_table_is_usable_from_a_static() {
+    static TABLE: SharedTable<4, F, C> = SharedTable::new();
+    let id = TABLE
+        .with(|t| t.insert(pod(0)).expect("room"))
+        .expect("not busy");
+    let nested = TABLE.with(|_| TABLE.with(|t| t.len()));
+    assert_eq!(
+        nested,
+        Ok(Err(grace_core::Busy)),
+        "a nested call is refused, not a panic"
+    );
+    let len = TABLE.with(|t| {
+        assert!(t.get(id).is_some());
+        t.len()
+    });
+    assert_eq!(len, Ok(1));
+}
