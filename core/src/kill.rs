@@ -13,7 +13,10 @@ pub const MIN_STOP_SECONDS: i64 = 2;
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct ContainerSpec {
     /// The container has a pre-stop hook.
     pub pre_stop: bool,

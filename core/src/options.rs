@@ -8,7 +8,10 @@ use crate::name::Name;
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub enum Propagation {
     /// Leave dependents in place (adds the `orphan` finalizer, R37).
     Orphan,
@@ -25,7 +28,10 @@ pub enum Propagation {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Preconditions {
     /// The uid the object must have.
     pub uid: Option<Name>,
@@ -39,7 +45,10 @@ pub struct Preconditions {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct DeleteOptions {
     /// Requested grace in seconds. Any i64 is accepted: negative means 1
     /// (R9), huge values saturate (D2).

@@ -15,7 +15,10 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub enum Kind {
     /// A pod: graceful strategy, has containers and an agent.
     #[default]
@@ -29,7 +32,10 @@ pub enum Kind {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub enum GcPolicy {
     /// Delete dependents in the background (the usual default; R38's trap:
     /// this is *not* foreground).
@@ -45,7 +51,10 @@ pub enum GcPolicy {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Strategy {
     /// Graceful (pod) or not.
     pub kind: Kind,
@@ -81,7 +90,10 @@ impl Strategy {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub enum PodPhase {
     /// Accepted, not all containers started.
     Pending,

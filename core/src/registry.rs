@@ -417,7 +417,10 @@ fn should_delete_in_foreground<const F: usize>(
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub enum FinalizerChange {
     /// Append a finalizer (refused once deletion started, R46).
     Add(Name),

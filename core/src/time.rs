@@ -17,7 +17,10 @@ pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Instant(u64);
 
 impl Instant {
@@ -59,7 +62,10 @@ impl Instant {
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Duration(u64);
 
 impl Duration {
@@ -105,7 +111,10 @@ impl Duration {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Timestamp(i64);
 
 impl Timestamp {
@@ -137,7 +146,10 @@ impl fmt::Display for Timestamp {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct WallTime(i64);
 
 impl WallTime {
@@ -171,7 +183,10 @@ impl WallTime {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[cfg_attr(all(feature = "arbitrary", not(target_os = "none")), derive(arbitrary::Arbitrary))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct Now {
     /// Wall-clock time, for the API level.
     pub wall: WallTime,

@@ -1,0 +1,1082 @@
+//! Agent-level rules of SEMANTICS.md, one test (or more) per rule, each
+//! driven through [`Lifecycle`]: the effective grace (R50–R58), the
+//! per-container kill sequence (R59–R66), sidecar ordering (R69–R72),
+//! kubelet-initiated kills and the final delete (R73–R75), node loss
+//! (R80–R82), Go overflow (R89–R91), and grace's decisions D1–D8.
+//!
+//! Not here:
+//! - R67/R68 (probe `terminationGracePeriodSeconds`, `setTerminationGracePeriod`)
+//!   belong to the container-restart path (liveness/startup failure), which
+//!   the core does not model: every kill the core makes is on the pod
+//!   termination path, where R58 says the effective grace is used.
+//! - D6 (deadlines survive restarts) belongs to the std runtime; the core
+//!   has no hook to resume a lifecycle mid-kill.
+//! - R76 (mirror pods) and R77–R79 (node controller timings) are outside
+//!   the core.
+//!
+//! All instants are milliseconds after `T` (a whole unix second) on both
+//! clocks, unless a test says otherwise.
+
+use grace_core::{
+    Action, ContainerSpec, DeleteOptions, DeleteOutcome, DeleteResponse, Duration, EffectiveGrace,
+    FinalizerChange, Handled, Instant, Lifecycle, Link, MAX_TIMESTAMP_SECONDS, Name, Now, Phase,
+    PodPhase, Record, Stage, Strategy, Timestamp, UpdateOutcome, WallTime, effective_grace,
+};
+
+// ---- helpers ------------------------------------------------------------------
+
+type Pod = Lifecycle<4, 4>;
+
+/// The moment of the first delete, in whole unix seconds.
+const T: i64 = 1_700_000_000;
+const T_MS: i64 = T * 1000;
+
+/// A plain container: no hook, not a sidecar, running.
+const APP: ContainerSpec = ContainerSpec {
+    pre_stop: false,
+    sidecar: false,
+    stopped: false,
+};
+/// A container with a pre-stop hook.
+const HOOKED: ContainerSpec = ContainerSpec {
+    pre_stop: true,
+    ..APP
+};
+/// A sidecar (restartable init container) without a hook.
+const SIDECAR: ContainerSpec = ContainerSpec {
+    sidecar: true,
+    ..APP
+};
+/// A sidecar with a pre-stop hook.
+const HOOKED_SIDECAR: ContainerSpec = ContainerSpec {
+    pre_stop: true,
+    sidecar: true,
+    stopped: false,
+};
+/// A container that is not running.
+const EXITED: ContainerSpec = ContainerSpec {
+    stopped: true,
+    ..APP
+};
+
+/// `ms` milliseconds after `T`, on both clocks.
+fn at(ms: i64) -> Now {
+    Now::from_unix_millis(T_MS + ms)
+}
+
+/// A monotonic instant as milliseconds after `T`.
+fn rel(i: Instant) -> i64 {
+    i64::try_from(i.as_millis()).expect("instant fits i64") - T_MS
+}
+
+/// `T + s` as a stored timestamp.
+fn ts(s: i64) -> Option<Timestamp> {
+    Some(Timestamp::from_unix_seconds(T + s))
+}
+
+fn name(s: &str) -> Name {
+    Name::try_from(s).expect("short name")
+}
+
+/// A live, scheduled, running pod record with spec grace 30.
+fn record() -> Record<4> {
+    Record::new(name("pod-uid-1"))
+}
+
+/// The same, held by one finalizer.
+fn record_with_finalizer() -> Record<4> {
+    let mut r = record();
+    r.finalizers
+        .push(name("example.com/keep"))
+        .expect("room for a finalizer");
+    r
+}
+
+fn pod(containers: &[ContainerSpec]) -> Pod {
+    pod_from(record(), containers)
+}
+
+fn pod_from(record: Record<4>, containers: &[ContainerSpec]) -> Pod {
+    Lifecycle::new(Strategy::POD, record, containers).expect("within capacity")
+}
+
+/// Takes every owed action, in order.
+fn drain(p: &mut Pod) -> Vec<Action> {
+    let mut out = Vec::new();
+    while let Some(a) = p.poll_action() {
+        out.push(a);
+    }
+    out
+}
+
+/// The next deadline, in ms after `T`.
+fn next(p: &Pod) -> Option<i64> {
+    p.poll_timeout().map(rel)
+}
+
+/// Advances exactly to the next deadline, handles it and drains: the
+/// instant (ms after `T`) and the actions it produced.
+fn advance(p: &mut Pod) -> (i64, Vec<Action>) {
+    let deadline = p.poll_timeout().expect("a deadline is pending");
+    let wall = i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX);
+    p.handle_timeout(Now::new(WallTime::from_unix_millis(wall), deadline));
+    (rel(deadline), drain(p))
+}
+
+/// Calls `handle_timeout` at `ms` and asserts that nothing happened.
+fn quiet_at(p: &mut Pod, ms: i64) {
+    p.handle_timeout(at(ms));
+    assert_eq!(drain(p), [], "nothing is due at {ms} ms");
+}
+
+fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse<4> {
+    let options = DeleteOptions {
+        grace_period_seconds: grace,
+        ..DeleteOptions::default()
+    };
+    p.handle_delete(at(ms), &options).expect("delete accepted")
+}
+
+fn sync(p: &mut Pod, ms: i64) {
+    assert_eq!(p.handle_agent_sync(at(ms)), Handled::Applied);
+}
+
+fn evict(p: &mut Pod, ms: i64, grace: i64) {
+    assert_eq!(p.handle_evict(at(ms), grace), Handled::Applied);
+}
+
+fn exited(p: &mut Pod, ms: i64, container: usize) {
+    assert_eq!(
+        p.handle_container_exited(at(ms), container),
+        Ok(Handled::Applied)
+    );
+}
+
+fn hook_done(p: &mut Pod, ms: i64, container: usize) {
+    assert_eq!(
+        p.handle_pre_stop_finished(at(ms), container),
+        Ok(Handled::Applied)
+    );
+}
+
+/// A container's next deadline, in ms after `T`.
+fn deadline_of(p: &Pod, container: usize) -> Option<i64> {
+    p.containers()[container].deadline().map(rel)
+}
+
+fn pre_stop(container: usize, budget_seconds: i64) -> Action {
+    Action::RunPreStop {
+        container,
+        budget_seconds,
+    }
+}
+fn term(container: usize) -> Action {
+    Action::SendStopSignal { container }
+}
+fn kill(container: usize) -> Action {
+    Action::SendKill { container }
+}
+fn gone(container: usize) -> Action {
+    Action::ContainerStopped { container }
+}
+const REMOVE: Action = Action::Remove { force: false };
+const FORCE_REMOVE: Action = Action::Remove { force: true };
+const ENDPOINTS: Action = Action::RemoveEndpoints;
+
+/// A pod deleted at `T` with `grace` and synced by the agent at `T`:
+/// endpoints removed, kill started.
+fn killing(containers: &[ContainerSpec], grace: Option<i64>) -> (Pod, Vec<Action>) {
+    let mut p = pod(containers);
+    let _ = delete(&mut p, 0, grace);
+    sync(&mut p, 0);
+    let actions = drain(&mut p);
+    (p, actions)
+}
+
+// ---- R50–R55: the effective grace --------------------------------------------
+
+#[test]
+fn r50_budget_never_grows_once_started() {
+    let (mut p, actions) = killing(&[APP], Some(10));
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(next(&p), Some(10_000));
+
+    // A longer override after the start changes nothing.
+    evict(&mut p, 1_000, 60);
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(p.agent().remembered_grace, 10);
+    assert_eq!(next(&p), Some(10_000));
+
+    // Nor does a re-sync of the same record.
+    sync(&mut p, 2_000);
+    assert_eq!(next(&p), Some(10_000));
+    assert_eq!(advance(&mut p), (10_000, vec![kill(0)]));
+
+    // The pure computation: whatever comes later, never above 10.
+    for d in [None, Some(0), Some(11), Some(60), Some(i64::MAX)] {
+        for o in [None, Some(0), Some(11), Some(i64::MAX)] {
+            let g = effective_grace(10, d, o, Some(600));
+            assert!(g.seconds <= 10, "{d:?} {o:?} -> {g:?}");
+        }
+    }
+    assert_eq!(effective_grace(10, Some(60), None, Some(600)).seconds, 10);
+}
+
+#[test]
+fn r51_smaller_deletion_grace_wins_over_spec() {
+    let (mut p, actions) = killing(&[APP], Some(10));
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(p.agent().remembered_grace, 10);
+    quiet_at(&mut p, 9_999);
+    assert_eq!(advance(&mut p), (10_000, vec![kill(0)]));
+}
+
+#[test]
+fn r51_first_deletion_grace_is_taken_even_above_spec() {
+    // Nothing remembered yet (g == 0), so the record's 45 applies over the
+    // spec's 30.
+    let mut p = pod(&[APP]);
+    let r = delete(&mut p, 0, Some(45));
+    assert_eq!(r.record.deletion_timestamp, ts(45));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(45));
+    sync(&mut p, 0);
+    assert_eq!(p.agent().remembered_grace, 45);
+    assert_eq!(next(&p), Some(45_000));
+}
+
+#[test]
+fn r52_eviction_override_only_shortens() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(next(&p), Some(30_000));
+    evict(&mut p, 5_000, 60);
+    assert_eq!(p.agent().remembered_grace, 30);
+    assert_eq!(next(&p), Some(30_000));
+    evict(&mut p, 5_000, 10);
+    assert_eq!(p.agent().remembered_grace, 10);
+    // D5: counted from now: 5 s + 10 s.
+    assert_eq!(next(&p), Some(15_000));
+    assert_eq!(drain(&mut p), []);
+}
+
+#[test]
+fn r53_spec_grace_is_the_fallback_when_the_record_has_none() {
+    // A (legacy) record with a deletion timestamp but no deletion grace.
+    let mut r = record();
+    r.deletion_timestamp = ts(20);
+    r.deletion_grace_period_seconds = None;
+    r.termination_grace_period_seconds = Some(20);
+    let mut p = pod_from(r, &[APP]);
+    assert_eq!(p.phase(), Phase::GracefulPending);
+    sync(&mut p, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(p.agent().remembered_grace, 20);
+    assert_eq!(next(&p), Some(20_000));
+}
+
+#[test]
+fn r53_zero_deletion_grace_counts_as_applied_and_gives_one_second() {
+    // Force delete of a pod held by a finalizer: kept with dgps 0.
+    let mut p = pod_from(record_with_finalizer(), &[HOOKED]);
+    let r = delete(&mut p, 0, Some(0));
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert!(!r.force);
+    assert_eq!(r.record.deletion_timestamp, ts(0));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert!(p.is_stored());
+    assert_eq!(drain(&mut p), [ENDPOINTS]);
+
+    // The agent kills with 1 s, not the spec's 30.
+    sync(&mut p, 500);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
+    assert_eq!(advance(&mut p), (1_500, vec![term(0)]));
+    assert_eq!(advance(&mut p), (3_500, vec![kill(0)]));
+    assert_eq!(
+        effective_grace(0, Some(0), None, Some(30)),
+        EffectiveGrace {
+            seconds: 1,
+            shortened: false
+        }
+    );
+}
+
+#[test]
+fn r54_negative_deletion_grace_gives_one_second() {
+    let mut r = record();
+    r.deletion_timestamp = ts(1);
+    r.deletion_grace_period_seconds = Some(-5);
+    let mut p = pod_from(r, &[HOOKED]);
+    sync(&mut p, 0);
+    assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
+    assert_eq!(advance(&mut p), (1_000, vec![term(0)]));
+    assert_eq!(advance(&mut p), (3_000, vec![kill(0)]));
+}
+
+#[test]
+fn r54_zero_override_gives_one_second() {
+    let mut p = pod(&[HOOKED]);
+    evict(&mut p, 0, 0);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
+    assert_eq!(advance(&mut p), (1_000, vec![term(0)]));
+}
+
+#[test]
+fn r55_shortened_budget_is_detected_and_remembered() {
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    // 30 → 5 at +2 s: ts = T+30−30+5 = T+5, not in the past.
+    let r = delete(&mut p, 2_000, Some(5));
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(r.record.deletion_timestamp, ts(5));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(5));
+    assert_eq!(
+        next(&p),
+        Some(30_000),
+        "nothing changes until the agent sees it"
+    );
+    sync(&mut p, 2_000);
+    assert_eq!(p.agent().remembered_grace, 5);
+    // D5 instead of Kubernetes' restart: SIGTERM is not sent again.
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(next(&p), Some(7_000));
+    assert_eq!(
+        effective_grace(30, Some(5), None, Some(30)),
+        EffectiveGrace {
+            seconds: 5,
+            shortened: true
+        }
+    );
+}
+
+// ---- R56–R58: the budget per container ------------------------------------------
+
+#[test]
+fn r56_every_container_gets_the_full_budget_in_parallel() {
+    let (mut p, actions) = killing(&[HOOKED, HOOKED, APP], Some(20));
+    assert_eq!(
+        actions,
+        [ENDPOINTS, pre_stop(0, 20), pre_stop(1, 20), term(2)]
+    );
+    for c in 0..3 {
+        assert_eq!(p.containers()[c].budget_seconds(), 20);
+        assert_eq!(deadline_of(&p, c), Some(20_000));
+    }
+    assert_eq!(advance(&mut p), (20_000, vec![term(0), term(1), kill(2)]));
+    assert_eq!(advance(&mut p), (22_000, vec![kill(0), kill(1)]));
+}
+
+#[test]
+fn r57_budget_starts_when_the_agent_starts_the_kill() {
+    let mut p = pod(&[APP]);
+    let r = delete(&mut p, 0, None);
+    assert_eq!(r.record.deletion_timestamp, ts(30));
+    assert_eq!(drain(&mut p), [ENDPOINTS]);
+    // Nobody counts down the deletion timestamp.
+    assert_eq!(p.poll_timeout(), None);
+    quiet_at(&mut p, 40_000);
+    assert_eq!(p.phase(), Phase::GracefulPending);
+    sync(&mut p, 100_000);
+    assert_eq!(p.phase(), Phase::Terminating);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(130_000));
+}
+
+#[test]
+fn r58_termination_path_kills_with_the_effective_grace() {
+    let (p, actions) = killing(&[HOOKED], Some(7));
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 7)]);
+    assert_eq!(
+        p.containers()[0].stage(),
+        Stage::PreStop {
+            cutoff: Instant::from_millis((T_MS + 7_000) as u64)
+        }
+    );
+}
+
+// ---- R59–R66: the per-container kill sequence -----------------------------------
+
+#[test]
+fn r59_force_delete_still_runs_pre_stop_for_one_second() {
+    let mut p = pod(&[HOOKED]);
+    let r = delete(&mut p, 0, Some(0));
+    assert_eq!(r.outcome, DeleteOutcome::Deleted);
+    assert_eq!(p.phase(), Phase::Deleted);
+    assert_eq!(drain(&mut p), [ENDPOINTS, FORCE_REMOVE]);
+    sync(&mut p, 200);
+    assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
+    assert_eq!(advance(&mut p), (1_200, vec![term(0)]));
+    assert_eq!(advance(&mut p), (3_200, vec![kill(0)]));
+    exited(&mut p, 3_300, 0);
+    assert_eq!(drain(&mut p), [gone(0)], "removed once only");
+}
+
+#[test]
+fn r60_agent_stops_waiting_for_the_hook_at_the_budget_end() {
+    let (mut p, actions) = killing(&[HOOKED], Some(10));
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 10)]);
+    quiet_at(&mut p, 9_999);
+    assert_eq!(advance(&mut p), (10_000, vec![term(0)]));
+    // The hook was not killed and may still return: too late to matter.
+    assert_eq!(
+        p.handle_pre_stop_finished(at(11_000), 0),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(next(&p), Some(12_000));
+}
+
+#[test]
+fn r61_pre_stop_time_is_truncated_to_whole_seconds() {
+    let (mut p, _) = killing(&[HOOKED], None);
+    // 9.5 s of hook cost 9 s: 30 − 9 = 21 s left after SIGTERM.
+    hook_done(&mut p, 9_500, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(p.containers()[0].budget_seconds(), 21);
+    assert_eq!(
+        p.containers()[0].stop_signal_sent_at().map(rel),
+        Some(9_500)
+    );
+    assert_eq!(next(&p), Some(30_500));
+    assert_eq!(advance(&mut p), (30_500, vec![kill(0)]));
+}
+
+#[test]
+fn r62_at_least_two_seconds_between_stop_signal_and_kill() {
+    // 29.5 s of hook: 30 − 29 = 1 s left, raised to 2.
+    let (mut p, _) = killing(&[HOOKED], None);
+    hook_done(&mut p, 29_500, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(31_500));
+
+    // A 1 s budget without a hook: SIGKILL 2 s after SIGTERM.
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 1);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(2_000));
+}
+
+#[test]
+fn r63_no_kill_when_the_process_exits_first() {
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    exited(&mut p, 4_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.poll_timeout(), None);
+    p.handle_timeout(at(30_000));
+    assert_eq!(drain(&mut p), []);
+}
+
+#[test]
+fn r63_kill_at_stop_signal_plus_timeout() {
+    let (mut p, _) = killing(&[APP], None);
+    quiet_at(&mut p, 29_999);
+    assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
+    assert_eq!(p.containers()[0].stage(), Stage::Killed);
+    assert_eq!(p.poll_timeout(), None);
+    assert!(p.is_stored(), "a kill is not an exit");
+    exited(&mut p, 30_100, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+}
+
+#[test]
+fn r64_hung_pre_stop_kills_at_grace_plus_two() {
+    let (mut p, actions) = killing(&[HOOKED], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
+    assert_eq!(advance(&mut p), (30_000, vec![term(0)]));
+    assert_eq!(advance(&mut p), (32_000, vec![kill(0)]));
+
+    // A hook that returns just before the budget end: still ≤ grace + 2.
+    let (mut p, _) = killing(&[HOOKED], None);
+    hook_done(&mut p, 29_999, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(31_999));
+}
+
+#[test]
+fn r65_sidecar_ordering_can_push_kill_just_under_grace_plus_three() {
+    let (mut p, actions) = killing(&[HOOKED, HOOKED_SIDECAR], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30), pre_stop(1, 30)]);
+    // The sidecar's hook returns at 0.9 s (charged 0 s) and it waits for the
+    // main container, at most its whole 30 s.
+    hook_done(&mut p, 900, 1);
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(
+        p.containers()[1].stage(),
+        Stage::AwaitingTurn {
+            cutoff: Instant::from_millis((T_MS + 30_900) as u64)
+        }
+    );
+    // The main hook hangs: SIGTERM at 30, SIGKILL at 32.
+    assert_eq!(advance(&mut p), (30_000, vec![term(0)]));
+    // The wait (30 s) is charged in full: 0 left, raised to 2.
+    assert_eq!(advance(&mut p), (30_900, vec![term(1)]));
+    assert_eq!(advance(&mut p), (32_000, vec![kill(0)]));
+    assert_eq!(advance(&mut p), (32_900, vec![kill(1)]));
+}
+
+#[test]
+fn r66_pod_kill_time_is_the_latest_container() {
+    let (mut p, actions) = killing(&[HOOKED, APP], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30), term(1)]);
+    assert_eq!(advance(&mut p), (30_000, vec![term(0), kill(1)]));
+    exited(&mut p, 30_100, 1);
+    assert_eq!(drain(&mut p), [gone(1)]);
+    assert!(p.is_stored(), "container 0 still runs");
+    assert_eq!(p.phase(), Phase::Terminating);
+    assert_eq!(advance(&mut p), (32_000, vec![kill(0)]));
+    exited(&mut p, 32_050, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.record().deletion_timestamp, ts(32));
+}
+
+// ---- R69–R72: sidecar ordering ---------------------------------------------------
+
+#[test]
+fn r69_sidecars_stop_after_main_containers_in_reverse_order() {
+    let (mut p, actions) = killing(&[SIDECAR, SIDECAR, APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(2)]);
+    exited(&mut p, 3_000, 2);
+    assert_eq!(drain(&mut p), [gone(2), term(1)]);
+    // 3 s of waiting charged: 27 s left.
+    assert_eq!(deadline_of(&p, 1), Some(30_000));
+    exited(&mut p, 4_000, 1);
+    assert_eq!(drain(&mut p), [gone(1), term(0)]);
+    assert_eq!(deadline_of(&p, 0), Some(30_000));
+    exited(&mut p, 5_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+}
+
+#[test]
+fn r69_containers_not_running_count_as_terminated() {
+    let (p, actions) = killing(&[SIDECAR, EXITED], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(deadline_of(&p, 0), Some(30_000));
+}
+
+#[test]
+fn r70_sidecar_wait_is_charged_in_whole_seconds() {
+    let (mut p, actions) = killing(&[APP, SIDECAR], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    exited(&mut p, 10_700, 0);
+    assert_eq!(drain(&mut p), [gone(0), term(1)]);
+    // 10.7 s of wait cost 10 s: 20 s left.
+    assert_eq!(p.containers()[1].budget_seconds(), 20);
+    assert_eq!(deadline_of(&p, 1), Some(30_700));
+}
+
+#[test]
+fn r70_sidecar_wait_is_bounded_by_the_budget() {
+    let (mut p, _) = killing(&[APP, SIDECAR], None);
+    assert_eq!(deadline_of(&p, 1), Some(30_000));
+    assert_eq!(advance(&mut p), (30_000, vec![kill(0), term(1)]));
+    assert_eq!(deadline_of(&p, 1), Some(32_000));
+}
+
+#[test]
+fn r71_sidecar_pre_stop_starts_with_the_main_containers() {
+    let (p, actions) = killing(&[APP, HOOKED_SIDECAR], None);
+    assert_eq!(actions, [ENDPOINTS, term(0), pre_stop(1, 30)]);
+    assert_eq!(deadline_of(&p, 1), Some(30_000));
+}
+
+#[test]
+fn r72_sidecar_stopped_early_when_its_pre_stop_ate_the_budget() {
+    let (mut p, _) = killing(&[HOOKED, HOOKED_SIDECAR], None);
+    hook_done(&mut p, 29_500, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(deadline_of(&p, 0), Some(31_500));
+    // The sidecar's hook hangs: at 30 s nothing is left, so no wait — it is
+    // stopped while the main container still runs.
+    assert_eq!(advance(&mut p), (30_000, vec![term(1)]));
+    assert!(matches!(p.containers()[0].stage(), Stage::Stopping { .. }));
+    assert_eq!(deadline_of(&p, 1), Some(32_000));
+}
+
+// ---- R73–R75: kubelet-initiated kills and the final delete ----------------------
+
+#[test]
+fn r73_hard_eviction_kills_with_one_second_and_keeps_the_record() {
+    let mut p = pod(&[HOOKED]);
+    evict(&mut p, 0, 1);
+    assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
+    assert_eq!(p.record().deletion_timestamp, None);
+    assert_eq!(advance(&mut p), (1_000, vec![term(0)]));
+    assert_eq!(advance(&mut p), (3_000, vec![kill(0)]));
+    exited(&mut p, 3_200, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    // Evicted, not deleted: the pod ends Failed and stays.
+    assert!(p.is_stored());
+    assert_eq!(p.record().phase, PodPhase::Failed);
+    assert_eq!(p.record().deletion_timestamp, None);
+    assert_eq!(p.record().generation, 1);
+    assert_eq!(p.record().resource_version, 2);
+}
+
+#[test]
+fn r74_soft_eviction_uses_the_shorter_of_max_pod_grace_and_spec() {
+    // The eviction manager computes min(evictionMaxPodGracePeriod, TGPS)
+    // and hands it over as the override.
+    for (max_pod_grace, kill_ms) in [(10, 10_000), (60, 30_000)] {
+        let mut p = pod(&[APP]);
+        let spec = p.record().termination_grace_period_seconds.expect("spec");
+        evict(&mut p, 0, i64::min(max_pod_grace, spec));
+        assert_eq!(drain(&mut p), [term(0)]);
+        assert_eq!(next(&p), Some(kill_ms));
+        assert_eq!(advance(&mut p), (kill_ms, vec![kill(0)]));
+        exited(&mut p, kill_ms + 100, 0);
+        assert_eq!(drain(&mut p), [gone(0)]);
+        assert_eq!(p.record().phase, PodPhase::Failed);
+        assert!(p.is_stored());
+    }
+}
+
+#[test]
+fn r75_final_delete_is_grace_zero_and_clamps_the_timestamp_to_now() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(p.record().deletion_timestamp, ts(30));
+    exited(&mut p, 4_500, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+    // R15: T+30 − 30 + 0 = T, before now ⇒ R16: now (floored), dgps 0.
+    let r = p.record();
+    assert_eq!(r.deletion_timestamp, ts(4));
+    assert_eq!(r.deletion_grace_period_seconds, Some(0));
+    assert_eq!(r.generation, 2);
+    assert_eq!(r.resource_version, 3);
+}
+
+#[test]
+fn r75_final_delete_waits_for_finalizers_then_removes() {
+    let mut p = pod_from(record_with_finalizer(), &[APP]);
+    let _ = delete(&mut p, 0, None);
+    sync(&mut p, 0);
+    let _ = drain(&mut p);
+    exited(&mut p, 4_500, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert!(p.is_stored());
+    assert_eq!(p.phase(), Phase::Terminating);
+    assert_eq!(p.record().deletion_timestamp, ts(4));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
+    // R45: removing the last finalizer with dgps 0 completes the deletion.
+    let outcome = p
+        .handle_finalizer_update(
+            at(6_000),
+            &FinalizerChange::Remove(name("example.com/keep")),
+        )
+        .expect("update accepted");
+    assert_eq!(outcome, UpdateOutcome::Deleted { force: false });
+    assert_eq!(drain(&mut p), [REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+// ---- R80–R82: node loss ------------------------------------------------------------
+
+#[test]
+fn r80_lost_node_keeps_the_record_indefinitely() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, None);
+    assert_eq!(drain(&mut p), [ENDPOINTS]);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(p.handle_agent_sync(at(2_000)), Handled::Ignored);
+    assert_eq!(p.poll_timeout(), None);
+    // Ten years later: still there, exactly as written.
+    quiet_at(&mut p, 10 * 365 * 86_400_000);
+    assert_eq!(p.phase(), Phase::GracefulPending);
+    assert!(p.is_stored());
+    assert_eq!(p.record().deletion_timestamp, ts(30));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(30));
+    assert_eq!(p.record().resource_version, 2);
+    // The agent's return lets it proceed normally.
+    assert_eq!(p.handle_node_ready(at(50_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), []);
+    sync(&mut p, 50_000);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(80_000));
+}
+
+#[test]
+fn r80_lost_agent_keeps_stopping_and_reports_when_back() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
+    exited(&mut p, 30_500, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert!(p.is_stored());
+    assert!(p.agent().owes_report);
+    assert_eq!(p.phase(), Phase::Terminating);
+    assert_eq!(p.handle_node_ready(at(100_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), [REMOVE]);
+    assert_eq!(p.record().deletion_timestamp, ts(100));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
+}
+
+#[test]
+fn r81_force_delete_on_a_lost_node_removes_at_once_flagged() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    let r = delete(&mut p, 5_000, Some(0));
+    assert_eq!(r.outcome, DeleteOutcome::Deleted);
+    assert!(r.force);
+    assert_eq!(r.record.deletion_timestamp, ts(5));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(drain(&mut p), [FORCE_REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+    // The partitioned agent, unaware, still kills on its own schedule.
+    assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
+    exited(&mut p, 30_100, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert_eq!(p.handle_node_ready(at(60_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), [], "no second removal");
+}
+
+#[test]
+fn r82_fencing_removes_like_pod_gc_with_phase_failed() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, None);
+    assert_eq!(drain(&mut p), [ENDPOINTS]);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(p.handle_node_fenced(at(400_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+    let r = p.record();
+    assert_eq!(r.phase, PodPhase::Failed);
+    assert_eq!(r.deletion_timestamp, ts(400));
+    assert_eq!(r.deletion_grace_period_seconds, Some(0));
+    assert_eq!(r.generation, 2);
+    // Written twice after the delete: phase Failed, then the grace-0 delete.
+    assert_eq!(r.resource_version, 4);
+}
+
+#[test]
+fn r82_fencing_mid_kill_sends_no_signal() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(p.handle_node_fenced(at(10_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.poll_timeout(), None);
+    quiet_at(&mut p, 30_000);
+}
+
+#[test]
+fn r82_fencing_a_live_record_removes_it() {
+    let mut p = pod(&[APP]);
+    assert_eq!(p.handle_node_fenced(at(0)), Handled::Applied);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    let r = p.record();
+    assert_eq!(r.phase, PodPhase::Failed);
+    assert_eq!(r.deletion_timestamp, ts(0));
+    assert_eq!(r.deletion_grace_period_seconds, Some(0));
+    assert_eq!(r.generation, 2);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+// ---- R89–R91: Go overflow, which grace does not reproduce (D2) -------------------
+
+#[test]
+fn r89_grace_past_go_overflow_gives_exact_milliseconds() {
+    // 9 223 372 037 s wraps in Go; here it is 9 223 372 037 000 ms.
+    assert_eq!(
+        Duration::from_grace_seconds(9_223_372_037).as_millis(),
+        9_223_372_037_000
+    );
+    let (p, actions) = killing(&[APP], Some(9_223_372_037));
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(next(&p), Some(9_223_372_037_000));
+}
+
+#[test]
+fn r90_huge_grace_timestamps_are_in_the_future_or_saturated() {
+    for (grace, expected) in [
+        (9_223_372_036, T + 9_223_372_036),
+        // Go: 292 years in the past.
+        (9_223_372_037, T + 9_223_372_037),
+        // Go: wrapped to now + 2 884 905 626 s; here past 9999-12-31.
+        (3_600_000_000_000, MAX_TIMESTAMP_SECONDS),
+        // Go: now − 1 s.
+        (i64::MAX, MAX_TIMESTAMP_SECONDS),
+    ] {
+        let mut p = pod(&[APP]);
+        let r = delete(&mut p, 0, Some(grace));
+        assert_eq!(
+            r.record.deletion_timestamp,
+            Some(Timestamp::from_unix_seconds(expected)),
+            "grace {grace}"
+        );
+        assert_eq!(r.record.deletion_grace_period_seconds, Some(grace));
+        assert!(p.is_stored());
+    }
+}
+
+#[test]
+fn r91_huge_grace_does_not_fire_timers_immediately() {
+    let (mut p, actions) = killing(&[HOOKED], Some(9_223_372_037));
+    // The hook is waited for, not skipped.
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 9_223_372_037)]);
+    quiet_at(&mut p, 3_600_000);
+    assert!(matches!(p.containers()[0].stage(), Stage::PreStop { .. }));
+    assert_eq!(next(&p), Some(9_223_372_037_000));
+    hook_done(&mut p, 60_000, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    // 60 s charged: the SIGKILL deadline stays at the budget's end.
+    assert_eq!(next(&p), Some(9_223_372_037_000));
+}
+
+// ---- Decisions --------------------------------------------------------------------
+
+#[test]
+fn d1_clamp_keep_truncation_and_floors_as_kubernetes() {
+    let mut p = pod(&[HOOKED]);
+    let _ = delete(&mut p, 0, Some(100));
+    // R16 + R29: 100 → 50 at +60 lands at T+50 < now: now, dgps 1, kept.
+    let r = delete(&mut p, 60_000, Some(50));
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(r.record.deletion_timestamp, ts(60));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(1));
+    assert!(p.is_stored());
+    assert_eq!(p.phase(), Phase::GracefulPending);
+    // R54/R59: a 1 s budget still runs the hook.
+    sync(&mut p, 60_000);
+    assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, 1)]);
+    // R61: 0.999 s charged as 0; R62: 1 s left, raised to 2.
+    hook_done(&mut p, 60_999, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(p.containers()[0].budget_seconds(), 1);
+    assert_eq!(next(&p), Some(62_999));
+}
+
+#[test]
+fn d2_kill_deadline_saturates_at_the_end_of_time() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, None);
+    let wall = WallTime::from_unix_millis(T_MS);
+    let late = Now::new(wall, Instant::from_millis(u64::MAX - 5_000));
+    assert_eq!(p.handle_agent_sync(late), Handled::Applied);
+    assert_eq!(drain(&mut p), [ENDPOINTS, term(0)]);
+    assert_eq!(p.poll_timeout(), Some(Instant::MAX));
+    p.handle_timeout(Now::new(wall, Instant::from_millis(u64::MAX - 1)));
+    assert_eq!(drain(&mut p), []);
+    p.handle_timeout(Now::new(wall, Instant::MAX));
+    assert_eq!(drain(&mut p), [kill(0)]);
+}
+
+#[test]
+fn d2_grace_i64_max_never_wraps() {
+    let mut p = pod(&[HOOKED]);
+    let r = delete(&mut p, 0, Some(i64::MAX));
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(
+        r.record.deletion_timestamp,
+        Some(Timestamp::from_unix_seconds(MAX_TIMESTAMP_SECONDS))
+    );
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(i64::MAX));
+    sync(&mut p, 0);
+    assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, i64::MAX)]);
+    assert_eq!(p.poll_timeout(), Some(Instant::MAX));
+    hook_done(&mut p, 5_000, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(p.containers()[0].budget_seconds(), i64::MAX - 5);
+    assert_eq!(p.poll_timeout(), Some(Instant::MAX));
+    p.handle_timeout(Now::new(
+        WallTime::from_unix_millis(i64::MAX),
+        Instant::from_millis(u64::MAX - 1),
+    ));
+    assert_eq!(drain(&mut p), []);
+
+    // Shortening: R15 exactly (MAX_TS − i64::MAX + 30 is far in the past),
+    // then R16: now, dgps 1. The agent applies 1 s at once (D5).
+    let r = delete(&mut p, 100_000, Some(30));
+    assert_eq!(r.record.deletion_timestamp, ts(100));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(1));
+    sync(&mut p, 100_000);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(next(&p), Some(101_000));
+}
+
+#[test]
+fn d3_request_without_body_uses_the_spec_default() {
+    let mut p = pod(&[APP]);
+    let r = p
+        .handle_delete(at(0), &DeleteOptions::default())
+        .expect("delete accepted");
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(30));
+    assert_eq!(r.record.deletion_timestamp, ts(30));
+    assert!(p.is_stored());
+}
+
+#[test]
+fn d4_force_delete_is_flagged_and_the_workload_still_stopped() {
+    let mut p = pod(&[APP]);
+    let r = delete(&mut p, 0, Some(0));
+    assert_eq!(r.outcome, DeleteOutcome::Deleted);
+    assert!(r.force);
+    assert_eq!(r.record.deletion_timestamp, ts(0));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(r.record.generation, 2);
+    assert_eq!(drain(&mut p), [ENDPOINTS, FORCE_REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+    // G = 1: SIGTERM now, SIGKILL 2 s later.
+    sync(&mut p, 300);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(advance(&mut p), (2_300, vec![kill(0)]));
+    exited(&mut p, 2_400, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn d4_force_delete_mid_kill_cuts_the_budget_to_one_second() {
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    let r = delete(&mut p, 10_000, Some(0));
+    assert_eq!(r.outcome, DeleteOutcome::Deleted);
+    assert!(r.force);
+    // R15: T+30 − 30 + 0 = T < now ⇒ now.
+    assert_eq!(r.record.deletion_timestamp, ts(10));
+    assert_eq!(drain(&mut p), [FORCE_REMOVE]);
+    // The agent sees the removal: dgps 0 ⇒ G = 1, applied at once (D5).
+    sync(&mut p, 10_000);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(advance(&mut p), (11_000, vec![kill(0)]));
+    exited(&mut p, 11_100, 0);
+    assert_eq!(drain(&mut p), [gone(0)], "removed once only");
+}
+
+#[test]
+fn d4_no_force_flag_when_nothing_can_run() {
+    // A finished pod (R20): grace 0, nothing to stop.
+    let mut r = record();
+    r.phase = PodPhase::Succeeded;
+    let mut p = pod_from(r, &[APP]);
+    let resp = delete(&mut p, 0, None);
+    assert_eq!(resp.outcome, DeleteOutcome::Deleted);
+    assert!(!resp.force);
+    assert_eq!(drain(&mut p), [REMOVE]);
+
+    // An unscheduled pod (R19).
+    let mut r = record();
+    r.scheduled = false;
+    let mut p = pod_from(r, &[APP]);
+    let resp = delete(&mut p, 0, Some(0));
+    assert!(!resp.force);
+    assert_eq!(drain(&mut p), [REMOVE]);
+
+    // Every container already stopped.
+    let mut p = pod(&[EXITED]);
+    let resp = delete(&mut p, 0, Some(0));
+    assert_eq!(resp.outcome, DeleteOutcome::Deleted);
+    assert!(!resp.force);
+    assert_eq!(drain(&mut p), [ENDPOINTS, REMOVE]);
+}
+
+#[test]
+fn d5_shortening_moves_kill_deadline_earlier_at_once() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(next(&p), Some(30_000));
+    evict(&mut p, 10_000, 5);
+    assert_eq!(drain(&mut p), [], "no second SIGTERM");
+    assert_eq!(next(&p), Some(15_000));
+    assert_eq!(advance(&mut p), (15_000, vec![kill(0)]));
+}
+
+#[test]
+fn d5_shortening_cuts_a_running_pre_stop_without_restarting_it() {
+    let (mut p, actions) = killing(&[HOOKED], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
+    // 30 → 15 at +10: ts = T+15 (not in the past), dgps 15.
+    let r = delete(&mut p, 10_000, Some(15));
+    assert_eq!(r.record.deletion_timestamp, ts(15));
+    assert_eq!(r.record.deletion_grace_period_seconds, Some(15));
+    sync(&mut p, 10_000);
+    assert_eq!(drain(&mut p), [], "the hook is not started again");
+    // Cut-off: min(30, 10 + 15) = 25.
+    assert_eq!(next(&p), Some(25_000));
+    assert_eq!(advance(&mut p), (25_000, vec![term(0)]));
+    assert_eq!(advance(&mut p), (27_000, vec![kill(0)]));
+}
+
+#[test]
+fn d5_shortening_keeps_two_seconds_after_the_stop_signal() {
+    let (mut p, _) = killing(&[HOOKED], None);
+    hook_done(&mut p, 20_000, 0);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(30_000));
+    // now + 1 = 21.5 s, but SIGTERM was at 20 s: SIGKILL at 22 s.
+    evict(&mut p, 20_500, 1);
+    assert_eq!(next(&p), Some(22_000));
+    assert_eq!(advance(&mut p), (22_000, vec![kill(0)]));
+}
+
+#[test]
+fn d5_shortening_never_moves_a_deadline_later() {
+    let (mut p, _) = killing(&[APP], None);
+    // Kubernetes' restart (R55) would kill at 25 + 10 = 35 s.
+    evict(&mut p, 25_000, 10);
+    assert_eq!(p.agent().remembered_grace, 10);
+    assert_eq!(next(&p), Some(30_000));
+    assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
+
+    // The same for a running hook: 10 + 25 = 35 > 30 keeps the cut-off.
+    let (mut p, _) = killing(&[HOOKED], None);
+    evict(&mut p, 10_000, 25);
+    assert_eq!(p.agent().remembered_grace, 25);
+    assert_eq!(next(&p), Some(30_000));
+    assert_eq!(advance(&mut p), (30_000, vec![term(0)]));
+    assert_eq!(advance(&mut p), (32_000, vec![kill(0)]));
+}
+
+#[test]
+fn d5_shortening_bounds_a_sidecar_wait() {
+    let (mut p, actions) = killing(&[APP, SIDECAR], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(deadline_of(&p, 1), Some(30_000));
+    evict(&mut p, 10_000, 5);
+    assert_eq!(deadline_of(&p, 0), Some(15_000));
+    assert_eq!(deadline_of(&p, 1), Some(15_000));
+    assert_eq!(advance(&mut p), (15_000, vec![kill(0), term(1)]));
+    assert_eq!(deadline_of(&p, 1), Some(17_000));
+}
+
+#[test]
+fn d7_fenced_agent_never_acts_again() {
+    let (mut p, actions) = killing(&[HOOKED], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
+    assert_eq!(p.handle_node_fenced(at(5_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.agent().link, Link::Fenced);
+    assert_eq!(p.poll_timeout(), None);
+    assert_eq!(
+        p.handle_pre_stop_finished(at(6_000), 0),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(
+        p.handle_container_exited(at(6_000), 0),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(p.handle_agent_sync(at(6_000)), Handled::Ignored);
+    assert_eq!(p.handle_evict(at(6_000), 1), Handled::Ignored);
+    assert_eq!(p.handle_node_ready(at(6_000)), Handled::Ignored);
+    assert_eq!(p.handle_node_lost(at(6_000)), Handled::Ignored);
+    assert_eq!(p.handle_node_fenced(at(6_000)), Handled::Ignored);
+    quiet_at(&mut p, 40_000);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn d8_timestamps_are_whole_seconds_and_deadlines_milliseconds() {
+    let mut p = pod(&[APP]);
+    // Deleted at T+0.7 s: ts = floor(T+30.7) = T+30.
+    let r = delete(&mut p, 700, None);
+    assert_eq!(r.record.deletion_timestamp, ts(30));
+    // The agent starts at T+1.3 s: SIGKILL due at exactly T+31.3 s.
+    sync(&mut p, 1_300);
+    assert_eq!(
+        p.poll_timeout(),
+        Some(Instant::from_millis((T_MS + 31_300) as u64))
+    );
+    exited(&mut p, 5_900, 0);
+    assert_eq!(drain(&mut p), [ENDPOINTS, term(0), gone(0), REMOVE]);
+    // Final delete at T+5.9 s: stored as T+5.
+    assert_eq!(p.record().deletion_timestamp, ts(5));
+}
