@@ -470,8 +470,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         now: Now,
         container: usize,
     ) -> Result<Handled, UnknownContainer> {
+        // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
+        let has_agent = self.has_agent();
         let c = self.containers.get_mut(container).ok_or(UnknownContainer)?;
-        if self.agent.link == Link::Fenced || !c.exited() {
+        if !has_agent || self.agent.link == Link::Fenced || !c.exited() {
             return Ok(Handled::Ignored);
         }
         self.stamp(container);
