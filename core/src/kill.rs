@@ -65,13 +65,30 @@ pub(crate) mod owed {
     pub const STOPPED: u8 = 1 << 3;
 }
 
+/// [`Stage`] without its instant, which [`Container`] keeps beside it so
+/// that the whole kill state packs into 32 bytes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+enum StageKind {
+    Running,
+    PreStop,
+    AwaitingTurn,
+    Stopping,
+    Killed,
+    Stopped,
+}
+
 /// One container's kill state. Kept small: it is per object, per container.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Container {
     pub(crate) spec: ContainerSpec,
-    pub(crate) stage: Stage,
+    stage: StageKind,
+    /// The stage's instant: the hook's cut-off, the end of the sidecar's
+    /// wait, or when SIGKILL is due.
+    at: Instant,
     /// Whole seconds of budget left, counted from `since` (kubelet's `G`).
     pub(crate) budget: i64,
     /// When the current budget segment started: the kill's start, the hook's
@@ -80,7 +97,7 @@ pub struct Container {
     pub(crate) owed: u8,
     /// When (in the lifecycle's action order) the oldest owed output arose;
     /// 0 while nothing is owed.
-    pub(crate) owed_since: u32,
+    pub(crate) owed_since: u16,
 }
 
 impl Container {
@@ -89,10 +106,11 @@ impl Container {
         Container {
             spec,
             stage: if spec.stopped {
-                Stage::Stopped
+                StageKind::Stopped
             } else {
-                Stage::Running
+                StageKind::Running
             },
+            at: Instant::ZERO,
             budget: 0,
             since: Instant::ZERO,
             owed: 0,
@@ -107,12 +125,32 @@ impl Container {
 
     /// Where it is in its kill sequence.
     pub fn stage(&self) -> Stage {
-        self.stage
+        match self.stage {
+            StageKind::Running => Stage::Running,
+            StageKind::PreStop => Stage::PreStop { cutoff: self.at },
+            StageKind::AwaitingTurn => Stage::AwaitingTurn { cutoff: self.at },
+            StageKind::Stopping => Stage::Stopping { kill_at: self.at },
+            StageKind::Killed => Stage::Killed,
+            StageKind::Stopped => Stage::Stopped,
+        }
+    }
+
+    fn set_stage(&mut self, stage: Stage) {
+        let (kind, at) = match stage {
+            Stage::Running => (StageKind::Running, self.at),
+            Stage::PreStop { cutoff } => (StageKind::PreStop, cutoff),
+            Stage::AwaitingTurn { cutoff } => (StageKind::AwaitingTurn, cutoff),
+            Stage::Stopping { kill_at } => (StageKind::Stopping, kill_at),
+            Stage::Killed => (StageKind::Killed, self.at),
+            Stage::Stopped => (StageKind::Stopped, self.at),
+        };
+        self.stage = kind;
+        self.at = at;
     }
 
     /// When the stop signal was sent, once it has been.
     pub fn stop_signal_sent_at(&self) -> Option<Instant> {
-        match self.stage {
+        match self.stage() {
             Stage::Stopping { .. } => Some(self.since),
             Stage::Running
             | Stage::PreStop { .. }
@@ -129,7 +167,7 @@ impl Container {
 
     /// The next instant at which this container needs attention.
     pub fn deadline(&self) -> Option<Instant> {
-        match self.stage {
+        match self.stage() {
             Stage::PreStop { cutoff } | Stage::AwaitingTurn { cutoff } => Some(cutoff),
             Stage::Stopping { kill_at, .. } => Some(kill_at),
             Stage::Running | Stage::Killed | Stage::Stopped => None,
@@ -137,7 +175,7 @@ impl Container {
     }
 
     pub(crate) fn is_stopped(&self) -> bool {
-        self.stage == Stage::Stopped
+        self.stage == StageKind::Stopped
     }
 
     /// Charges the time since `since` to the budget, whole seconds only (R61).
@@ -157,15 +195,15 @@ impl Container {
     /// Begins the kill with budget `grace` (R56, R59): the hook if there is
     /// one, otherwise straight to the signal (or the sidecar's wait).
     pub(crate) fn start(&mut self, now: Instant, grace: i64) -> bool {
-        if self.stage != Stage::Running {
+        if self.stage != StageKind::Running {
             return false;
         }
         self.budget = grace;
         self.since = now;
         if self.spec.pre_stop && grace > 0 {
-            self.stage = Stage::PreStop {
+            self.set_stage(Stage::PreStop {
                 cutoff: self.budget_end(),
-            };
+            });
             self.owed |= owed::PRE_STOP;
             false
         } else {
@@ -179,9 +217,9 @@ impl Container {
         self.charge(now);
         if ordered && self.spec.sidecar && self.budget > 0 && !turn_ready {
             // R70: wait, bounded by what is left; R72: skipped when nothing is.
-            self.stage = Stage::AwaitingTurn {
+            self.set_stage(Stage::AwaitingTurn {
                 cutoff: self.budget_end(),
-            };
+            });
             false
         } else {
             true
@@ -191,7 +229,7 @@ impl Container {
     /// Sends the stop signal at `now` (R62, R63).
     pub(crate) fn signal(&mut self, now: Instant) {
         if !matches!(
-            self.stage,
+            self.stage(),
             Stage::Running | Stage::PreStop { .. } | Stage::AwaitingTurn { .. }
         ) {
             return;
@@ -199,26 +237,26 @@ impl Container {
         self.charge(now);
         let timeout = self.budget.max(MIN_STOP_SECONDS);
         // `charge` left `since` at `now`: it now records the signal's time.
-        self.stage = Stage::Stopping {
+        self.set_stage(Stage::Stopping {
             kill_at: now.saturating_add(Duration::from_grace_seconds(timeout)),
-        };
+        });
         self.owed |= owed::STOP_SIGNAL;
     }
 
     /// SIGKILL is due (R63).
     pub(crate) fn kill(&mut self) {
-        if matches!(self.stage, Stage::Stopping { .. }) {
-            self.stage = Stage::Killed;
+        if self.stage == StageKind::Stopping {
+            self.set_stage(Stage::Killed);
             self.owed |= owed::KILL;
         }
     }
 
     /// The process exited; returns false when it had already.
     pub(crate) fn exited(&mut self) -> bool {
-        if self.stage == Stage::Stopped {
+        if self.stage == StageKind::Stopped {
             return false;
         }
-        self.stage = Stage::Stopped;
+        self.set_stage(Stage::Stopped);
         self.owed |= owed::STOPPED;
         true
     }
@@ -228,25 +266,21 @@ impl Container {
     /// `now + grace`, keeping 2 s after the stop signal.
     pub(crate) fn shorten(&mut self, now: Instant, grace: i64) {
         let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
-        match &mut self.stage {
-            Stage::PreStop { cutoff } | Stage::AwaitingTurn { cutoff } => {
-                if new_end
-                    < self
-                        .since
-                        .saturating_add(Duration::from_grace_seconds(self.budget))
-                {
+        match self.stage {
+            StageKind::PreStop | StageKind::AwaitingTurn => {
+                if new_end < self.budget_end() {
                     self.since = now;
                     self.budget = grace;
                 }
-                *cutoff = (*cutoff).min(new_end);
+                self.at = self.at.min(new_end);
             }
-            Stage::Stopping { kill_at } => {
+            StageKind::Stopping => {
                 let floor = self
                     .since
                     .saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
-                *kill_at = (*kill_at).min(new_end).max(floor);
+                self.at = self.at.min(new_end).max(floor);
             }
-            Stage::Running | Stage::Killed | Stage::Stopped => {}
+            StageKind::Running | StageKind::Killed | StageKind::Stopped => {}
         }
     }
 }

@@ -212,16 +212,40 @@ pub struct AgentState {
     pub remembered_grace: i64,
 }
 
-impl AgentState {
+/// The agent's flags, one bit each, so that they pack with the lifecycle's
+/// other small fields (see [`AgentState`] for their meaning).
+mod agent {
+    pub const KILLING: u8 = 1;
+    pub const DELETION_SEEN: u8 = 1 << 1;
+    pub const EVICTED: u8 = 1 << 2;
+    pub const OWES_REPORT: u8 = 1 << 3;
+    pub const REPORTED: u8 = 1 << 4;
+}
+
+/// The agent's state as the lifecycle keeps it: two bytes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct Agent {
+    link: Link,
+    flags: u8,
+}
+
+impl Agent {
     const fn new() -> Self {
-        AgentState {
+        Agent {
             link: Link::Connected,
-            killing: false,
-            deletion_seen: false,
-            evicted: false,
-            owes_report: false,
-            reported: false,
-            remembered_grace: 0,
+            flags: 0,
+        }
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
         }
     }
 }
@@ -275,14 +299,16 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     record: Record<F>,
     stored: bool,
     phase: Phase,
-    agent: AgentState,
+    agent: Agent,
+    /// The effective grace in force, 0 before the kill (R50–R55).
+    remembered_grace: i64,
     containers: heapless::Vec<Container, C>,
     owed: u8,
     /// Orders owed outputs as they arise, so that `poll_action` hands them
     /// out in the order they happened.
-    order: u32,
-    endpoints_since: u32,
-    remove_since: u32,
+    order: u16,
+    endpoints_since: u16,
+    remove_since: u16,
 }
 
 impl<const F: usize, const C: usize> Lifecycle<F, C> {
@@ -308,7 +334,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             record,
             stored: true,
             phase: Phase::Live,
-            agent: AgentState::new(),
+            agent: Agent::new(),
+            remembered_grace: 0,
             containers: list,
             owed: 0,
             order: 0,
@@ -340,8 +367,16 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// The agent's state.
-    pub fn agent(&self) -> &AgentState {
-        &self.agent
+    pub fn agent(&self) -> AgentState {
+        AgentState {
+            link: self.agent.link,
+            killing: self.agent.has(agent::KILLING),
+            deletion_seen: self.agent.has(agent::DELETION_SEEN),
+            evicted: self.agent.has(agent::EVICTED),
+            owes_report: self.agent.has(agent::OWES_REPORT),
+            reported: self.agent.has(agent::REPORTED),
+            remembered_grace: self.remembered_grace,
+        }
     }
 
     /// The containers' kill states.
@@ -415,11 +450,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
         // The record as it is, or, once removed, as last written (D4).
         if !self.stored || self.record.deletion_timestamp.is_some() {
-            self.agent.deletion_seen = true;
+            self.agent.set(agent::DELETION_SEEN, true);
         }
-        if self.agent.deletion_seen || self.agent.evicted {
+        if self.agent.has(agent::DELETION_SEEN) || self.agent.has(agent::EVICTED) {
             let grace = effective_grace(
-                self.agent.remembered_grace,
+                self.remembered_grace,
                 self.record.deletion_grace_period_seconds,
                 None,
                 self.record.termination_grace_period_seconds,
@@ -437,9 +472,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         if !self.has_agent() || self.agent.link == Link::Fenced || self.all_stopped() {
             return Handled::Ignored;
         }
-        self.agent.evicted = true;
+        self.agent.set(agent::EVICTED, true);
         let grace = effective_grace(
-            self.agent.remembered_grace,
+            self.remembered_grace,
             None,
             Some(grace_period_seconds),
             self.record.termination_grace_period_seconds,
@@ -457,7 +492,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         container: usize,
     ) -> Result<Handled, UnknownContainer> {
         let c = self.containers.get(container).ok_or(UnknownContainer)?;
-        if self.agent.link == Link::Fenced || !matches!(c.stage, Stage::PreStop { .. }) {
+        if self.agent.link == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
             return Ok(Handled::Ignored);
         }
         self.after_hook(now.mono, container);
@@ -518,7 +553,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             }
             self.stamp(i);
         }
-        if self.stored && !self.agent.reported {
+        if self.stored && !self.agent.has(agent::REPORTED) {
             // R82: PodGC marks the pod Failed, then deletes with grace 0.
             if !self.record.phase.is_terminal() {
                 let mut failed = self.record.clone();
@@ -527,7 +562,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             }
             self.final_delete(now);
         }
-        self.agent.reported = true;
+        self.agent.set(agent::REPORTED, true);
         self.refresh_phase();
         Handled::Applied
     }
@@ -573,9 +608,19 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The next thing to do, in the order things happened; `None` when done.
     pub fn poll_action(&mut self) -> Option<Action> {
+        let action = self.take_action();
+        if !self.has_action() {
+            // Positions only order what is owed at once; starting again
+            // keeps the counter small for the whole life of the object.
+            self.order = 0;
+        }
+        action
+    }
+
+    fn take_action(&mut self) -> Option<Action> {
         // The oldest owed output first: endpoints, containers, removal.
-        let mut best: Option<(u32, Source)> = None;
-        let mut consider = |since: u32, source: Source| {
+        let mut best: Option<(u16, Source)> = None;
+        let mut consider = |since: u16, source: Source| {
             if best.is_none_or(|(b, _)| since < b) {
                 best = Some((since, source));
             }
@@ -644,7 +689,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     // ---- Internals ----------------------------------------------------------
 
     /// The next position in the action order.
-    fn tick(&mut self) -> u32 {
+    fn tick(&mut self) -> u16 {
         self.order = self.order.saturating_add(1);
         self.order
     }
@@ -732,8 +777,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Starts the kill with `grace`, or shortens one in progress (D5).
     fn apply_grace(&mut self, now: Now, grace: i64, shortened: bool) {
         let mono = now.mono;
-        if !self.agent.killing {
-            self.agent.killing = true;
+        if !self.agent.has(agent::KILLING) {
+            self.agent.set(agent::KILLING, true);
             for i in 0..self.containers.len() {
                 let proceed = self
                     .containers
@@ -749,7 +794,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
                 c.shorten(mono, grace);
             }
         }
-        self.agent.remembered_grace = grace;
+        self.remembered_grace = grace;
     }
 
     /// The hook of container `i` is over (or there was none): signal it, or
@@ -786,7 +831,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             let waiting = self
                 .containers
                 .get(i)
-                .is_some_and(|c| matches!(c.stage, Stage::AwaitingTurn { .. }));
+                .is_some_and(|c| matches!(c.stage(), Stage::AwaitingTurn { .. }));
             if waiting
                 && self.turn_ready(i)
                 && let Some(c) = self.containers.get_mut(i)
@@ -800,22 +845,22 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Once everything has stopped, the agent reports: the final delete if a
     /// deletion was asked for (R75), the Failed phase after an eviction.
     fn settle(&mut self, now: Now) {
-        if !self.has_agent() || self.agent.reported || !self.all_stopped() {
+        if !self.has_agent() || self.agent.has(agent::REPORTED) || !self.all_stopped() {
             return;
         }
-        if !(self.agent.deletion_seen || self.agent.evicted) {
+        if !(self.agent.has(agent::DELETION_SEEN) || self.agent.has(agent::EVICTED)) {
             return;
         }
         if self.agent.link != Link::Connected {
-            self.agent.owes_report = true;
+            self.agent.set(agent::OWES_REPORT, true);
             return;
         }
-        self.agent.owes_report = false;
-        self.agent.reported = true;
+        self.agent.set(agent::OWES_REPORT, false);
+        self.agent.set(agent::REPORTED, true);
         if !self.stored {
             return;
         }
-        if self.agent.deletion_seen {
+        if self.agent.has(agent::DELETION_SEEN) {
             self.final_delete(now);
         } else if !self.record.phase.is_terminal() {
             let mut failed = self.record.clone();
@@ -849,7 +894,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             return Phase::Live;
         }
         let nothing_to_wait_for = !self.has_agent() || self.record.phase.is_terminal();
-        if nothing_to_wait_for || self.agent.killing || self.agent.link == Link::Fenced {
+        if nothing_to_wait_for || self.agent.has(agent::KILLING) || self.agent.link == Link::Fenced
+        {
             Phase::Terminating
         } else {
             Phase::GracefulPending

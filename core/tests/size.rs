@@ -1,0 +1,34 @@
+//! Memory budgets, asserted so that a change that grows the state fails a
+//! test rather than only a number in a document. "Timing state" is
+//! everything a lifecycle keeps besides the record (the object's metadata,
+//! dominated by its 64-byte names): the agent's state, each container's
+//! kill state, the action order, the strategy.
+
+use core::mem::size_of;
+
+use grace_core::{Container, Lifecycle, Name, Record};
+
+/// Timing state of one object with `C` containers.
+fn timing_state<const C: usize>() -> usize {
+    size_of::<Lifecycle<0, C>>() - size_of::<Record<0>>()
+}
+
+#[test]
+fn one_container_object_keeps_at_most_64_bytes_of_timing_state() {
+    assert!(timing_state::<1>() <= 64, "{} bytes", timing_state::<1>());
+}
+
+#[test]
+fn each_further_container_costs_at_most_32_bytes() {
+    assert!(
+        size_of::<Container>() <= 32,
+        "{} bytes",
+        size_of::<Container>()
+    );
+    assert!(timing_state::<4>() - timing_state::<1>() <= 3 * 32);
+}
+
+#[test]
+fn names_are_inline_and_64_bytes() {
+    assert_eq!(size_of::<Name>(), 64);
+}
