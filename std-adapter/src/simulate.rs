@@ -29,7 +29,7 @@ const MAX_STEPS: usize = 1_000_000;
 pub enum SimulateError {
     /// The machine was built from an object it cannot hold.
     Object(String),
-    /// The run exceeded [`MAX_STEPS`] (a bug: deadlines must make progress).
+    /// The run exceeded a million steps (a bug: deadlines must make progress).
     Stuck {
         /// The simulated time it stopped at, in unix milliseconds.
         at_ms: i64,
