@@ -224,6 +224,8 @@ mod agent {
 
 /// The agent's state as the lifecycle keeps it: two bytes.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 struct Agent {
     link: Link,
     flags: u8,
@@ -293,7 +295,15 @@ impl Agent {
 /// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 /// assert_eq!(pod.phase(), Phase::Deleted);
 /// ```
+///
+/// With the `serde` feature a lifecycle can be persisted whole — record,
+/// agent state, kill stages and deadlines — and restored after a restart.
+/// Deadlines are [`Instant`]s of the caller's monotonic clock: restore them
+/// only on a clock with the same origin. A restored value is trusted as it
+/// is (the machine stays panic-free whatever it is given, but feed back only
+/// what it serialized).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Lifecycle<const F: usize, const C: usize> {
     strategy: Strategy,
     record: Record<F>,

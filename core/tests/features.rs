@@ -35,6 +35,33 @@ mod serde_feature {
     }
 
     #[test]
+    fn lifecycle_mid_kill_round_trips_with_its_deadlines() {
+        use grace_core::{Action, ContainerSpec, Lifecycle, Now, Strategy};
+        let hooked = ContainerSpec {
+            pre_stop: true,
+            ..ContainerSpec::default()
+        };
+        let mut pod: Lifecycle<4, 2> =
+            Lifecycle::new(Strategy::POD, Record::new(name("uid-1")), &[hooked]).expect("fits");
+        let at = Now::from_unix_millis;
+        let _ = pod.handle_delete(at(1_000_000), &DeleteOptions::with_grace(10));
+        let _ = pod.handle_agent_sync(at(1_000_000));
+        assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
+        // One action still owed when the state is saved.
+        let json = serde_json::to_string(&pod).expect("serializes");
+        let mut back: Lifecycle<4, 2> = serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(back, pod);
+        assert_eq!(
+            back.poll_action(),
+            Some(Action::RunPreStop {
+                container: 0,
+                budget_seconds: 10
+            })
+        );
+        assert_eq!(back.poll_timeout().map(|t| t.as_millis()), Some(1_010_000));
+    }
+
+    #[test]
     fn a_name_beyond_capacity_is_a_deserialization_error() {
         let long = format!("\"{}\"", "x".repeat(64));
         assert!(serde_json::from_str::<Name>(&long).is_err());
