@@ -5,10 +5,12 @@
 //! `grace simulate`; clocks, storage, the runtime and process control follow.
 #![deny(missing_docs)]
 
+pub mod clock;
 pub mod scenario;
 pub mod simulate;
 pub mod timeline;
 
+pub use clock::{Clock, ManualClock, SystemClock};
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};
 pub use timeline::Timeline;
