@@ -683,6 +683,13 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
     }
 
+    /// The store assigned `resource_version` to the record as last written
+    /// (stores that version records themselves, like etcd's revisions, do
+    /// this); later preconditions are checked against it (R7).
+    pub fn stored_at(&mut self, resource_version: u64) {
+        self.record.resource_version = resource_version;
+    }
+
     /// Whether [`poll_action`](Self::poll_action) has something to hand out.
     pub fn has_action(&self) -> bool {
         self.owed != 0 || self.containers.iter().any(|c| c.owed != 0)
