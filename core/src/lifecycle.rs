@@ -206,7 +206,8 @@ pub struct AgentState {
     /// The agent owes the API a final delete or a status write, to be sent
     /// when it can reach the record.
     pub owes_report: bool,
-    /// The report has been made.
+    /// The final report has been made: the final delete (R75) sent, or
+    /// the record found gone. An eviction's Failed status is not final.
     pub reported: bool,
     /// The effective grace in force, 0 before the kill (R50–R55).
     pub remembered_grace: i64,
@@ -873,13 +874,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             return;
         }
         self.agent.set(agent::OWES_REPORT, false);
-        self.agent.set(agent::REPORTED, true);
-        if !self.stored {
-            return;
-        }
-        if self.agent.has(agent::DELETION_SEEN) {
-            self.final_delete(now);
+        if self.agent.has(agent::DELETION_SEEN) || !self.stored {
+            // The final report: nothing follows it.
+            self.agent.set(agent::REPORTED, true);
+            if self.stored {
+                self.final_delete(now);
+            }
         } else if !self.record.phase.is_terminal() {
+            // After an eviction alone the record stays, Failed; a deletion
+            // seen later still gets its final delete (R75).
             let mut failed = self.record.clone();
             failed.phase = PodPhase::Failed;
             self.write(failed);

@@ -1080,3 +1080,22 @@ fn d8_timestamps_are_whole_seconds_and_deadlines_milliseconds() {
     // Final delete at T+5.9 s: stored as T+5.
     assert_eq!(p.record().deletion_timestamp, ts(5));
 }
+
+/// Found by the model check: an eviction that reached the agent before it
+/// saw the deletion made it write the Failed status and consider its report
+/// made, so the final delete was never sent and the record stayed
+/// Terminating for ever. R75: a terminal pod with a deletion timestamp is
+/// deleted by its agent.
+#[test]
+fn r75_eviction_before_the_first_sync_still_ends_in_the_final_delete() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, None);
+    evict(&mut p, 0, 1);
+    exited(&mut p, 0, 0);
+    let _ = drain(&mut p);
+    assert_eq!(p.record().phase, PodPhase::Failed, "the eviction's status");
+    assert!(p.is_stored(), "the agent has not seen the deletion yet");
+    sync(&mut p, 1_000);
+    assert_eq!(drain(&mut p), [Action::Remove { force: false }]);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
