@@ -34,8 +34,8 @@
 //! `model_check_catches_broken_machines` can show that deliberately broken
 //! machines are caught, each by the invariant it breaks.
 //!
-//! `model_check_with_evictions` adds agent-side evictions; it finds a real
-//! liveness bug in the core and is ignored until that is fixed (see there).
+//! `model_check_with_evictions` adds agent-side evictions; it found a real
+//! liveness bug in the core, since fixed (see there).
 //!
 //! Run: `cargo test -p grace-core --test model_check -- --nocapture`.
 
