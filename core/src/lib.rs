@@ -96,8 +96,3 @@ pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
-
-// The README's Rust examples are compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-pub struct ReadmeDoctests;

@@ -6,11 +6,23 @@
 #![deny(missing_docs)]
 
 pub mod clock;
+pub mod demo;
+pub mod process;
+pub mod runtime;
 pub mod scenario;
 pub mod simulate;
+pub mod store;
 pub mod timeline;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use runtime::{Actuator, Change, Recovery, Runtime, RuntimeError, Transition};
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};
+pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 pub use timeline::Timeline;
+
+// The README's Rust examples are compiled and run as doctests (here, where
+// both crates are in scope).
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

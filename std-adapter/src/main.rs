@@ -15,6 +15,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Delete three real processes the Kubernetes way and watch the
+    /// timeline (about 6 s; uses a temporary embedded store).
+    Demo {
+        /// Keep the store in this directory instead of a temporary one.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+    },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
         /// The scenario (JSON, see SCENARIOS.md).
@@ -37,6 +44,16 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Simulate { file, format } => simulate(&file, format),
+        Command::Demo { data_dir } => {
+            let mut out = std::io::stdout();
+            match grace_std::demo::run(&mut out, data_dir.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("grace demo: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,215 @@
+//! Real process control: the [`Actuator`] that runs workloads as child
+//! processes.
+//!
+//! Each container's command runs in a process group of its own, so that a
+//! signal reaches everything it started (grandchildren included). The stop
+//! signal goes to the whole group together with SIGCONT (a stopped process
+//! could not act on it otherwise); SIGKILL goes to the whole group. A
+//! pre-stop hook runs as `sh -c CMD` in a group of its own and is killed
+//! when its budget is spent (when the stop signal is due). Exits are
+//! reaped by one waiting thread per child and reported as [`WorldEvent`]s,
+//! which the caller feeds back to the runtime. When a container has
+//! stopped, whatever is left of its group is killed: nothing is orphaned.
+//!
+//! Only the runtime decides when to kill, from its persisted deadlines; a
+//! caller that is cancelled or crashes never turns into an early SIGKILL
+//! (containerd cri#1098).
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+use grace_core::Action;
+use rustix::process::{Pid, Signal, kill_process_group};
+
+use crate::runtime::Actuator;
+use crate::store::StoredObject;
+
+/// What the processes did, for the runtime.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorldEvent {
+    /// A pre-stop hook returned (on its own, not cut off).
+    PreStopFinished {
+        /// The object.
+        object: String,
+        /// The container's index.
+        container: usize,
+    },
+    /// A container's main process exited.
+    Exited {
+        /// The object.
+        object: String,
+        /// The container's index.
+        container: usize,
+        /// Its exit code, or `None` if a signal ended it.
+        code: Option<i32>,
+    },
+}
+
+/// Runs containers as process groups and carries out the runtime's actions
+/// on them.
+pub struct ProcessActuator {
+    events: mpsc::Sender<WorldEvent>,
+    /// Process group of each running container's workload.
+    workloads: HashMap<(String, usize), u32>,
+    /// Process group of each running pre-stop hook.
+    hooks: HashMap<(String, usize), u32>,
+    stop_signal: Signal,
+}
+
+impl ProcessActuator {
+    /// An actuator whose processes report to the returned receiver. The
+    /// stop signal is SIGTERM unless set with [`with_stop_signal`].
+    ///
+    /// [`with_stop_signal`]: ProcessActuator::with_stop_signal
+    pub fn new() -> (Self, mpsc::Receiver<WorldEvent>) {
+        let (events, rx) = mpsc::channel();
+        let actuator = ProcessActuator {
+            events,
+            workloads: HashMap::new(),
+            hooks: HashMap::new(),
+            stop_signal: Signal::TERM,
+        };
+        (actuator, rx)
+    }
+
+    /// Uses `signal` instead of SIGTERM as the stop signal.
+    pub fn with_stop_signal(mut self, signal: Signal) -> Self {
+        self.stop_signal = signal;
+        self
+    }
+
+    /// Starts every container of `object` (`command`, run directly, in a
+    /// new process group each).
+    pub fn start(&mut self, object: &str, stored: &StoredObject) -> std::io::Result<()> {
+        for (i, container) in stored.containers.iter().enumerate() {
+            let Some((program, args)) = container.command.split_first() else {
+                continue;
+            };
+            let mut command = Command::new(program);
+            command.args(args);
+            let child = spawn_group(command)?;
+            self.workloads.insert((object.to_owned(), i), child.id());
+            self.reap(child, object, i, true);
+        }
+        Ok(())
+    }
+
+    /// Whether a container's workload is still running (not yet reaped).
+    pub fn is_running(&self, object: &str, container: usize) -> bool {
+        self.workloads.contains_key(&(object.to_owned(), container))
+    }
+
+    /// Forgets a reaped workload and kills what is left of its group (a
+    /// grandchild that outlived the main process).
+    pub fn reaped(&mut self, object: &str, container: usize) {
+        if let Some(group) = self.workloads.remove(&(object.to_owned(), container)) {
+            signal_group(group, Signal::KILL);
+        }
+    }
+
+    /// Forgets a hook that returned.
+    pub fn hook_returned(&mut self, object: &str, container: usize) {
+        self.hooks.remove(&(object.to_owned(), container));
+    }
+
+    fn reap(&self, mut child: Child, object: &str, container: usize, workload: bool) {
+        let events = self.events.clone();
+        let object = object.to_owned();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            let event = if workload {
+                WorldEvent::Exited {
+                    object,
+                    container,
+                    code: status.ok().and_then(|s| s.code()),
+                }
+            } else {
+                WorldEvent::PreStopFinished { object, container }
+            };
+            let _ = events.send(event);
+        });
+    }
+}
+
+impl Actuator for ProcessActuator {
+    fn perform(
+        &mut self,
+        object: &str,
+        stored: &StoredObject,
+        action: &Action,
+    ) -> Result<(), String> {
+        let key = |c: usize| (object.to_owned(), c);
+        match *action {
+            // No load balancer here: leaving endpoints is the record's
+            // deletion timestamp itself (R85).
+            Action::RemoveEndpoints | Action::Remove { .. } => Ok(()),
+            Action::RunPreStop { container, .. } => {
+                if self.hooks.contains_key(&key(container)) {
+                    return Ok(()); // already running: idempotent
+                }
+                let Some(hook) = stored
+                    .containers
+                    .get(container)
+                    .and_then(|c| c.pre_stop.clone())
+                else {
+                    return Ok(());
+                };
+                let mut command = Command::new("sh");
+                command.arg("-c").arg(hook);
+                let child = spawn_group(command).map_err(|e| format!("pre-stop: {e}"))?;
+                self.hooks.insert(key(container), child.id());
+                self.reap(child, object, container, false);
+                Ok(())
+            }
+            Action::SendStopSignal { container } => {
+                // The hook's budget is spent (or it returned): cut it off.
+                if let Some(group) = self.hooks.remove(&key(container)) {
+                    signal_group(group, Signal::KILL);
+                }
+                if let Some(&group) = self.workloads.get(&key(container)) {
+                    signal_group(group, self.stop_signal);
+                    signal_group(group, Signal::CONT);
+                }
+                Ok(())
+            }
+            Action::SendKill { container } => {
+                if let Some(&group) = self.workloads.get(&key(container)) {
+                    signal_group(group, Signal::KILL);
+                }
+                Ok(())
+            }
+            Action::ContainerStopped { container } => {
+                if let Some(group) = self.hooks.remove(&key(container)) {
+                    signal_group(group, Signal::KILL);
+                }
+                self.reaped(object, container);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Starts `command` as the leader of a new process group.
+fn spawn_group(mut command: Command) -> std::io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    command
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+}
+
+/// Signals a whole process group; a group that is already gone is fine.
+fn signal_group(group: u32, signal: Signal) {
+    // Never group 0 or 1: "our own group" and "everyone".
+    let Some(pid) = i32::try_from(group)
+        .ok()
+        .filter(|g| *g > 1)
+        .and_then(Pid::from_raw)
+    else {
+        return;
+    };
+    let _ = kill_process_group(pid, signal);
+}

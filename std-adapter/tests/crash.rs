@@ -1,0 +1,327 @@
+//! Crash test: a child process runs the runtime on the durable store while
+//! the test kills it with SIGKILL at random points during many terminations,
+//! restarts it on the same database, and finally lets it finish. Then:
+//! no accepted deletion was lost, no deletion timestamp moved later, no
+//! SIGKILL came before its deadline, and every object ended Deleted.
+//!
+//! The child is this test binary itself, started with `GRACE_CRASH_DB` set
+//! and filtered to `crash_worker_entry_point`, which then plays the runtime
+//! and a small world of processes.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use grace_core::{Action, DeleteOptions, Name, Phase, Record, Stage};
+use grace_std::clock::{Clock, SystemClock};
+use grace_std::runtime::{Actuator, Recovery, Runtime};
+use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
+
+const WORKER_ENV: &str = "GRACE_CRASH_DB";
+const OBJECTS: usize = 10;
+const CAMPAIGNS: usize = 8;
+const KILLS_PER_CAMPAIGN: usize = 13;
+/// The actuator logs an action a little after the machine decided it (the
+/// decision is written to disk first); deadlines are checked with this
+/// much allowance for that write.
+const SLACK_MS: u64 = 100;
+
+/// Object `i`: its grace, whether its pre-stop hook hangs, and whether it
+/// exits 300 ms after SIGTERM (else it ignores SIGTERM).
+fn spec(i: usize) -> (i64, bool, bool) {
+    let grace = 1 + (i % 2) as i64;
+    (grace, i % 4 == 1, i.is_multiple_of(2))
+}
+
+fn name(i: usize) -> String {
+    format!("p{i:02}")
+}
+
+// ---- the child --------------------------------------------------------------
+
+/// Logs every action with the boot-time clock; reports exits on the
+/// world's behalf.
+struct World {
+    log: std::fs::File,
+    exits: Vec<(u64, String)>,
+}
+
+impl World {
+    fn line(&mut self, text: &str) {
+        let now = SystemClock::new().now().mono.as_millis();
+        // One write per line: appends of whole lines survive a SIGKILL.
+        let _ = self.log.write_all(format!("{now} {text}\n").as_bytes());
+    }
+}
+
+impl Actuator for World {
+    fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+        let now = SystemClock::new().now().mono.as_millis();
+        let i: usize = object[1..].parse().map_err(|_| "bad name".to_string())?;
+        let (_, _, exits_on_term) = spec(i);
+        match action {
+            Action::SendStopSignal { .. } => {
+                self.line(&format!("sigterm {object}"));
+                if exits_on_term {
+                    self.exits.push((now + 300, object.to_owned()));
+                }
+            }
+            Action::SendKill { .. } => {
+                self.line(&format!("sigkill {object}"));
+                self.exits.push((now, object.to_owned()));
+            }
+            Action::RunPreStop { .. } => self.line(&format!("prestop {object}")),
+            Action::RemoveEndpoints => self.line(&format!("endpoints {object}")),
+            Action::ContainerStopped { .. } => self.line(&format!("stopped {object}")),
+            Action::Remove { .. } => {}
+        }
+        Ok(())
+    }
+}
+
+fn worker(dir: &Path) {
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("log"))
+        .expect("log opens");
+    let mut world = World {
+        log,
+        exits: Vec::new(),
+    };
+    world.line("start");
+    let history = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+    let store = RedbStore::open(dir.join("grace.redb")).expect("store opens");
+    let mut rt = Runtime::open(store, SystemClock::new(), world, Recovery::default())
+        .expect("runtime opens");
+    let transitions = rt.subscribe();
+
+    for i in 0..OBJECTS {
+        let n = name(i);
+        // What the store holds now, for the timestamp check.
+        if let Some((o, _)) = rt.store().get(&n).expect("readable") {
+            let ts = o.meta.deletion_timestamp.map(|t| t.as_unix_seconds());
+            let wall = rt.clock().now().wall.as_unix_millis() / 1000;
+            rt.actuator().line(&format!("observed {n} {ts:?} {wall}"));
+        }
+        // The workload of a killed process is gone; tell the runtime.
+        let killed = rt
+            .lifecycle(&n)
+            .is_some_and(|l| l.containers().iter().any(|c| c.stage() == Stage::Killed));
+        if killed {
+            let _ = rt.container_exited(&n, 0);
+        }
+        let exists = rt.store().get(&n).expect("readable").is_some();
+        let was_created = history.contains(&format!(" created {n}\n"));
+        if was_created && !exists && !history.contains(&format!(" removed {n}\n")) {
+            // Removed just before the last crash, before it was logged.
+            rt.actuator().line(&format!("removed {n}"));
+        }
+        if !exists && !was_created {
+            let (_, hook, _) = spec(i);
+            let mut object = StoredObject::new(Record::new(
+                Name::try_from(format!("uid-{n}").as_str()).expect("short"),
+            ));
+            object.node = Some("node-a".into());
+            object.containers = vec![StoredContainer {
+                name: "app".into(),
+                pre_stop: hook.then(|| "sleep infinity".into()),
+                ..StoredContainer::default()
+            }];
+            rt.create(&n, object).expect("created");
+            rt.actuator().line(&format!("created {n}"));
+        }
+        if rt.lifecycle(&n).is_some_and(|l| l.phase() == Phase::Live) {
+            let (grace, _, _) = spec(i);
+            let response = rt
+                .delete(&n, &DeleteOptions::with_grace(grace))
+                .expect("accepted");
+            let ts = response
+                .record
+                .deletion_timestamp
+                .map(|t| t.as_unix_seconds());
+            rt.actuator().line(&format!("accepted {n} {ts:?}"));
+        }
+        if rt.lifecycle(&n).is_some() {
+            let _ = rt.agent_sync(&n);
+        }
+    }
+
+    loop {
+        let now = rt.clock().now().mono.as_millis();
+        let due: Vec<String> = {
+            let exits = &mut rt.actuator().exits;
+            let (due, later): (Vec<_>, Vec<_>) = exits.drain(..).partition(|(t, _)| *t <= now);
+            *exits = later;
+            due.into_iter().map(|(_, n)| n).collect()
+        };
+        for n in due {
+            let _ = rt.container_exited(&n, 0);
+        }
+        rt.handle_timeouts().expect("timeouts");
+        for t in transitions.try_iter() {
+            if let grace_std::runtime::Change::Action(Action::Remove { .. }) = t.change {
+                rt.actuator().line(&format!("removed {}", t.object));
+            }
+        }
+        if rt.names().next().is_none() {
+            rt.actuator().line("done");
+            return;
+        }
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+}
+
+/// The child's entry point. As a plain test (without `GRACE_CRASH_DB`) it
+/// does nothing: it is only the way for the crash test to start a runtime
+/// process it can kill.
+#[test]
+fn crash_worker_entry_point() {
+    if let Some(dir) = std::env::var_os(WORKER_ENV) {
+        worker(Path::new(&dir));
+    }
+}
+
+// ---- the test ---------------------------------------------------------------
+
+fn spawn(dir: &Path) -> std::process::Child {
+    Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", "crash_worker_entry_point", "--test-threads", "1"])
+        .env(WORKER_ENV, dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("worker starts")
+}
+
+/// A small deterministic generator, so that a failure can be replayed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn crash_at_random_points_loses_nothing_and_never_kills_early() {
+    let mut rng = Lcg(0x9e37_79b9_7f4a_7c15);
+    let mut kills = 0;
+    let started = StdInstant::now();
+    for campaign in 0..CAMPAIGNS {
+        let dir = tempfile::tempdir().expect("temp dir");
+        for _ in 0..KILLS_PER_CAMPAIGN {
+            let mut child = spawn(dir.path());
+            std::thread::sleep(StdDuration::from_millis(20 + rng.below(250)));
+            child.kill().expect("SIGKILL");
+            child.wait().expect("reaped");
+            kills += 1;
+        }
+        // Then let it finish.
+        let mut child = spawn(dir.path());
+        let deadline = StdInstant::now() + StdDuration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().expect("waitable") {
+                assert!(
+                    status.success(),
+                    "campaign {campaign}: worker failed: {status}"
+                );
+                break;
+            }
+            assert!(
+                StdInstant::now() < deadline,
+                "campaign {campaign}: did not finish"
+            );
+            std::thread::sleep(StdDuration::from_millis(20));
+        }
+        check(campaign, dir.path());
+    }
+    assert!(kills >= 100, "{kills} kill points");
+    eprintln!("{kills} kill points in {:?}", started.elapsed());
+}
+
+fn check(campaign: usize, dir: &Path) {
+    let log = std::fs::read_to_string(dir.join("log")).expect("log");
+    let store = RedbStore::open(dir.join("grace.redb")).expect("store opens");
+    assert!(
+        store.list().expect("listable").objects.is_empty(),
+        "campaign {campaign}: every object ended Deleted"
+    );
+    assert!(log.ends_with("done\n"), "campaign {campaign}: finished");
+
+    let first = |kind: &str, n: &str| -> Option<u64> {
+        log.lines().find_map(|l| {
+            let mut w = l.split(' ');
+            let t = w.next()?.parse().ok()?;
+            (w.next()? == kind && w.next()? == n).then_some(t)
+        })
+    };
+    for i in 0..OBJECTS {
+        let n = name(i);
+        let (grace, _, _) = spec(i);
+        // Not lost: every object is deleted, so every one is removed.
+        assert!(
+            first("removed", &n).is_some(),
+            "campaign {campaign}: {n} never removed"
+        );
+        // Never early: SIGKILL no sooner than the grace after the kill
+        // started, nor 2 s after SIGTERM (R62, R63, D6).
+        if let Some(kill) = first("sigkill", &n) {
+            let start = [first("prestop", &n), first("sigterm", &n)]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("the kill started");
+            let term = first("sigterm", &n).expect("SIGTERM before SIGKILL");
+            let grace_ms = u64::try_from(grace.max(2)).expect("positive") * 1000;
+            assert!(
+                kill + SLACK_MS >= start + grace_ms,
+                "campaign {campaign}: {n} SIGKILL at {kill}, kill started {start}, grace {grace}"
+            );
+            assert!(
+                kill + SLACK_MS >= term + 2000,
+                "campaign {campaign}: {n} SIGKILL at {kill}, SIGTERM at {term}"
+            );
+        }
+    }
+
+    // Timestamps never move later than the later of themselves and now
+    // (invariant 2; the agent's final delete clamps a past one to now, R16).
+    let mut seen: BTreeMap<String, i64> = BTreeMap::new();
+    for l in log.lines() {
+        let w: Vec<&str> = l.split(' ').collect();
+        let (Some(kind), Some(n), Some(ts)) = (w.get(1), w.get(2), w.get(3)) else {
+            continue;
+        };
+        if *kind != "accepted" && *kind != "observed" {
+            continue;
+        }
+        let Some(ts) = ts
+            .strip_prefix("Some(")
+            .and_then(|t| t.strip_suffix(')'))
+            .and_then(|t| t.parse::<i64>().ok())
+        else {
+            continue;
+        };
+        let wall: i64 = w.get(4).and_then(|t| t.parse().ok()).unwrap_or(i64::MIN);
+        if let Some(before) = seen.get(*n) {
+            assert!(
+                ts <= (*before).max(wall),
+                "campaign {campaign}: {n} deletion timestamp moved from {before} to {ts} at {wall}"
+            );
+        }
+        seen.insert((*n).to_owned(), ts);
+    }
+    assert_eq!(
+        seen.len(),
+        OBJECTS,
+        "campaign {campaign}: every deletion was recorded"
+    );
+}

@@ -1,0 +1,278 @@
+//! The runtime on the durable store (redb on a temp dir): write-ahead,
+//! recovery by D6, and deadlines that survive a restart.
+
+use std::sync::{Arc, Mutex};
+
+use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
+use grace_std::clock::{Clock, ManualClock};
+use grace_std::runtime::{Actuator, Change, Recovery, Runtime};
+use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
+
+/// Records what it was asked to do, with the monotonic time.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<(String, Action)>>>);
+
+impl Actuator for Recorder {
+    fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .push((object.to_owned(), *action));
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<(String, Action)> {
+        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
+    }
+}
+
+/// A clock shared between runtime instances (a restart keeps the boot).
+#[derive(Clone)]
+struct Shared(Arc<ManualClock>);
+
+impl Clock for Shared {
+    fn now(&self) -> grace_core::Now {
+        self.0.now()
+    }
+    fn epoch(&self) -> String {
+        self.0.epoch()
+    }
+}
+
+fn pod(uid: &str, pre_stop: bool) -> StoredObject {
+    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
+    object.node = Some("node-a".into());
+    object.containers = vec![StoredContainer {
+        name: "app".into(),
+        pre_stop: pre_stop.then(|| "sleep 100".into()),
+        ..StoredContainer::default()
+    }];
+    object
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_millis(s * 1000)
+}
+
+fn open(
+    path: &std::path::Path,
+    clock: &Shared,
+    recorder: &Recorder,
+    recovery: Recovery,
+) -> Runtime<RedbStore, Shared, Recorder> {
+    let store = RedbStore::open(path).expect("store opens");
+    Runtime::open(store, clock.clone(), recorder.clone(), recovery).expect("runtime opens")
+}
+
+#[test]
+fn d6_restart_honours_the_original_kill_deadline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(10))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("known");
+    assert_eq!(
+        recorder.take(),
+        [
+            ("web-0".into(), Action::RemoveEndpoints),
+            ("web-0".into(), Action::SendStopSignal { container: 0 })
+        ]
+    );
+    let deadline = rt.poll_timeout().expect("SIGKILL due");
+    assert_eq!(deadline.as_millis(), 1_010_000);
+
+    // Crash 4 s in: nothing is shut down, the process is just gone.
+    clock.0.advance(secs(4));
+    drop(rt);
+
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    assert_eq!(
+        rt.poll_timeout(),
+        Some(deadline),
+        "the deadline is not extended"
+    );
+    assert!(
+        recorder.take().is_empty(),
+        "nothing owed was lost or repeated"
+    );
+    clock.0.advance(secs(5));
+    rt.handle_timeouts().expect("ok");
+    assert!(recorder.take().is_empty(), "no SIGKILL before its deadline");
+    clock.0.advance(secs(1));
+    rt.handle_timeouts().expect("ok");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendKill { container: 0 })]
+    );
+    let _ = rt.container_exited("web-0", 0).expect("known");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::ContainerStopped { container: 0 })]
+    );
+    assert!(
+        rt.store().get("web-0").expect("readable").is_none(),
+        "removed"
+    );
+    assert!(rt.lifecycle("web-0").is_none(), "forgotten once done");
+}
+
+#[test]
+fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+
+    let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
+    rt.create("hook-0", pod("u1", true)).expect("created");
+    let _ = rt
+        .delete("hook-0", &DeleteOptions::with_grace(10))
+        .expect("accepted");
+    let _ = rt.agent_sync("hook-0").expect("known");
+    assert_eq!(
+        recorder.take().last(),
+        Some(&(
+            "hook-0".into(),
+            Action::RunPreStop {
+                container: 0,
+                budget_seconds: 10
+            }
+        ))
+    );
+    clock.0.advance(secs(6));
+    drop(rt);
+
+    // Like the kubelet after a restart: the hook runs again with the whole
+    // grace, counted from now.
+    let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
+    assert_eq!(
+        recorder.take(),
+        [(
+            "hook-0".into(),
+            Action::RunPreStop {
+                container: 0,
+                budget_seconds: 10
+            }
+        )]
+    );
+    assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_016_000));
+    clock.0.advance(secs(10));
+    rt.handle_timeouts().expect("ok");
+    assert_eq!(
+        recorder.take(),
+        [("hook-0".into(), Action::SendStopSignal { container: 0 })]
+    );
+}
+
+#[test]
+fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("known");
+    recorder.take();
+    drop(rt);
+
+    let rebooted = Shared(Arc::new(ManualClock::new(
+        grace_core::Now::from_unix_millis(1_060_000),
+        "another boot",
+    )));
+    let rt = open(&path, &rebooted, &recorder, Recovery::default());
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::ContainerStopped { container: 0 })],
+        "no signal to a process that no longer exists"
+    );
+    assert!(rt.store().get("web-0").expect("readable").is_none());
+}
+
+#[test]
+fn accepted_deletion_is_durable_before_any_action() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+
+    type Seen = Vec<(Action, Option<i64>)>;
+
+    // The actuator checks the store it shares with the runtime: by the time
+    // an action runs, the deletion it follows from is already written.
+    #[derive(Clone)]
+    struct Check {
+        store: Arc<RedbStore>,
+        /// Each action, with the deletion timestamp stored when it ran.
+        seen: Arc<Mutex<Seen>>,
+    }
+    impl Actuator for Check {
+        fn perform(
+            &mut self,
+            object: &str,
+            _: &StoredObject,
+            action: &Action,
+        ) -> Result<(), String> {
+            let stored = self.store.get(object).map_err(|e| e.to_string())?;
+            let ts =
+                stored.and_then(|(o, _)| o.meta.deletion_timestamp.map(|t| t.as_unix_seconds()));
+            self.seen.lock().expect("not poisoned").push((*action, ts));
+            Ok(())
+        }
+    }
+    let store = Arc::new(RedbStore::open(&path).expect("opens"));
+    let check = Check {
+        store: Arc::clone(&store),
+        seen: Arc::default(),
+    };
+    let mut rt = Runtime::open(
+        Arc::clone(&store),
+        clock.clone(),
+        check.clone(),
+        Recovery::default(),
+    )
+    .expect("opens");
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(10))
+        .expect("accepted");
+    let seen = check.seen.lock().expect("not poisoned").clone();
+    assert_eq!(seen, [(Action::RemoveEndpoints, Some(1_010))]);
+}
+
+#[test]
+fn transitions_are_reported_as_a_stream() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+    let mut rt = open(
+        &dir.path().join("g.redb"),
+        &clock,
+        &recorder,
+        Recovery::default(),
+    );
+    let stream = rt.subscribe();
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(0))
+        .expect("accepted");
+    let changes: Vec<Change> = stream.try_iter().map(|t| t.change).collect();
+    assert_eq!(
+        changes.last(),
+        Some(&Change::Phase {
+            from: Phase::Live,
+            to: Phase::Deleted
+        })
+    );
+    assert!(changes.contains(&Change::Action(Action::Remove { force: true })));
+}
