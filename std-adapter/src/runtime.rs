@@ -539,29 +539,6 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 }
 
-/// A shared store is a store: the runtime and its readers (a CLI, an
-/// actuator) can hold the same one.
-impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
-    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
-        (**self).get(name)
-    }
-    fn list(&self) -> Result<crate::store::Listing, StoreError> {
-        (**self).list()
-    }
-    fn revision(&self) -> Result<Revision, StoreError> {
-        (**self).revision()
-    }
-    fn batch(
-        &self,
-        writes: Vec<crate::store::Write>,
-    ) -> Result<Vec<Revision>, crate::store::BatchError> {
-        (**self).batch(writes)
-    }
-    fn watch(&self, from: Revision) -> Result<crate::store::Watch, StoreError> {
-        (**self).watch(from)
-    }
-}
-
 /// A lifecycle for a stored object as it stands (its containers running,
 /// except those marked in `stopped`).
 fn fresh(object: &StoredObject, stopped: &[bool]) -> Result<ObjectLifecycle, RuntimeError> {

@@ -243,6 +243,26 @@ pub trait Store: Send + Sync {
     }
 }
 
+/// A shared store is a store: the runtime and its readers (a CLI, an
+/// actuator) can hold the same one.
+impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        (**self).get(name)
+    }
+    fn list(&self) -> Result<Listing, StoreError> {
+        (**self).list()
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        (**self).revision()
+    }
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        (**self).batch(writes)
+    }
+    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        (**self).watch(from)
+    }
+}
+
 /// The one revision of a one-write batch.
 fn single(result: Result<Vec<Revision>, BatchError>) -> Result<Revision, StoreError> {
     let revisions = result?;
