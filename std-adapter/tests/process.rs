@@ -1,0 +1,235 @@
+//! Real processes under the `ProcessActuator`: shell scripts that trap or
+//! ignore SIGTERM and leave marker files. What is checked is what a process
+//! can observe: which signal reached whom, that a hook is cut off, that
+//! nothing is left running.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use grace_core::{Action, Name, Record};
+use grace_std::process::{ProcessActuator, WorldEvent};
+use grace_std::runtime::Actuator;
+use grace_std::store::{StoredContainer, StoredObject};
+
+fn object(command: &str, pre_stop: Option<&str>) -> StoredObject {
+    let mut o = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
+    o.node = Some("node-a".into());
+    o.containers = vec![StoredContainer {
+        name: "main".into(),
+        pre_stop: pre_stop.map(str::to_owned),
+        sidecar: false,
+        command: vec!["sh".into(), "-c".into(), command.into()],
+    }];
+    o
+}
+
+/// Waits until `cond` holds, up to 10 s (a slow machine), polling.
+fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < Duration::from_secs(10), "never: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_pid(path: &Path) -> Option<i32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// Alive and not a zombie.
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn stop_signal_reaches_the_whole_group_including_grandchildren() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script = format!(
+        "sh -c 'trap \"touch {d}/grandchild-term; exit 0\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
+         trap 'touch {d}/main-term; wait; exit 0' TERM
+         while :; do sleep 0.05; done"
+    );
+    let stored = object(&script, None);
+    let (mut actuator, events) = ProcessActuator::new();
+    actuator.start("p", &stored).expect("started");
+    eventually("the grandchild runs", || {
+        read_pid(&dir.path().join("gc")).is_some()
+    });
+    std::thread::sleep(Duration::from_millis(100)); // traps installed
+
+    actuator
+        .perform("p", &stored, &Action::SendStopSignal { container: 0 })
+        .expect("signalled");
+    eventually("main got SIGTERM", || dir.path().join("main-term").exists());
+    eventually("grandchild got SIGTERM", || {
+        dir.path().join("grandchild-term").exists()
+    });
+    let event = events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("exit reported");
+    assert_eq!(
+        event,
+        WorldEvent::Exited {
+            object: "p".into(),
+            container: 0,
+            code: Some(0)
+        }
+    );
+}
+
+#[test]
+fn sigkill_reaches_a_grandchild_that_ignores_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script = format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
+         trap '' TERM
+         while :; do sleep 0.05; done"
+    );
+    let stored = object(&script, None);
+    let (mut actuator, events) = ProcessActuator::new();
+    actuator.start("p", &stored).expect("started");
+    eventually("the grandchild runs", || {
+        read_pid(&dir.path().join("gc")).is_some()
+    });
+    let gc = read_pid(&dir.path().join("gc")).expect("pid");
+    std::thread::sleep(Duration::from_millis(100));
+
+    actuator
+        .perform("p", &stored, &Action::SendStopSignal { container: 0 })
+        .expect("signalled");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(alive(gc), "SIGTERM is ignored: still running");
+    assert!(events.try_recv().is_err(), "main ignores SIGTERM too");
+
+    actuator
+        .perform("p", &stored, &Action::SendKill { container: 0 })
+        .expect("killed");
+    let event = events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("exit reported");
+    assert!(
+        matches!(event, WorldEvent::Exited { code: None, .. }),
+        "{event:?}"
+    );
+    eventually("the grandchild is gone", || !alive(gc));
+}
+
+#[test]
+fn a_pre_stop_hook_is_cut_off_when_the_stop_signal_is_due() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let hook = format!("echo $$ > {d}/hook; sleep 1000");
+    let stored = object(
+        "trap 'exit 0' TERM; while :; do sleep 0.05; done",
+        Some(&hook),
+    );
+    let (mut actuator, events) = ProcessActuator::new();
+    actuator.start("p", &stored).expect("started");
+    std::thread::sleep(Duration::from_millis(100));
+
+    actuator
+        .perform(
+            "p",
+            &stored,
+            &Action::RunPreStop {
+                container: 0,
+                budget_seconds: 1,
+            },
+        )
+        .expect("hook started");
+    eventually("the hook runs", || {
+        read_pid(&dir.path().join("hook")).is_some()
+    });
+    let hook_pid = read_pid(&dir.path().join("hook")).expect("pid");
+    assert!(alive(hook_pid));
+
+    // The runtime sends the stop signal when the budget is spent; the
+    // hook's group is killed then.
+    actuator
+        .perform("p", &stored, &Action::SendStopSignal { container: 0 })
+        .expect("signalled");
+    eventually("the hook is cut off", || !alive(hook_pid));
+    // Both the hook's end and the workload's exit are reported.
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        seen.push(
+            events
+                .recv_timeout(Duration::from_secs(10))
+                .expect("reported"),
+        );
+    }
+    assert!(seen.contains(&WorldEvent::Exited {
+        object: "p".into(),
+        container: 0,
+        code: Some(0)
+    }));
+}
+
+#[test]
+fn a_stopped_container_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    // The main process exits on SIGTERM; its child ignores SIGTERM and
+    // would outlive it.
+    let script = format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
+         trap 'exit 0' TERM
+         while :; do sleep 0.05; done"
+    );
+    let stored = object(&script, None);
+    let (mut actuator, events) = ProcessActuator::new();
+    actuator.start("p", &stored).expect("started");
+    eventually("the grandchild runs", || {
+        read_pid(&dir.path().join("gc")).is_some()
+    });
+    let gc = read_pid(&dir.path().join("gc")).expect("pid");
+    std::thread::sleep(Duration::from_millis(100));
+
+    actuator
+        .perform("p", &stored, &Action::SendStopSignal { container: 0 })
+        .expect("signalled");
+    let _ = events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("main exited");
+    assert!(alive(gc), "the orphan still runs");
+    actuator
+        .perform("p", &stored, &Action::ContainerStopped { container: 0 })
+        .expect("cleaned up");
+    eventually("no orphan left", || !alive(gc));
+    assert!(!actuator.is_running("p", 0));
+}
+
+#[test]
+fn actions_are_idempotent_after_the_process_is_gone() {
+    let stored = object("exit 3", None);
+    let (mut actuator, events) = ProcessActuator::new();
+    actuator.start("p", &stored).expect("started");
+    let event = events
+        .recv_timeout(Duration::from_secs(10))
+        .expect("exit reported");
+    assert_eq!(
+        event,
+        WorldEvent::Exited {
+            object: "p".into(),
+            container: 0,
+            code: Some(3)
+        }
+    );
+    actuator.reaped("p", 0);
+    // Repeated after a restart: nothing to signal, no error.
+    for action in [
+        Action::SendStopSignal { container: 0 },
+        Action::SendKill { container: 0 },
+        Action::ContainerStopped { container: 0 },
+        Action::SendKill { container: 0 },
+    ] {
+        assert_eq!(actuator.perform("p", &stored, &action), Ok(()));
+    }
+}
