@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod demo;
 pub mod process;
+pub mod run;
 pub mod runtime;
 pub mod scenario;
 pub mod simulate;

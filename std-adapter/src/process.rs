@@ -41,7 +41,8 @@ pub enum WorldEvent {
         object: String,
         /// The container's index.
         container: usize,
-        /// Its exit code, or `None` if a signal ended it.
+        /// Its status as a shell reports it: the exit code, or 128 + the
+        /// signal that ended it; `None` if it could not be read.
         code: Option<i32>,
     },
 }
@@ -122,7 +123,10 @@ impl ProcessActuator {
                 WorldEvent::Exited {
                     object,
                     container,
-                    code: status.ok().and_then(|s| s.code()),
+                    code: status.ok().and_then(|s| {
+                        use std::os::unix::process::ExitStatusExt;
+                        s.code().or_else(|| s.signal().map(|n| 128 + n))
+                    }),
                 }
             } else {
                 WorldEvent::PreStopFinished { object, container }

@@ -115,7 +115,13 @@ fn sigkill_reaches_a_grandchild_that_ignores_sigterm() {
         .recv_timeout(Duration::from_secs(10))
         .expect("exit reported");
     assert!(
-        matches!(event, WorldEvent::Exited { code: None, .. }),
+        matches!(
+            event,
+            WorldEvent::Exited {
+                code: Some(137),
+                ..
+            }
+        ),
         "{event:?}"
     );
     eventually("the grandchild is gone", || !alive(gc));

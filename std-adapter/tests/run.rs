@@ -1,0 +1,133 @@
+//! `grace run` with real processes: it exits with the command's status, and
+//! a SIGTERM to grace stops the command the Kubernetes way.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process};
+
+fn grace_run(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_grace"))
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("grace starts")
+}
+
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn terminate(child: &Child) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid")).expect("pid");
+    kill_process(pid, Signal::TERM).expect("SIGTERM to grace");
+}
+
+#[test]
+fn run_exits_with_the_commands_own_status() {
+    let status = grace_run(&["--", "sh", "-c", "exit 7"])
+        .wait()
+        .expect("ends");
+    assert_eq!(status.code(), Some(7));
+}
+
+#[test]
+fn sigterm_to_grace_runs_the_pre_stop_hook_then_the_stop_signal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script = format!(
+        "trap 'test -e {d}/hook && touch {d}/hook-before-term; exit 0' TERM; touch {d}/up; while :; do sleep 0.05; done"
+    );
+    let hook = format!("touch {d}/hook");
+    let child = grace_run(&[
+        "--grace-period",
+        "10",
+        "--pre-stop",
+        &hook,
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    wait_for(&dir.path().join("up"));
+    std::thread::sleep(Duration::from_millis(100));
+    terminate(&child);
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        dir.path().join("hook-before-term").exists(),
+        "the hook ran before SIGTERM"
+    );
+}
+
+#[test]
+fn a_command_that_ignores_sigterm_is_killed_when_the_grace_is_spent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script = format!("trap '' TERM; touch {d}/up; while :; do sleep 0.05; done");
+    let child = grace_run(&["--grace-period", "1", "--", "sh", "-c", &script]);
+    wait_for(&dir.path().join("up"));
+    std::thread::sleep(Duration::from_millis(100));
+    let signalled = Instant::now();
+    terminate(&child);
+    let out = child.wait_with_output().expect("ends");
+    // SIGKILL: 128 + 9; never sooner than 2 s after the stop signal (R62),
+    // although the grace is 1 s.
+    assert_eq!(
+        out.status.code(),
+        Some(137),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        signalled.elapsed()
+    );
+}
+
+#[test]
+fn a_configured_stop_signal_is_sent_instead_of_sigterm() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script = format!(
+        "trap 'touch {d}/usr1; exit 0' USR1; trap '' TERM; touch {d}/up; while :; do sleep 0.05; done"
+    );
+    let child = grace_run(&["--stop-signal", "SIGUSR1", "--", "sh", "-c", &script]);
+    wait_for(&dir.path().join("up"));
+    std::thread::sleep(Duration::from_millis(100));
+    terminate(&child);
+    let out = child.wait_with_output().expect("ends");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(dir.path().join("usr1").exists());
+}
+
+#[test]
+fn an_unknown_stop_signal_is_a_usage_error_naming_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--stop-signal", "SIGBOGUS", "--", "true"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("SIGBOGUS") && err.contains("--stop-signal"),
+        "{err}"
+    );
+}
