@@ -13,6 +13,7 @@ pub mod runtime;
 pub mod scenario;
 pub mod simulate;
 pub mod store;
+pub mod svg;
 pub mod timeline;
 
 pub use clock::{Clock, ManualClock, SystemClock};

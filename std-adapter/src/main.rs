@@ -62,6 +62,8 @@ enum Format {
     Text,
     /// JSON lines, one object a line (the public format).
     Json,
+    /// A picture of the timeline (SVG): lanes, phases as bars, marked times.
+    Svg,
 }
 
 fn main() -> ExitCode {
@@ -126,6 +128,7 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
     let out = match format {
         Format::Text => timeline.to_text(),
         Format::Json => timeline.to_json_lines(),
+        Format::Svg => timeline.to_svg_with(&grace_std::svg::SvgOptions::of(&scenario)),
     };
     print!("{out}");
     ExitCode::SUCCESS

@@ -155,6 +155,10 @@ impl<'a> Simulator<'a> {
             if limit.is_some_and(|l| at > l) {
                 break;
             }
+            // A deadline that saturated at the end of time (D2) never comes.
+            if at == i64::MAX {
+                break;
+            }
             self.steps += 1;
             if self.steps > MAX_STEPS {
                 return Err(SimulateError::Stuck { at_ms: at });

@@ -116,7 +116,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    fn name(self) -> &'static str {
+    /// The name in the JSON format (`graceful`, `not_found`, …).
+    pub fn name(self) -> &'static str {
         match self {
             Outcome::Graceful => "graceful",
             Outcome::Pending => "pending",

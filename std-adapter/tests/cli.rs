@@ -179,3 +179,28 @@ fn unknown_format_is_a_usage_error() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn d2_a_deadline_at_the_end_of_time_ends_the_simulation_quietly() {
+    // A process that ignores SIGTERM, with a grace no clock can count: the
+    // SIGKILL deadline saturates at the end of time and never comes.
+    let path = scenario_file(
+        "forever.json",
+        "{\"object\": {\"name\": \"a\", \"node\": \"n\", \"containers\": [{\"name\": \"app\"}]},\n\"events\": [{\"at\": 1, \"delete\": {\"grace_period_seconds\": 9223372036854775807}}, {\"at\": 2, \"agent_sync\": {}}]}",
+    );
+    let out = grace(&[
+        "simulate",
+        "--format",
+        "json",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(text.contains("\"action\":\"sigterm\""), "{text}");
+    assert!(!text.contains("sigkill"), "{text}");
+}
