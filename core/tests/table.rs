@@ -372,3 +372,36 @@ fn shared_table_is_usable_from_a_static() {
     });
     assert_eq!(len, Ok(1));
 }
+
+/// Found by the `table` fuzz target (F1): at the end of the monotonic
+/// clock every deadline saturates to `now` itself, so one handling could
+/// leave an object due, and the table stopped with a due object left. Now
+/// one `handle_timeout` leaves nothing due, whatever the instant.
+#[test]
+fn handle_timeout_at_the_end_of_time_leaves_nothing_due() {
+    let mut table: Table<4, F, C> = Table::new();
+    let sidecar = ContainerSpec {
+        pre_stop: true,
+        sidecar: true,
+        stopped: false,
+    };
+    let app = ContainerSpec {
+        pre_stop: true,
+        sidecar: false,
+        stopped: false,
+    };
+    let record = Record::<F>::new(name("uid"));
+    let pod = Lifecycle::new(DeleteStrategy::POD, record, &[sidecar, app]).expect("fits");
+    let id = table.insert(pod).expect("room");
+    let late = Now::new(now_at(0).wall, Instant::from_millis(u64::MAX - 1_000));
+    let _ = table.handle_delete(late, id, &DeleteOptions::default());
+    let _ = table.handle_agent_sync(late, id);
+    while table.poll_action().is_some() {}
+    let end = Now::new(now_at(0).wall, Instant::MAX);
+    table.handle_timeout(end);
+    assert!(
+        table.poll_timeout().is_none_or(|t| t > end.mono),
+        "{:?}",
+        table.poll_timeout()
+    );
+}

@@ -1,0 +1,27 @@
+//! Shared code of grace's fuzz targets: input generation ([`input`]), the
+//! reference model ([`reference`]) and one harness per target. Each target
+//! in `fuzz_targets/` is a thin `fuzz_target!` around a `run` here, so the
+//! harnesses can also be unit-tested and replayed with `cargo test`.
+
+pub mod differential;
+pub mod input;
+pub mod lifecycle;
+pub mod math;
+pub mod reference;
+pub mod table;
+
+/// The `scenario_parse` target: `grace_std::parse` on any text must not
+/// panic; a scenario it accepts must simulate without panicking, and the
+/// timeline must print in both formats.
+pub fn scenario(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(scenario) = grace_std::parse(text) else {
+        return;
+    };
+    if let Ok(timeline) = grace_std::simulate(&scenario) {
+        let _ = timeline.to_json_lines();
+        let _ = timeline.to_text();
+    }
+}
