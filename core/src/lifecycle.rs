@@ -581,21 +581,6 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Deadlines that have passed: pre-stop cut-offs (then the stop signal),
     /// sidecar waits, SIGKILL. Early or repeated calls do nothing.
     pub fn handle_timeout(&mut self, now: Now) {
-        // At the end of time deadlines saturate to `now` itself, so a stage
-        // handled there can leave the next one due at once. Every pass moves
-        // each due container at least one stage on (pre-stop, turn,
-        // stopping, killed), so a few passes leave nothing due.
-        for _ in 0..C.saturating_mul(3).saturating_add(1) {
-            if self.poll_timeout().is_none_or(|t| t > now.mono) {
-                break;
-            }
-            self.timeout_pass(now);
-        }
-    }
-
-    /// One pass of [`handle_timeout`](Self::handle_timeout) over the
-    /// containers.
-    fn timeout_pass(&mut self, now: Now) {
         if self.agent.link == Link::Fenced {
             return;
         }

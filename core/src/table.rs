@@ -416,30 +416,40 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
     /// first (ties by slot). Each costs O(log n); objects not due are not
     /// touched.
     pub fn handle_timeout(&mut self, now: Now) {
-        // A lifecycle's deadline moves past `now` when handled; the bound
-        // keeps a misbehaving one from looping forever all the same.
-        let mut budget = self.heap_len.saturating_mul(2).saturating_add(1);
+        // A handled object's deadline moves past `now`, except at the end of
+        // time, where deadlines saturate to `now` itself and each handling
+        // moves a container one stage on (pre-stop, turn, stopping,
+        // killed): a few handlings settle any object.
+        let rounds = C.saturating_mul(3).saturating_add(1);
         while let Some(&top) = self.heap.first() {
-            if self.heap_len == 0 || budget == 0 {
+            if self.heap_len == 0 || !self.is_due(top, now) {
                 break;
             }
-            let due = self
-                .slots
-                .get(top as usize)
-                .is_some_and(|s| s.deadline <= now.mono);
-            if !due {
+            for _ in 0..rounds {
+                if let Some(lifecycle) = self
+                    .slots
+                    .get_mut(top as usize)
+                    .and_then(|s| s.lifecycle.as_mut())
+                {
+                    lifecycle.handle_timeout(now);
+                }
+                self.refresh(top);
+                if !self.is_due(top, now) {
+                    break;
+                }
+            }
+            if self.is_due(top, now) {
+                // A lifecycle that does not move on: stop rather than spin.
                 break;
             }
-            if let Some(lifecycle) = self
-                .slots
-                .get_mut(top as usize)
-                .and_then(|s| s.lifecycle.as_mut())
-            {
-                lifecycle.handle_timeout(now);
-            }
-            self.refresh(top);
-            budget = budget.saturating_sub(1);
         }
+    }
+
+    /// Whether slot `index` is in the heap with a deadline at or before `now`.
+    fn is_due(&self, index: u32, now: Now) -> bool {
+        self.slots
+            .get(index as usize)
+            .is_some_and(|s| s.heap_pos != NONE && s.deadline <= now.mono)
     }
 
     /// The next action of any object, with the object's id.
