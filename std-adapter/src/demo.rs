@@ -9,7 +9,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 use grace_core::{Action, DeleteOptions, Name, Phase, Record};
 
 use crate::clock::{Clock, SystemClock};
-use crate::process::{ProcessActuator, WorldEvent};
+use crate::process::ProcessActuator;
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError};
 use crate::store::{RedbStore, StoredContainer, StoredObject};
 
@@ -198,18 +198,8 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
             .map_or(StdDuration::from_millis(50), |d| {
                 StdDuration::from_millis(d.as_millis().min(50))
             });
-        match world.recv_timeout(wait) {
-            Ok(WorldEvent::Exited {
-                object, container, ..
-            }) => {
-                let _ = rt.container_exited(&object, container)?;
-                rt.actuator().reaped(&object, container);
-            }
-            Ok(WorldEvent::PreStopFinished { object, container }) => {
-                rt.actuator().hook_returned(&object, container);
-                let _ = rt.pre_stop_finished(&object, container)?;
-            }
-            Err(_) => {}
+        if let Ok(event) = world.recv_timeout(wait) {
+            rt.handle_world_event(event)?;
         }
         rt.handle_timeouts()?;
     }

@@ -1,12 +1,19 @@
 //! # grace-std
 //!
 //! grace on `std`: what turns the `grace-core` state machine into a working
-//! system. This release holds the scenario format and the simulator behind
-//! `grace simulate`; clocks, storage, the runtime and process control follow.
+//! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
+//! [`runtime`], real process control ([`process`]), and the `grace` CLI:
+//! [`demo`], [`run`], the node [`agent`] and its [`api`], the store commands
+//! ([`kubectl`], object files in [`manifest`]), and `grace simulate`
+//! ([`scenario`], [`simulate`], [`timeline`], [`svg`]).
 #![deny(missing_docs)]
 
+pub mod agent;
+pub mod api;
 pub mod clock;
 pub mod demo;
+pub mod kubectl;
+pub mod manifest;
 pub mod process;
 pub mod run;
 pub mod runtime;

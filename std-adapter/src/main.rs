@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use grace_std::kubectl;
 
 /// Kubernetes-grade graceful deletion.
 #[derive(Parser)]
@@ -38,6 +39,78 @@ enum Command {
         #[arg(long)]
         data_dir: Option<PathBuf>,
     },
+    /// Run the node agent: serve the store in the data directory to the
+    /// other commands, run the objects bound to this node, and carry out
+    /// their deletions. Stops on SIGTERM or SIGINT (its workloads with it).
+    Agent {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The node this agent runs objects for (`spec.nodeName`).
+        #[arg(long, default_value = "local")]
+        node: String,
+        /// After a restart, start a kill in progress again with the full
+        /// grace instead of keeping its deadline (D6).
+        #[arg(long)]
+        reset_full_grace: bool,
+    },
+    /// Create an object from a JSON file (`-` for standard input).
+    Apply {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object file.
+        #[arg(short = 'f', long = "filename")]
+        file: PathBuf,
+    },
+    /// Delete an object the Kubernetes way.
+    Delete {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object's name.
+        name: String,
+        /// Seconds to wait before the kill; 0 with --force deletes at once.
+        /// Unset (or negative): the object's own grace.
+        #[arg(long, allow_negative_numbers = true)]
+        grace_period: Option<i64>,
+        /// Remove the record at once, without waiting for the workload to
+        /// stop (with --grace-period 0 or unset).
+        #[arg(long)]
+        force: bool,
+        /// Decide and show the result, but change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// What happens to dependents.
+        #[arg(long, value_enum)]
+        cascade: Option<CascadeArg>,
+        /// Only if the object still has this uid.
+        #[arg(long)]
+        uid: Option<String>,
+        /// Only if the object is still at this resource version.
+        #[arg(long)]
+        resource_version: Option<String>,
+    },
+    /// Show objects; a deleted object being stopped shows `Terminating`.
+    Get {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// One object; all if omitted.
+        name: Option<String>,
+        /// Output format.
+        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputArg::Table)]
+        output: OutputArg,
+        /// After listing, watch for changes (needs a running agent).
+        #[arg(short = 'w', long)]
+        watch: bool,
+    },
+    /// Change an object: remove a finalizer (which may end its deletion).
+    Patch {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object's name.
+        name: String,
+        /// The finalizer to remove.
+        #[arg(long, required = true)]
+        remove_finalizer: String,
+    },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
         /// The scenario (JSON, see SCENARIOS.md).
@@ -46,6 +119,29 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+}
+
+/// Where the store lives.
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The data directory (store and agent socket).
+    #[arg(long, default_value = "grace-data")]
+    data_dir: PathBuf,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum CascadeArg {
+    Background,
+    Foreground,
+    Orphan,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum OutputArg {
+    /// kubectl's table.
+    Table,
+    /// JSON.
+    Json,
 }
 
 /// A parsed `--stop-signal`.
@@ -90,6 +186,102 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Agent {
+            store,
+            node,
+            reset_full_grace,
+        } => {
+            let options = grace_std::agent::AgentOptions {
+                data_dir: store.data_dir,
+                node,
+                recovery: if reset_full_grace {
+                    grace_std::Recovery::ResetFullGrace
+                } else {
+                    grace_std::Recovery::HonourOriginalDeadline
+                },
+            };
+            if let Err(e) = grace_std::manifest::check_name("--node", &options.node) {
+                eprintln!("grace agent: {e}");
+                return ExitCode::from(2);
+            }
+            match grace_std::agent::run(&options, &mut std::io::stdout()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("grace agent: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Apply { store, file } => {
+            finish("apply", kubectl::apply(&store.data_dir, &file, &mut std::io::stdout()))
+        }
+        Command::Delete {
+            store,
+            name,
+            grace_period,
+            force,
+            dry_run,
+            cascade,
+            uid,
+            resource_version,
+        } => {
+            let flags = kubectl::DeleteFlags {
+                grace_period,
+                force,
+                dry_run,
+                cascade: cascade.map(|c| match c {
+                    CascadeArg::Background => kubectl::Cascade::Background,
+                    CascadeArg::Foreground => kubectl::Cascade::Foreground,
+                    CascadeArg::Orphan => kubectl::Cascade::Orphan,
+                }),
+                uid,
+                resource_version,
+            };
+            finish(
+                "delete",
+                kubectl::delete(
+                    &store.data_dir,
+                    &name,
+                    &flags,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                ),
+            )
+        }
+        Command::Get {
+            store,
+            name,
+            output,
+            watch,
+        } => {
+            let output = match output {
+                OutputArg::Table => kubectl::Output::Table,
+                OutputArg::Json => kubectl::Output::Json,
+            };
+            finish(
+                "get",
+                kubectl::get(
+                    &store.data_dir,
+                    name.as_deref(),
+                    output,
+                    watch,
+                    &mut std::io::stdout(),
+                ),
+            )
+        }
+        Command::Patch {
+            store,
+            name,
+            remove_finalizer,
+        } => finish(
+            "patch",
+            kubectl::remove_finalizer(
+                &store.data_dir,
+                &name,
+                &remove_finalizer,
+                &mut std::io::stdout(),
+            ),
+        ),
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
             match grace_std::demo::run(&mut out, data_dir.as_deref()) {
@@ -99,6 +291,17 @@ fn main() -> ExitCode {
                     ExitCode::from(1)
                 }
             }
+        }
+    }
+}
+
+/// Prints a store command's error on one line; its exit code.
+fn finish(command: &str, result: Result<(), kubectl::CommandError>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("grace {command}: {}", e.message);
+            ExitCode::from(e.code)
         }
     }
 }

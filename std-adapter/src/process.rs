@@ -22,8 +22,9 @@ use std::sync::mpsc;
 use grace_core::Action;
 use rustix::process::{Pid, Signal, kill_process_group};
 
-use crate::runtime::Actuator;
-use crate::store::StoredObject;
+use crate::clock::Clock;
+use crate::runtime::{Actuator, Runtime, RuntimeError};
+use crate::store::{Store, StoredObject};
 
 /// What the processes did, for the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,6 +115,14 @@ impl ProcessActuator {
         self.hooks.remove(&(object.to_owned(), container));
     }
 
+    /// SIGKILLs every workload and hook still running: what is left when
+    /// the supervisor itself goes away, so that nothing outlives it.
+    pub fn kill_all(&mut self) {
+        for (_, group) in self.hooks.drain().chain(self.workloads.drain()) {
+            signal_group(group, Signal::KILL);
+        }
+    }
+
     fn reap(&self, mut child: Child, object: &str, container: usize, workload: bool) {
         let events = self.events.clone();
         let object = object.to_owned();
@@ -191,6 +200,27 @@ impl Actuator for ProcessActuator {
                 Ok(())
             }
         }
+    }
+}
+
+impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
+    /// Feeds what a process did back to the runtime: a returned hook
+    /// becomes [`Runtime::pre_stop_finished`], an exit
+    /// [`Runtime::container_exited`] (and the rest of its group is killed).
+    pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+        match event {
+            WorldEvent::PreStopFinished { object, container } => {
+                self.actuator().hook_returned(&object, container);
+                let _ = self.pre_stop_finished(&object, container)?;
+            }
+            WorldEvent::Exited {
+                object, container, ..
+            } => {
+                let _ = self.container_exited(&object, container)?;
+                self.actuator().reaped(&object, container);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -111,20 +111,14 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
                     .as_millis()
             })
             .map_or(50, |ms| ms.min(50));
-        match world.recv_timeout(StdDuration::from_millis(wait)) {
-            Ok(WorldEvent::Exited { code, .. }) => {
+        if let Ok(event) = world.recv_timeout(StdDuration::from_millis(wait)) {
+            if let WorldEvent::Exited { code, .. } = event {
                 status = Some(exit_code(code));
                 if !deleting {
                     return Ok(status.unwrap_or(1));
                 }
-                let _ = rt.container_exited("main", 0)?;
-                rt.actuator().reaped("main", 0);
             }
-            Ok(WorldEvent::PreStopFinished { object, container }) => {
-                rt.actuator().hook_returned(&object, container);
-                let _ = rt.pre_stop_finished(&object, container)?;
-            }
-            Err(_) => {}
+            rt.handle_world_event(event)?;
         }
         rt.handle_timeouts()?;
         if deleting && rt.names().next().is_none() {

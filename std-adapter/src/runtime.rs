@@ -100,6 +100,46 @@ pub enum Change {
     },
 }
 
+impl fmt::Display for Change {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Phase { from, to } => write!(f, "{} → {}", from.as_str(), to.as_str()),
+            Change::Action(action) => describe(f, action),
+            Change::ActionFailed(action, e) => {
+                describe(f, action)?;
+                write!(f, " FAILED: {e}")
+            }
+            Change::Recovered { reset: false } => f.write_str("recovered from the store"),
+            Change::Recovered { reset: true } => {
+                f.write_str("recovered from the store (kill restarted, or workload gone)")
+            }
+        }
+    }
+}
+
+/// An action in a few words, for logs and timelines.
+fn describe(f: &mut fmt::Formatter<'_>, action: &Action) -> fmt::Result {
+    match action {
+        Action::RemoveEndpoints => f.write_str("removed from endpoints"),
+        Action::RunPreStop {
+            container,
+            budget_seconds,
+        } => write!(
+            f,
+            "container {container}: pre-stop hook started (budget {budget_seconds} s)"
+        ),
+        Action::SendStopSignal { container } => write!(f, "container {container}: stop signal"),
+        Action::SendKill { container } => write!(f, "container {container}: SIGKILL"),
+        Action::ContainerStopped { container } => {
+            write!(f, "container {container}: stopped")
+        }
+        Action::Remove { force: false } => f.write_str("record removed"),
+        Action::Remove { force: true } => {
+            f.write_str("record removed (FORCE: the workload may still run)")
+        }
+    }
+}
+
 /// Why an input was refused. Nothing was changed.
 #[derive(Debug)]
 pub enum RuntimeError {
@@ -225,6 +265,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// The lifecycle of a tracked object.
     pub fn lifecycle(&self, name: &str) -> Option<&ObjectLifecycle> {
         self.objects.get(name).map(|e| &e.lifecycle)
+    }
+
+    /// The stored object as last written by the runtime (its containers,
+    /// node and metadata), while it is tracked.
+    pub fn object(&self, name: &str) -> Option<&StoredObject> {
+        self.objects.get(name).map(|e| &e.object)
     }
 
     /// Names of the objects tracked (stored, or removed with a workload

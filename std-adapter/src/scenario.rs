@@ -126,9 +126,10 @@ pub struct DeleteRequest {
     pub unmatchable_resource_version: Option<String>,
 }
 
-/// Why a scenario file was refused.
+/// Why a JSON document (a scenario, an object file) was refused: the field,
+/// where it is, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScenarioError {
+pub struct FieldError {
     /// The field, as a path (`events[1].at`); empty for the whole document.
     pub field: String,
     /// Line and column in the file, when known.
@@ -137,7 +138,10 @@ pub struct ScenarioError {
     pub message: String,
 }
 
-impl fmt::Display for ScenarioError {
+/// Why a scenario file was refused.
+pub type ScenarioError = FieldError;
+
+impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let field = if self.field.is_empty() || self.field == "." {
             "document"
@@ -152,10 +156,10 @@ impl fmt::Display for ScenarioError {
     }
 }
 
-impl std::error::Error for ScenarioError {}
+impl std::error::Error for FieldError {}
 
-impl ScenarioError {
-    fn at(field: impl Into<String>, message: impl Into<String>) -> Self {
+impl FieldError {
+    pub(crate) fn at(field: impl Into<String>, message: impl Into<String>) -> Self {
         ScenarioError {
             field: field.into(),
             position: None,
@@ -166,24 +170,31 @@ impl ScenarioError {
 
 /// Parses and checks a scenario document.
 pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    let raw: RawScenario = from_json(text)?;
+    let positions = EventLines::scan(text);
+    raw.check(&positions)
+}
+
+/// Deserializes one JSON document; an error names the field's path, line
+/// and column.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, FieldError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    let raw: RawScenario = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let position = (inner.line() > 0).then(|| (inner.line(), inner.column()));
-        ScenarioError {
+        FieldError {
             field: path,
             position,
             message: strip_position(&inner.to_string()),
         }
     })?;
-    de.end().map_err(|e| ScenarioError {
+    de.end().map_err(|e| FieldError {
         field: String::new(),
         position: Some((e.line(), e.column())),
         message: strip_position(&e.to_string()),
     })?;
-    let positions = EventLines::scan(text);
-    raw.check(&positions)
+    Ok(value)
 }
 
 /// serde_json appends " at line L column C"; the position is shown apart.

@@ -1,0 +1,276 @@
+//! Object files for `grace apply -f`: a small JSON manifest shaped like a
+//! Kubernetes pod, checked field by field before anything is stored.
+//!
+//! ```json
+//! {
+//!   "kind": "Pod",
+//!   "metadata": { "name": "web", "finalizers": ["example.com/keep"] },
+//!   "spec": {
+//!     "nodeName": "node-a",
+//!     "terminationGracePeriodSeconds": 10,
+//!     "containers": [
+//!       { "name": "app", "command": ["sh", "-c", "exec sleep 1000"],
+//!         "preStop": "sleep 2" }
+//!     ]
+//!   }
+//! }
+//! ```
+//!
+//! `kind` is `Pod` (graceful, the default) or `Object` (no graceful
+//! strategy: removed at once unless finalizers hold it, R11). Unknown
+//! fields are refused, so a misspelt `preStop` is an error, not a pod
+//! without its hook.
+
+use grace_core::{Name, Record, Strategy};
+use serde::Deserialize;
+
+use crate::runtime::CONTAINERS;
+use crate::scenario::{FieldError, from_json};
+use crate::store::{FINALIZERS, StoredContainer, StoredObject};
+
+/// The longest object name: a DNS-1123 label, as Kubernetes requires of
+/// pod names.
+pub const NAME_MAX: usize = 63;
+
+/// A parsed object file: the name it is stored under and the object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Manifest {
+    /// `metadata.name`.
+    pub name: String,
+    /// The object as it will be stored (its uid, when the file gave none,
+    /// is generated).
+    pub object: StoredObject,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawManifest {
+    #[serde(default)]
+    kind: RawKind,
+    metadata: RawMetadata,
+    #[serde(default)]
+    spec: RawSpec,
+}
+
+#[derive(Deserialize, Default)]
+enum RawKind {
+    #[default]
+    Pod,
+    Object,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawMetadata {
+    name: String,
+    uid: Option<String>,
+    #[serde(default)]
+    finalizers: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSpec {
+    node_name: Option<String>,
+    termination_grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    containers: Vec<RawContainer>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawContainer {
+    name: String,
+    command: Vec<String>,
+    pre_stop: Option<String>,
+    #[serde(default)]
+    sidecar: bool,
+}
+
+/// Parses and checks an object file. `uid` supplies a uid when the file
+/// has none.
+pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, FieldError> {
+    let raw: RawManifest = from_json(text)?;
+    check_name("metadata.name", &raw.metadata.name)?;
+    let uid = match raw.metadata.uid {
+        Some(uid) if uid.is_empty() => {
+            return Err(FieldError::at("metadata.uid", "must not be empty"));
+        }
+        Some(uid) => uid,
+        None => uid(),
+    };
+    let uid = Name::try_from(uid.as_str())
+        .map_err(|e| FieldError::at("metadata.uid", e.to_string()))?;
+    let mut meta: Record<FINALIZERS> = Record::new(uid);
+    meta.termination_grace_period_seconds = match raw.spec.termination_grace_period_seconds {
+        // The API's default (R18).
+        None => Some(30),
+        Some(s) if s < 0 => {
+            return Err(FieldError::at(
+                "spec.terminationGracePeriodSeconds",
+                format!("must be greater than or equal to 0, got {s}"),
+            ));
+        }
+        Some(s) => Some(s),
+    };
+    for (i, f) in raw.metadata.finalizers.iter().enumerate() {
+        let field = format!("metadata.finalizers[{i}]");
+        if f.is_empty() {
+            return Err(FieldError::at(field, "must not be empty"));
+        }
+        if meta.finalizers.contains(f) {
+            return Err(FieldError::at(field, format!("duplicate finalizer `{f}`")));
+        }
+        let name = Name::try_from(f.as_str()).map_err(|e| FieldError::at(&field, e.to_string()))?;
+        meta.finalizers.push(name).map_err(|_| {
+            FieldError::at(field, format!("more than {FINALIZERS} finalizers"))
+        })?;
+    }
+    if let Some(node) = &raw.spec.node_name {
+        check_name("spec.nodeName", node)?;
+    }
+    let strategy = match raw.kind {
+        RawKind::Pod => Strategy::POD,
+        RawKind::Object => Strategy::GENERIC,
+    };
+    if matches!(raw.kind, RawKind::Object) && !raw.spec.containers.is_empty() {
+        return Err(FieldError::at(
+            "spec.containers",
+            "an Object has no containers (use kind Pod)",
+        ));
+    }
+    if raw.spec.containers.len() > CONTAINERS {
+        return Err(FieldError::at(
+            "spec.containers",
+            format!("at most {CONTAINERS} containers"),
+        ));
+    }
+    let mut containers: Vec<StoredContainer> = Vec::new();
+    for (i, c) in raw.spec.containers.into_iter().enumerate() {
+        check_name(&format!("spec.containers[{i}].name"), &c.name)?;
+        if containers.iter().any(|other| other.name == c.name) {
+            return Err(FieldError::at(
+                format!("spec.containers[{i}].name"),
+                format!("duplicate container `{}`", c.name),
+            ));
+        }
+        if c.command.first().is_none_or(String::is_empty) {
+            return Err(FieldError::at(
+                format!("spec.containers[{i}].command"),
+                "must name a program",
+            ));
+        }
+        if c.pre_stop.as_deref().is_some_and(|h| h.trim().is_empty()) {
+            return Err(FieldError::at(
+                format!("spec.containers[{i}].preStop"),
+                "must not be empty",
+            ));
+        }
+        containers.push(StoredContainer {
+            name: c.name,
+            pre_stop: c.pre_stop,
+            sidecar: c.sidecar,
+            command: c.command,
+        });
+    }
+    meta.scheduled = raw.spec.node_name.is_some();
+    let mut object = StoredObject::new(meta);
+    object.strategy = strategy;
+    object.node = raw.spec.node_name;
+    object.containers = containers;
+    Ok(Manifest {
+        name: raw.metadata.name,
+        object,
+    })
+}
+
+/// A DNS-1123 label: lower-case letters, digits and `-`, starting and
+/// ending with a letter or digit, at most [`NAME_MAX`] bytes.
+pub fn check_name(field: &str, name: &str) -> Result<(), FieldError> {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.is_empty() || name.len() > NAME_MAX {
+        return Err(FieldError::at(
+            field,
+            format!("must be 1 to {NAME_MAX} characters, got {}", name.len()),
+        ));
+    }
+    if !name.chars().all(ok_char) || !edge(name.chars().next()) || !edge(name.chars().last()) {
+        return Err(FieldError::at(
+            field,
+            format!(
+                "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uid() -> String {
+        "generated-uid".into()
+    }
+
+    #[test]
+    fn a_pod_file_becomes_a_scheduled_pod_with_its_containers() {
+        let m = parse(
+            r#"{"metadata":{"name":"web","finalizers":["example.com/keep"]},
+                "spec":{"nodeName":"node-a","terminationGracePeriodSeconds":10,
+                        "containers":[{"name":"app","command":["sleep","100"],"preStop":"sleep 2"}]}}"#,
+            uid,
+        )
+        .expect("valid");
+        assert_eq!(m.name, "web");
+        assert_eq!(m.object.uid(), "generated-uid");
+        assert!(m.object.meta.scheduled);
+        assert_eq!(m.object.meta.termination_grace_period_seconds, Some(10));
+        assert!(m.object.meta.finalizers.contains("example.com/keep"));
+        assert_eq!(m.object.node.as_deref(), Some("node-a"));
+        assert_eq!(m.object.containers[0].pre_stop.as_deref(), Some("sleep 2"));
+    }
+
+    #[test]
+    fn r18_a_missing_grace_defaults_to_30_seconds() {
+        let m = parse(r#"{"metadata":{"name":"a"}}"#, uid).expect("valid");
+        assert_eq!(m.object.meta.termination_grace_period_seconds, Some(30));
+        assert!(!m.object.meta.scheduled, "no nodeName: unscheduled");
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let cases = [
+            (r#"{"metadata":{"name":"Web"}}"#, "metadata.name"),
+            (r#"{"metadata":{"name":"a","uid":""}}"#, "metadata.uid"),
+            (
+                r#"{"metadata":{"name":"a"},"spec":{"terminationGracePeriodSeconds":-1}}"#,
+                "spec.terminationGracePeriodSeconds",
+            ),
+            (
+                r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","command":["x"],"prestop":"y"}]}}"#,
+                "spec.containers[0].prestop",
+            ),
+            (
+                r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","command":[]}]}}"#,
+                "spec.containers[0].command",
+            ),
+            (
+                r#"{"metadata":{"name":"a","finalizers":["x","x"]}}"#,
+                "metadata.finalizers[1]",
+            ),
+            (r#"{"kind":"Deployment","metadata":{"name":"a"}}"#, "kind"),
+        ];
+        for (text, field) in cases {
+            let e = parse(text, uid).expect_err(text);
+            assert_eq!(e.field, field, "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn truncated_json_reports_line_and_column() {
+        let e = parse("{\n  \"metadata\": {\"name\": \"a\"", uid).expect_err("truncated");
+        assert_eq!(e.position.map(|(line, _)| line), Some(2), "{e}");
+    }
+}
