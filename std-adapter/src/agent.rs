@@ -195,9 +195,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             if let Err(e) = rt.create(&name, (*object).clone()) {
                 return error(&name, e);
             }
-            let revision = rt
-                .object(&name)
-                .map_or(0, |o| o.meta.resource_version);
+            let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
             if object.node.as_deref() == Some(node) {
                 start(rt, &name);
             }

@@ -91,7 +91,9 @@ pub struct DeleteFlags {
 /// (a graceful delete of one second); `--force` without a grace period
 /// becomes 0 (a force delete, D4, with a warning); a negative grace is
 /// "unset". `--cascade` defaults to `background` and is sent explicitly.
-pub fn delete_options(flags: &DeleteFlags) -> Result<(DeleteOptions, Option<String>), CommandError> {
+pub fn delete_options(
+    flags: &DeleteFlags,
+) -> Result<(DeleteOptions, Option<String>), CommandError> {
     let mut grace = flags.grace_period.unwrap_or(-1);
     if grace == 0 && !flags.force {
         grace = 1;
@@ -109,9 +111,7 @@ pub fn delete_options(flags: &DeleteFlags) -> Result<(DeleteOptions, Option<Stri
     let uid = flags
         .uid
         .as_deref()
-        .map(|u| {
-            Name::try_from(u).map_err(|e| CommandError::invalid(format!("--uid: {e}")))
-        })
+        .map(|u| Name::try_from(u).map_err(|e| CommandError::invalid(format!("--uid: {e}"))))
         .transpose()?;
     let resource_version = flags
         .resource_version
@@ -188,7 +188,11 @@ pub fn delete(
 
 /// kubectl's line, with what grace knows besides.
 fn deleted_line(name: &str, report: &DeleteReport) -> String {
-    let dry = if report.dry_run { " (server dry run)" } else { "" };
+    let dry = if report.dry_run {
+        " (server dry run)"
+    } else {
+        ""
+    };
     let how = match report.outcome {
         DeleteOutcome::Deleted if report.force => {
             " (removed now; the workload may still be running)".to_owned()
@@ -199,7 +203,12 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
             let held = if report.record.finalizers.is_empty() {
                 String::new()
             } else {
-                let names: Vec<&str> = report.record.finalizers.iter().map(|n| n.as_str()).collect();
+                let names: Vec<&str> = report
+                    .record
+                    .finalizers
+                    .iter()
+                    .map(|n| n.as_str())
+                    .collect();
                 format!(", held by finalizers {}", names.join(", "))
             };
             format!(" (terminating, grace {grace} s{held})")
@@ -305,7 +314,9 @@ fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>)
     }
     let store = RedbStore::open(&path).map_err(|e| store_failed(&path, e))?;
     crate::agent::items(&store, name).map_err(|e| match e {
-        StoreError::NotFound { name } => CommandError::failed(format!("object \"{name}\" not found")),
+        StoreError::NotFound { name } => {
+            CommandError::failed(format!("object \"{name}\" not found"))
+        }
         other => store_failed(&path, other),
     })
 }

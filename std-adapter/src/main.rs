@@ -212,9 +212,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Apply { store, file } => {
-            finish("apply", kubectl::apply(&store.data_dir, &file, &mut std::io::stdout()))
-        }
+        Command::Apply { store, file } => finish(
+            "apply",
+            kubectl::apply(&store.data_dir, &file, &mut std::io::stdout()),
+        ),
         Command::Delete {
             store,
             name,

@@ -99,8 +99,8 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
         Some(uid) => uid,
         None => uid(),
     };
-    let uid = Name::try_from(uid.as_str())
-        .map_err(|e| FieldError::at("metadata.uid", e.to_string()))?;
+    let uid =
+        Name::try_from(uid.as_str()).map_err(|e| FieldError::at("metadata.uid", e.to_string()))?;
     let mut meta: Record<FINALIZERS> = Record::new(uid);
     meta.termination_grace_period_seconds = match raw.spec.termination_grace_period_seconds {
         // The API's default (R18).
@@ -122,9 +122,9 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
             return Err(FieldError::at(field, format!("duplicate finalizer `{f}`")));
         }
         let name = Name::try_from(f.as_str()).map_err(|e| FieldError::at(&field, e.to_string()))?;
-        meta.finalizers.push(name).map_err(|_| {
-            FieldError::at(field, format!("more than {FINALIZERS} finalizers"))
-        })?;
+        meta.finalizers
+            .push(name)
+            .map_err(|_| FieldError::at(field, format!("more than {FINALIZERS} finalizers")))?;
     }
     if let Some(node) = &raw.spec.node_name {
         check_name("spec.nodeName", node)?;

@@ -1,0 +1,533 @@
+//! The store commands as a user runs them: a real `grace agent` process on
+//! a temporary data directory, real workloads, and `grace apply / delete /
+//! get / patch` as separate processes. Exit codes: 0 done, 1 a failed
+//! operation, 2 invalid input; a refused request changes nothing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use grace_std::RedbStore;
+
+const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+
+/// A running agent, stopped (SIGTERM) when dropped.
+struct Agent {
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let child = Command::new(GRACE)
+            .args(["agent", "--data-dir"])
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !grace_std::agent::is_serving(dir) {
+            assert!(Instant::now() < deadline, "the agent serves within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// SIGTERM, then the agent's log.
+    fn stop(mut self) -> String {
+        terminate(&self.child);
+        let mut log = String::new();
+        if let Some(out) = self.child.stdout.take() {
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(out), &mut log);
+        }
+        let status = self.child.wait().expect("agent exits");
+        assert!(status.success(), "agent exit: {status:?}\n{log}");
+        log
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        terminate(&self.child);
+        let _ = self.child.wait();
+        let _ = &self.dir;
+    }
+}
+
+fn terminate(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+}
+
+fn grace(dir: &Path, args: &[&str]) -> Output {
+    Command::new(GRACE)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .expect("grace runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, contents).expect("file written");
+    path
+}
+
+/// A pod bound to the agent's node whose workload writes its pid to
+/// `pid_file` and `ignore`s SIGTERM or exits on it.
+fn pod(name: &str, grace: i64, pid_file: &Path, ignore_term: bool, extra: &str) -> String {
+    let trap = if ignore_term {
+        "trap '' TERM"
+    } else {
+        "trap 'exit 0' TERM"
+    };
+    format!(
+        r#"{{"metadata":{{"name":"{name}"{extra}}},
+            "spec":{{"nodeName":"local","terminationGracePeriodSeconds":{grace},
+                    "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; {trap}; while :; do sleep 0.05; done"]}}]}}}}"#,
+        pid = pid_file.display()
+    )
+}
+
+fn get_json(dir: &Path, name: &str) -> Option<serde_json::Value> {
+    let out = grace(dir, &["get", name, "-o", "json"]);
+    out.status
+        .success()
+        .then(|| serde_json::from_slice(&out.stdout).expect("JSON"))
+}
+
+fn store_revision(dir: &Path) -> u64 {
+    let out = grace(dir, &["get", "-o", "json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    v["revision"].as_u64().expect("revision")
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid_file: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return false;
+    };
+    Path::new(&format!("/proc/{}", pid.trim())).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .is_ok_and(|s| s.contains(") Z "))
+}
+
+#[test]
+fn delete_terminates_then_kills_then_removes_and_get_shows_terminating() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path());
+    let pid = dir.path().join("web.pid");
+    let file = write(dir.path(), "web.json", &pod("web", 2, &pid, true, ""));
+    let out = grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "pod/web created");
+    wait_for("the workload starts", Duration::from_secs(5), || {
+        alive(&pid)
+    });
+
+    let out = grace(dir.path(), &["get"]);
+    let table = text(&out.stdout);
+    assert!(table.starts_with("NAME"), "{table}");
+    assert!(
+        table.contains("web") && table.contains("Running"),
+        "{table}"
+    );
+
+    let started = Instant::now();
+    let out = grace(dir.path(), &["delete", "web"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("deleted"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = grace(dir.path(), &["get", "web"]);
+    assert!(
+        text(&out.stdout).contains("Terminating"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        alive(&pid),
+        "SIGTERM is ignored: still running within the grace"
+    );
+
+    wait_for("the object is gone", Duration::from_secs(10), || {
+        get_json(dir.path(), "web").is_none()
+    });
+    // Grace 2 s: SIGKILL is due 2 s after the deletion, and the stop signal
+    // came at once (no hook), so the 2 s floor is met too.
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!alive(&pid), "SIGKILL reached the workload");
+    let out = grace(dir.path(), &["get", "web"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("object \"web\" not found"));
+
+    let log = agent.stop();
+    let order: Vec<&str> = [
+        "Live → GracefulPending",
+        "stop signal",
+        "SIGKILL",
+        "Deleted",
+    ]
+    .into_iter()
+    .filter(|w| log.contains(w))
+    .collect();
+    assert_eq!(order.len(), 4, "{log}");
+    let at = |w: &str| log.find(w).expect("in the log");
+    assert!(at("stop signal") < at("SIGKILL") && at("SIGKILL") < at("Terminating → Deleted"));
+}
+
+#[test]
+fn get_watch_shows_terminating_then_deleted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let pid = dir.path().join("w.pid");
+    let file = write(dir.path(), "w.json", &pod("w", 1, &pid, false, ""));
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+
+    let mut watch = Command::new(GRACE)
+        .args(["get", "w", "-w", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
+    let header = lines.next().expect("a line").expect("utf-8");
+    assert!(header.starts_with("NAME"), "{header}");
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.contains("Running"), "{first}");
+
+    assert!(grace(dir.path(), &["delete", "w"]).status.success());
+    let mut seen = Vec::new();
+    for line in lines {
+        let line = line.expect("utf-8");
+        let done = line.contains("Deleted");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen.iter().any(|l| l.contains("Terminating")), "{seen:?}");
+    assert!(
+        seen.last()
+            .is_some_and(|l| l.starts_with("w ") && l.contains("Deleted"))
+    );
+    // Rows that say nothing new are not repeated.
+    for pair in seen.windows(2) {
+        assert_ne!(pair[0], pair[1], "{seen:?}");
+    }
+}
+
+#[test]
+fn d4_force_delete_removes_the_record_at_once_and_warns() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let pid = dir.path().join("f.pid");
+    let file = write(dir.path(), "f.json", &pod("f", 30, &pid, true, ""));
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    wait_for("the workload starts", Duration::from_secs(5), || {
+        alive(&pid)
+    });
+
+    let out = grace(
+        dir.path(),
+        &["delete", "f", "--grace-period", "0", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("Immediate deletion"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(text(&out.stdout).contains("workload may still be running"));
+    assert!(
+        get_json(dir.path(), "f").is_none(),
+        "the record is gone at once"
+    );
+    // The agent still stops the workload (D4: the stop continues).
+    wait_for("the workload is stopped", Duration::from_secs(10), || {
+        !alive(&pid)
+    });
+}
+
+#[test]
+fn kubectl_grace_period_zero_without_force_is_a_one_second_graceful_delete() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let pid = dir.path().join("z.pid");
+    let file = write(dir.path(), "z.json", &pod("z", 30, &pid, true, ""));
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    let out = grace(dir.path(), &["delete", "z", "--grace-period", "0"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        text(&out.stdout).contains("grace 1 s"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+#[test]
+fn dry_run_and_failed_preconditions_change_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let pid = dir.path().join("p.pid");
+    let file = write(dir.path(), "p.json", &pod("p", 5, &pid, false, ""));
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    let before = get_json(dir.path(), "p").expect("stored");
+    let revision = store_revision(dir.path());
+
+    let out = grace(
+        dir.path(),
+        &["delete", "p", "--dry-run", "--grace-period", "3"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("(server dry run)"));
+
+    let out = grace(dir.path(), &["delete", "p", "--uid", "not-its-uid"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("precondition failed: uid"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let stale = (before["revision"].as_u64().expect("rv") + 100).to_string();
+    let out = grace(dir.path(), &["delete", "p", "--resource-version", &stale]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("resource_version"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = grace(dir.path(), &["delete", "p", "--resource-version", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--resource-version"));
+
+    let out = grace(dir.path(), &["delete", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("object \"nope\" not found"));
+
+    assert_eq!(store_revision(dir.path()), revision, "nothing was written");
+    assert_eq!(get_json(dir.path(), "p"), Some(before));
+
+    // The right uid passes.
+    let uid = get_json(dir.path(), "p").expect("stored")["object"]["meta"]["uid"]
+        .as_str()
+        .expect("uid")
+        .to_owned();
+    let out = grace(dir.path(), &["delete", "p", "--uid", &uid]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+}
+
+#[test]
+fn r38_cascade_foreground_adds_the_finalizer_and_r45_removing_it_completes_the_deletion() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    // An object with no graceful strategy: removed at once unless held.
+    let file = write(
+        dir.path(),
+        "cm.json",
+        r#"{"kind":"Object","metadata":{"name":"cm"}}"#,
+    );
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    let out = grace(dir.path(), &["delete", "cm", "--cascade", "foreground"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stored = get_json(dir.path(), "cm").expect("held by the finalizer");
+    assert_eq!(
+        stored["object"]["meta"]["finalizers"],
+        serde_json::json!(["foregroundDeletion"])
+    );
+    let out = grace(dir.path(), &["get", "cm"]);
+    assert!(text(&out.stdout).contains("Terminating"));
+
+    let out = grace(
+        dir.path(),
+        &["patch", "cm", "--remove-finalizer", "foregroundDeletion"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    wait_for("the object is gone", Duration::from_secs(5), || {
+        get_json(dir.path(), "cm").is_none()
+    });
+}
+
+#[test]
+fn malformed_object_files_are_refused_naming_the_field_and_store_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let revision = store_revision(dir.path());
+    let cases = [
+        (
+            "truncated.json",
+            "{\"metadata\": {\"name\": \"a\"",
+            "line 1",
+        ),
+        ("not-json.json", "metadata: a", "line 1"),
+        (
+            "bad-name.json",
+            r#"{"metadata":{"name":"Web_1"}}"#,
+            "metadata.name",
+        ),
+        (
+            "unknown-field.json",
+            r#"{"metadata":{"name":"a"},"spec":{"nodename":"x"}}"#,
+            "spec.nodename",
+        ),
+        (
+            "negative-grace.json",
+            r#"{"metadata":{"name":"a"},"spec":{"terminationGracePeriodSeconds":-5}}"#,
+            "spec.terminationGracePeriodSeconds",
+        ),
+        (
+            "grace-type.json",
+            r#"{"metadata":{"name":"a"},"spec":{"terminationGracePeriodSeconds":"30"}}"#,
+            "spec.terminationGracePeriodSeconds",
+        ),
+        (
+            "empty-command.json",
+            r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","command":[]}]}}"#,
+            "spec.containers[0].command",
+        ),
+        ("no-name.json", r#"{"metadata":{}}"#, "metadata"),
+    ];
+    for (file, contents, field) in cases {
+        let path = write(dir.path(), file, contents);
+        let out = grace(dir.path(), &["apply", "-f", path.to_str().expect("utf-8")]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        assert!(err.contains(field), "{file}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = grace(dir.path(), &["apply", "-f", "/nonexistent/object.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("cannot read"));
+    assert_eq!(store_revision(dir.path()), revision, "nothing was stored");
+}
+
+#[test]
+fn unknown_flags_and_bad_values_are_usage_errors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for args in [
+        &["delete", "x", "--gracePeriod", "3"][..],
+        &["delete", "x", "--cascade", "sideways"],
+        &["get", "-o", "yaml"],
+        &["delete", "x", "--grace-period", "soon"],
+        &["apply"],
+    ] {
+        let out = grace(dir.path(), args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty());
+    }
+    // Nothing was created by refused commands.
+    assert!(!dir.path().join("grace.redb").exists());
+}
+
+#[test]
+fn a_locked_store_is_reported_and_left_unchanged() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("grace.redb");
+    let holder = RedbStore::open(&db).expect("open");
+    let out = grace(dir.path(), &["get"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("locked by another process"), "{err}");
+    assert_eq!(err.lines().count(), 1);
+    let out = grace(dir.path(), &["agent"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("grace agent:"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!grace_std::agent::is_serving(dir.path()));
+    use grace_std::Store;
+    assert_eq!(
+        holder.revision().expect("revision").get(),
+        0,
+        "store unchanged"
+    );
+}
+
+#[test]
+fn changes_without_an_agent_say_how_to_start_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = write(dir.path(), "a.json", r#"{"metadata":{"name":"a"}}"#);
+    let out = grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("grace agent --data-dir"));
+    let out = grace(dir.path(), &["get"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout).trim(), "No resources found");
+}
+
+#[test]
+fn stopping_the_agent_leaves_no_workload_and_keeps_the_objects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path());
+    let pid = dir.path().join("k.pid");
+    let file = write(dir.path(), "k.json", &pod("k", 30, &pid, true, ""));
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
+    wait_for("the workload starts", Duration::from_secs(5), || {
+        alive(&pid)
+    });
+    agent.stop();
+    wait_for("the workload is gone", Duration::from_secs(5), || {
+        !alive(&pid)
+    });
+    // Read directly from the store, with no agent.
+    assert!(get_json(dir.path(), "k").is_some(), "the object stays");
+
+    // A restarted agent finds the workload gone: a delete completes at once.
+    let _agent = Agent::start(dir.path());
+    assert!(grace(dir.path(), &["delete", "k"]).status.success());
+    wait_for("the object is gone", Duration::from_secs(5), || {
+        get_json(dir.path(), "k").is_none()
+    });
+}
