@@ -447,6 +447,21 @@ fn kind(object: &StoredObject) -> &'static str {
     }
 }
 
+/// A fresh uid: unique per process and call (time, process id, counter).
+fn new_uid() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{:016x}-{:08x}-{:04x}",
+        nanos as u64,
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,19 +536,4 @@ mod tests {
         assert_eq!(e.code, 2);
         assert!(e.message.contains("--resource-version"), "{}", e.message);
     }
-}
-
-/// A fresh uid: unique per process and call (time, process id, counter).
-fn new_uid() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{:016x}-{:08x}-{:04x}",
-        nanos as u64,
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
-    )
 }
