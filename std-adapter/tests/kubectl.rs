@@ -531,3 +531,18 @@ fn stopping_the_agent_leaves_no_workload_and_keeps_the_objects() {
         get_json(dir.path(), "k").is_none()
     });
 }
+
+#[test]
+fn r19_an_unscheduled_pod_is_removed_at_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let file = write(
+        dir.path(),
+        "u.json",
+        r#"{"metadata":{"name":"u"},"spec":{"terminationGracePeriodSeconds":30}}"#,
+    );
+    assert!(grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]).status.success());
+    let out = grace(dir.path(), &["delete", "u"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(get_json(dir.path(), "u").is_none(), "gone with the delete itself");
+}
