@@ -26,7 +26,9 @@ use grace_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
-use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject};
+use crate::store::{
+    BatchError, FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject, Write,
+};
 
 /// The most containers an object may have.
 pub const CONTAINERS: usize = 8;
@@ -178,6 +180,17 @@ impl From<StoreError> for RuntimeError {
     }
 }
 
+/// Why a round's batch failed: `index` is set when one object's write was
+/// refused (the rest could go through without it).
+struct RoundFailure {
+    index: Option<usize>,
+    error: RuntimeError,
+}
+
+/// The most objects one group commit ([`Runtime::handle_timeouts`],
+/// recovery at [`Runtime::open`]) writes with one store batch.
+pub const ROUND: usize = 1024;
+
 /// The runtime's part of a stored object (`StoredObject::agent`).
 #[derive(Serialize, Deserialize)]
 struct AgentRecord {
@@ -186,6 +199,10 @@ struct AgentRecord {
     lifecycle: ObjectLifecycle,
 }
 
+/// What the runtime keeps per object. The lifecycle is the one copy of the
+/// kill state: `object.agent` is always `None` here (the agent record is
+/// built only to be written), and `object.meta` is the record as last
+/// written.
 struct Entry {
     lifecycle: ObjectLifecycle,
     object: StoredObject,
@@ -223,8 +240,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
-        for (name, object, revision) in listing.objects {
+        let mut round = Vec::new();
+        for (name, mut object, revision) in listing.objects {
             let (lifecycle, reset) = runtime.restore(&object, revision, now)?;
+            object.agent = None;
             runtime.objects.insert(
                 name.clone(),
                 Entry {
@@ -235,8 +254,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 },
             );
             runtime.emit(now, &name, Change::Recovered { reset });
-            runtime.commit(&name, now, None)?;
+            round.push((name, None));
+            if round.len() == ROUND {
+                runtime.commit_round(now, std::mem::take(&mut round))?;
+            }
         }
+        runtime.commit_round(now, round)?;
         Ok(runtime)
     }
 
@@ -287,8 +310,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let lifecycle = fresh(&object, &[])?;
         let mut object = object;
         object.meta = lifecycle.record().clone();
-        object.agent = Some(self.agent_record(&lifecycle)?);
-        let revision = match self.store.create(name, object.clone()) {
+        let mut written = object.clone();
+        written.agent = Some(self.agent_record(&lifecycle)?);
+        object.agent = None;
+        let revision = match self.store.create(name, written) {
             Ok(r) => r,
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(RuntimeError::AlreadyExists(name.to_owned()));
@@ -377,27 +402,82 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// Handles every object whose deadline has passed, earliest first.
+    ///
+    /// Group commit: the objects due together are handled in rounds of up
+    /// to [`ROUND`]. A round's write-ahead records are written with one
+    /// [`Store::batch`] (one fsync on [`RedbStore`](crate::store::RedbStore))
+    /// before any of its actions is carried out; the records after the
+    /// actions are written with a second batch. If the first batch is
+    /// refused because of one object (a conflict, say), the round is undone
+    /// and handled one object at a time, so that object holds back no other.
     pub fn handle_timeouts(&mut self) -> Result<(), RuntimeError> {
         let now = self.clock.now();
-        while let Some((due, name)) = self.deadlines.first().cloned() {
-            if due > now.mono {
-                break;
+        loop {
+            let Some(first) = self.deadlines.first().cloned() else {
+                return Ok(());
+            };
+            if first.0 > now.mono {
+                return Ok(());
             }
-            self.input(&name, |l, now| {
-                l.handle_timeout(now);
-                Ok(())
-            })?;
+            let due: Vec<String> = self
+                .deadlines
+                .iter()
+                .take_while(|(t, _)| *t <= now.mono)
+                .take(ROUND)
+                .map(|(_, name)| name.clone())
+                .collect();
+            self.timeout_round(now, due)?;
             // A lifecycle always moves a handled deadline past now; if one
             // did not, stop rather than spin.
-            if self
-                .deadlines
-                .first()
-                .is_some_and(|(t, n)| *t == due && *n == name)
-            {
-                break;
+            if self.deadlines.first() == Some(&first) {
+                return Ok(());
             }
         }
-        Ok(())
+    }
+
+    /// One round of [`handle_timeouts`](Self::handle_timeouts).
+    fn timeout_round(&mut self, now: Now, due: Vec<String>) -> Result<(), RuntimeError> {
+        let mut befores = Vec::with_capacity(due.len());
+        for name in due {
+            let Some(entry) = self.objects.get_mut(&name) else {
+                continue;
+            };
+            let before = entry.lifecycle.clone();
+            entry.lifecycle.handle_timeout(now);
+            if entry.lifecycle != before {
+                befores.push((name, before));
+            }
+        }
+        let round: Vec<(String, Option<Phase>)> = befores
+            .iter()
+            .map(|(name, before)| (name.clone(), Some(before.phase())))
+            .collect();
+        match self.write_ahead(&round) {
+            Ok(written) => self.act_round(now, round, written),
+            Err(failure) => {
+                // Not durable: none of the round's inputs happened.
+                let one_object = failure.index.is_some();
+                for (name, before) in befores {
+                    if let Some(entry) = self.objects.get_mut(&name) {
+                        entry.lifecycle = before;
+                    }
+                }
+                if !one_object || round.len() < 2 {
+                    return Err(failure.error);
+                }
+                let mut first_error = None;
+                for (name, _) in round {
+                    let handled = self.input(&name, |l, now| {
+                        l.handle_timeout(now);
+                        Ok(())
+                    });
+                    if let Err(e) = handled {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
+        }
     }
 
     /// Runs one input on one object, then makes it durable and acts on it.
@@ -428,10 +508,105 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         result
     }
 
-    /// Write-ahead: persist, act, persist again.
+    /// Write-ahead for one object: persist, act, persist again.
     fn commit(&mut self, name: &str, now: Now, from: Option<Phase>) -> Result<(), RuntimeError> {
-        self.persist(name)?;
+        let written = self.persist(name)?;
         let to = self.objects.get(name).map(|e| e.lifecycle.phase());
+        if self.act(name, now, written.as_ref()) {
+            self.persist(name)?;
+        }
+        // Reported after the actions it follows from (the removal, say).
+        if let (Some(from), Some(to)) = (from, to)
+            && from != to
+        {
+            self.emit(now, name, Change::Phase { from, to });
+        }
+        self.reschedule(name);
+        Ok(())
+    }
+
+    /// Write-ahead for many objects (`(name, phase before the input)`):
+    /// one batch before any action, the actions, one batch after.
+    fn commit_round(
+        &mut self,
+        now: Now,
+        round: Vec<(String, Option<Phase>)>,
+    ) -> Result<(), RuntimeError> {
+        let written = self.write_ahead(&round).map_err(|f| f.error)?;
+        self.act_round(now, round, written)
+    }
+
+    /// Writes the lifecycles of `round` with one batch. Nothing is written
+    /// if it fails; `index` then says whether one object was the cause.
+    fn write_ahead(
+        &mut self,
+        round: &[(String, Option<Phase>)],
+    ) -> Result<Vec<Option<StoredObject>>, RoundFailure> {
+        let mut writes = Vec::with_capacity(round.len());
+        let mut objects = Vec::with_capacity(round.len());
+        for (name, _) in round {
+            let write = self
+                .record_write(name)
+                .map_err(|error| RoundFailure { index: None, error })?;
+            if let Some((object, expected)) = write {
+                writes.push(Write::Update {
+                    name: name.clone(),
+                    object: object.clone(),
+                    expected,
+                });
+                objects.push(Some(object));
+            } else {
+                objects.push(None);
+            }
+        }
+        let revisions = self.batch(writes).map_err(|e| RoundFailure {
+            index: e.index,
+            error: e.error.into(),
+        })?;
+        let mut revisions = revisions.into_iter();
+        Ok(round
+            .iter()
+            .zip(objects)
+            .map(|((name, _), object)| {
+                let object = object?;
+                let revision = revisions.next()?;
+                self.stored(name, object, revision)
+            })
+            .collect())
+    }
+
+    /// Carries out what each object of a round owes (after
+    /// [`write_ahead`](Self::write_ahead)), writes the lifecycles that
+    /// acted with one batch, then reports phase changes and reschedules.
+    fn act_round(
+        &mut self,
+        now: Now,
+        round: Vec<(String, Option<Phase>)>,
+        written: Vec<Option<StoredObject>>,
+    ) -> Result<(), RuntimeError> {
+        let mut acted = Vec::new();
+        for ((name, _), written) in round.iter().zip(written) {
+            if self.act(name, now, written.as_ref()) {
+                acted.push((name.clone(), None));
+            }
+        }
+        let after = self.write_ahead(&acted).map(drop).map_err(|f| f.error);
+        for (name, from) in round {
+            let to = self.objects.get(&name).map(|e| e.lifecycle.phase());
+            if let (Some(from), Some(to)) = (from, to)
+                && from != to
+            {
+                self.emit(now, &name, Change::Phase { from, to });
+            }
+            self.reschedule(&name);
+        }
+        after
+    }
+
+    /// Carries out every action the object owes; `written` is the object
+    /// as just persisted (with its agent record) for the actuator. Returns
+    /// whether anything was done.
+    fn act(&mut self, name: &str, now: Now, written: Option<&StoredObject>) -> bool {
         let mut acted = false;
         while let Some(entry) = self.objects.get_mut(name) {
             let Some(action) = entry.lifecycle.poll_action() else {
@@ -454,47 +629,66 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     }
                     result
                 }
-                _ => self.actuator.perform(name, &entry.object, &action),
+                _ => {
+                    let stored = written.unwrap_or(&entry.object);
+                    self.actuator.perform(name, stored, &action)
+                }
             };
             match outcome {
                 Ok(()) => self.emit(now, name, Change::Action(action)),
                 Err(e) => self.emit(now, name, Change::ActionFailed(action, e)),
             }
         }
-        if acted {
-            self.persist(name)?;
-        }
-        // Reported after the actions it follows from (the removal, say).
-        if let (Some(from), Some(to)) = (from, to)
-            && from != to
-        {
-            self.emit(now, name, Change::Phase { from, to });
-        }
-        self.reschedule(name);
-        Ok(())
+        acted
     }
 
-    /// Writes the object's lifecycle (if its record is still stored).
-    fn persist(&mut self, name: &str) -> Result<(), RuntimeError> {
-        let agent = match self.objects.get(name) {
-            Some(entry) if entry.revision.is_some() => self.agent_record(&entry.lifecycle)?,
-            _ => return Ok(()),
+    /// Writes the object's lifecycle (if its record is still stored);
+    /// returns the object as written, agent record included.
+    fn persist(&mut self, name: &str) -> Result<Option<StoredObject>, RuntimeError> {
+        let Some((object, expected)) = self.record_write(name)? else {
+            return Ok(None);
         };
-        let Some(entry) = self.objects.get_mut(name) else {
-            return Ok(());
+        let revision = self.store.update(name, object.clone(), expected)?;
+        Ok(self.stored(name, object, revision))
+    }
+
+    /// The object to write for `name`'s lifecycle and the revision it
+    /// replaces; `None` once its record is removed.
+    fn record_write(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, RuntimeError> {
+        let Some(entry) = self.objects.get(name) else {
+            return Ok(None);
         };
         let Some(expected) = entry.revision else {
-            return Ok(());
+            return Ok(None);
         };
         let mut object = entry.object.clone();
         object.meta = entry.lifecycle.record().clone();
-        object.agent = Some(agent);
-        let revision = self.store.update(name, object.clone(), expected)?;
+        object.agent = Some(self.agent_record(&entry.lifecycle)?);
+        Ok(Some((object, expected)))
+    }
+
+    /// Notes that `object` was written at `revision`; returns it with its
+    /// new resource version.
+    fn stored(
+        &mut self,
+        name: &str,
+        mut object: StoredObject,
+        revision: Revision,
+    ) -> Option<StoredObject> {
+        let entry = self.objects.get_mut(name)?;
         entry.lifecycle.stored_at(revision.get());
         object.meta.resource_version = revision.get();
-        entry.object = object;
+        entry.object.meta = object.meta.clone();
         entry.revision = Some(revision);
-        Ok(())
+        Some(object)
+    }
+
+    /// One store batch; an empty one is not sent.
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.store.batch(writes)
     }
 
     /// Brings the deadline queue up to date; forgets a finished object.
