@@ -1,12 +1,16 @@
 //! The runtime on the durable store (redb on a temp dir): write-ahead,
 //! recovery by D6, and deadlines that survive a restart.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Actuator, Change, Recovery, Runtime};
-use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
+use grace_std::store::{
+    BatchError, Listing, MemoryStore, RedbStore, Revision, Store, StoreError, StoredContainer,
+    StoredObject, Watch, Write,
+};
 
 /// Records what it was asked to do, with the monotonic time.
 #[derive(Clone, Default)]
@@ -275,4 +279,115 @@ fn transitions_are_reported_as_a_stream() {
         })
     );
     assert!(changes.contains(&Change::Action(Action::Remove { force: true })));
+}
+
+/// A store that counts the batches it is sent (every write is one).
+#[derive(Clone, Default)]
+struct Counting {
+    inner: MemoryStore,
+    batches: Arc<AtomicUsize>,
+    writes: Arc<AtomicUsize>,
+}
+
+impl Store for Counting {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        self.inner.get(name)
+    }
+    fn list(&self) -> Result<Listing, StoreError> {
+        self.inner.list()
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision()
+    }
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        self.writes.fetch_add(writes.len(), Ordering::SeqCst);
+        self.inner.batch(writes)
+    }
+    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        self.inner.watch(from)
+    }
+}
+
+impl Counting {
+    fn take(&self) -> (usize, usize) {
+        (
+            self.batches.swap(0, Ordering::SeqCst),
+            self.writes.swap(0, Ordering::SeqCst),
+        )
+    }
+}
+
+/// Records, for every action, the store's revision when it was carried out.
+#[derive(Clone)]
+struct RevisionAtAction {
+    store: MemoryStore,
+    seen: Arc<Mutex<Vec<(Action, Revision)>>>,
+}
+
+impl Actuator for RevisionAtAction {
+    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+        let revision = self.store.revision().map_err(|e| e.to_string())?;
+        self.seen
+            .lock()
+            .expect("not poisoned")
+            .push((*action, revision));
+        Ok(())
+    }
+}
+
+#[test]
+fn deadlines_due_together_are_group_committed_write_ahead() {
+    const N: usize = 50;
+    let store = Counting::default();
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let actuator = RevisionAtAction {
+        store: store.inner.clone(),
+        seen: Arc::default(),
+    };
+    let mut rt = Runtime::open(
+        store.clone(),
+        clock.clone(),
+        actuator.clone(),
+        Recovery::default(),
+    )
+    .expect("runtime opens");
+    for i in 0..N {
+        let name = format!("web-{i:02}");
+        rt.create(&name, pod(&format!("u{i}"), false))
+            .expect("created");
+        let _ = rt
+            .delete(&name, &DeleteOptions::with_grace(10))
+            .expect("accepted");
+        let _ = rt.agent_sync(&name).expect("synced");
+    }
+    actuator.seen.lock().expect("not poisoned").clear();
+    let _ = store.take();
+    let before = store.inner.revision().expect("revision").get();
+
+    clock.0.advance(secs(10));
+    rt.handle_timeouts().expect("timeouts");
+
+    // Two batches for the whole round, not two writes per object.
+    assert_eq!(store.take(), (2, 2 * N));
+    let kills = std::mem::take(&mut *actuator.seen.lock().expect("not poisoned"));
+    assert_eq!(kills.len(), N);
+    for (action, revision) in kills {
+        assert_eq!(action, Action::SendKill { container: 0 });
+        // Write-ahead: all N records of the round were durable before the
+        // first SIGKILL, and the records after the actions came later.
+        assert_eq!(revision.get(), before + N as u64);
+    }
+    assert_eq!(
+        store.inner.revision().expect("revision").get(),
+        before + 2 * N as u64
+    );
+    // The kill state is kept once, in the lifecycle: the tracked object
+    // carries no copy of the agent record (the store does).
+    assert!(rt.object("web-00").expect("tracked").agent.is_none());
+    let (stored, _) = store.get("web-00").expect("read").expect("stored");
+    assert!(stored.agent.is_some());
+    // Nothing is due any more; a repeated call writes nothing.
+    rt.handle_timeouts().expect("timeouts");
+    assert_eq!(store.take(), (0, 0));
 }
