@@ -181,7 +181,7 @@ fn serve(
 
 fn bound_here(rt: &AgentRuntime, name: &str, node: &str) -> bool {
     rt.object(name)
-        .and_then(|o| o.node.as_deref())
+        .and_then(|o| o.node)
         .is_some_and(|n| n == node)
 }
 
@@ -237,7 +237,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
 
 /// Starts an object's containers; one that cannot start counts as exited.
 fn start(rt: &mut AgentRuntime, name: &str) {
-    let Some(object) = rt.object(name).cloned() else {
+    let Some(object) = rt.object(name) else {
         return;
     };
     if rt.actuator().start(name, &object).is_err() {

@@ -21,13 +21,14 @@ use std::sync::mpsc;
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled,
-    Instant, Lifecycle, Now, Phase, UpdateError, UpdateOutcome,
+    Instant, Lifecycle, Now, Phase, Strategy, UpdateError, UpdateOutcome,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject, Write,
+    BatchError, FINALIZERS, Preconditions, Revision, Store, StoreError, StoredContainer,
+    StoredObject, Write,
 };
 
 /// The most containers an object may have.
@@ -200,15 +201,42 @@ struct AgentRecord {
 }
 
 /// What the runtime keeps per object. The lifecycle is the one copy of the
-/// kill state: `object.agent` is always `None` here (the agent record is
-/// built only to be written), and `object.meta` is the record as last
-/// written.
+/// record and the kill state: the stored object is rebuilt from it and the
+/// spec when it is written (with its agent record) or asked for.
 struct Entry {
     lifecycle: ObjectLifecycle,
-    object: StoredObject,
+    spec: Spec,
     /// The store revision of our last write; `None` once removed.
     revision: Option<Revision>,
     deadline: Option<Instant>,
+}
+
+/// The parts of a stored object that its lifecycle does not hold.
+struct Spec {
+    strategy: Strategy,
+    node: Option<String>,
+    containers: Vec<StoredContainer>,
+}
+
+impl Spec {
+    fn of(object: StoredObject) -> Spec {
+        Spec {
+            strategy: object.strategy,
+            node: object.node,
+            containers: object.containers,
+        }
+    }
+
+    /// The stored object for `lifecycle`, without agent record.
+    fn object(&self, lifecycle: &ObjectLifecycle) -> StoredObject {
+        StoredObject {
+            meta: lifecycle.record().clone(),
+            strategy: self.strategy,
+            node: self.node.clone(),
+            containers: self.containers.clone(),
+            agent: None,
+        }
+    }
 }
 
 /// Drives every object of a store (see the module docs).
@@ -241,14 +269,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
         let mut round = Vec::new();
-        for (name, mut object, revision) in listing.objects {
+        for (name, object, revision) in listing.objects {
             let (lifecycle, reset) = runtime.restore(&object, revision, now)?;
-            object.agent = None;
             runtime.objects.insert(
                 name.clone(),
                 Entry {
                     lifecycle,
-                    object,
+                    spec: Spec::of(object),
                     revision: Some(revision),
                     deadline: None,
                 },
@@ -291,9 +318,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// The stored object as last written by the runtime (its containers,
-    /// node and metadata), while it is tracked.
-    pub fn object(&self, name: &str) -> Option<&StoredObject> {
-        self.objects.get(name).map(|e| &e.object)
+    /// node and metadata), while it is tracked. Built on each call from the
+    /// lifecycle, which is the runtime's only copy of the record; `agent`
+    /// is `None` (the kill state is [`lifecycle`](Self::lifecycle)).
+    pub fn object(&self, name: &str) -> Option<StoredObject> {
+        self.objects.get(name).map(|e| e.spec.object(&e.lifecycle))
     }
 
     /// Names of the objects tracked (stored, or removed with a workload
@@ -308,11 +337,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             return Err(RuntimeError::AlreadyExists(name.to_owned()));
         }
         let lifecycle = fresh(&object, &[])?;
-        let mut object = object;
-        object.meta = lifecycle.record().clone();
-        let mut written = object.clone();
+        let spec = Spec::of(object);
+        let mut written = spec.object(&lifecycle);
         written.agent = Some(self.agent_record(&lifecycle)?);
-        object.agent = None;
         let revision = match self.store.create(name, written) {
             Ok(r) => r,
             Err(StoreError::AlreadyExists { .. }) => {
@@ -322,12 +349,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let mut lifecycle = lifecycle;
         lifecycle.stored_at(revision.get());
-        object.meta.resource_version = revision.get();
         self.objects.insert(
             name.to_owned(),
             Entry {
                 lifecycle,
-                object,
+                spec,
                 revision: Some(revision),
                 deadline: None,
             },
@@ -616,7 +642,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let outcome = match action {
                 Action::Remove { .. } => {
                     let preconditions = Preconditions {
-                        uid: Some(entry.object.uid().to_owned()),
+                        uid: Some(entry.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
                     let result = match self.store.delete(name, preconditions) {
@@ -630,7 +656,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     result
                 }
                 _ => {
-                    let stored = written.unwrap_or(&entry.object);
+                    let built;
+                    let stored = match written {
+                        Some(object) => object,
+                        None => {
+                            built = entry.spec.object(&entry.lifecycle);
+                            &built
+                        }
+                    };
                     self.actuator.perform(name, stored, &action)
                 }
             };
@@ -661,8 +694,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let Some(expected) = entry.revision else {
             return Ok(None);
         };
-        let mut object = entry.object.clone();
-        object.meta = entry.lifecycle.record().clone();
+        let mut object = entry.spec.object(&entry.lifecycle);
         object.agent = Some(self.agent_record(&entry.lifecycle)?);
         Ok(Some((object, expected)))
     }
@@ -678,7 +710,6 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let entry = self.objects.get_mut(name)?;
         entry.lifecycle.stored_at(revision.get());
         object.meta.resource_version = revision.get();
-        entry.object.meta = object.meta.clone();
         entry.revision = Some(revision);
         Some(object)
     }
