@@ -246,7 +246,10 @@ pub struct Runtime<S, C, A> {
     actuator: A,
     recovery: Recovery,
     epoch: String,
-    objects: BTreeMap<String, Entry>,
+    /// Boxed: B-tree nodes hold eleven slots and are often half full, so
+    /// unboxed entries (a lifecycle is over a kilobyte) would waste more
+    /// memory than they use.
+    objects: BTreeMap<String, Box<Entry>>,
     deadlines: BTreeSet<(Instant, String)>,
     subscribers: Vec<mpsc::Sender<Transition>>,
 }
@@ -273,12 +276,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let (lifecycle, reset) = runtime.restore(&object, revision, now)?;
             runtime.objects.insert(
                 name.clone(),
-                Entry {
+                Box::new(Entry {
                     lifecycle,
                     spec: Spec::of(object),
                     revision: Some(revision),
                     deadline: None,
-                },
+                }),
             );
             runtime.emit(now, &name, Change::Recovered { reset });
             round.push((name, None));
@@ -351,12 +354,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         lifecycle.stored_at(revision.get());
         self.objects.insert(
             name.to_owned(),
-            Entry {
+            Box::new(Entry {
                 lifecycle,
                 spec,
                 revision: Some(revision),
                 deadline: None,
-            },
+            }),
         );
         Ok(())
     }
@@ -478,7 +481,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             .iter()
             .map(|(name, before)| (name.clone(), Some(before.phase())))
             .collect();
-        match self.write_ahead(&round) {
+        match self.write_ahead(&round, true) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
                 // Not durable: none of the round's inputs happened.
@@ -558,15 +561,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         now: Now,
         round: Vec<(String, Option<Phase>)>,
     ) -> Result<(), RuntimeError> {
-        let written = self.write_ahead(&round).map_err(|f| f.error)?;
+        let written = self.write_ahead(&round, true).map_err(|f| f.error)?;
         self.act_round(now, round, written)
     }
 
-    /// Writes the lifecycles of `round` with one batch. Nothing is written
-    /// if it fails; `index` then says whether one object was the cause.
+    /// Writes the lifecycles of `round` with one batch and, if `keep`,
+    /// returns the objects as written (for the actuator). Nothing is
+    /// written if it fails; `index` then says whether one object was the
+    /// cause.
     fn write_ahead(
         &mut self,
         round: &[(String, Option<Phase>)],
+        keep: bool,
     ) -> Result<Vec<Option<StoredObject>>, RoundFailure> {
         let mut writes = Vec::with_capacity(round.len());
         let mut objects = Vec::with_capacity(round.len());
@@ -575,14 +581,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .record_write(name)
                 .map_err(|error| RoundFailure { index: None, error })?;
             if let Some((object, expected)) = write {
+                let (sent, kept) = if keep {
+                    (object.clone(), Some(object))
+                } else {
+                    (object, None)
+                };
                 writes.push(Write::Update {
                     name: name.clone(),
-                    object: object.clone(),
+                    object: sent,
                     expected,
                 });
-                objects.push(Some(object));
+                objects.push((true, kept));
             } else {
-                objects.push(None);
+                objects.push((false, None));
             }
         }
         let revisions = self.batch(writes).map_err(|e| RoundFailure {
@@ -593,10 +604,16 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(round
             .iter()
             .zip(objects)
-            .map(|((name, _), object)| {
-                let object = object?;
+            .map(|((name, _), (wrote, object))| {
+                if !wrote {
+                    return None;
+                }
                 let revision = revisions.next()?;
-                self.stored(name, object, revision)
+                self.stored(name, revision);
+                object.map(|mut object| {
+                    object.meta.resource_version = revision.get();
+                    object
+                })
             })
             .collect())
     }
@@ -616,7 +633,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 acted.push((name.clone(), None));
             }
         }
-        let after = self.write_ahead(&acted).map(drop).map_err(|f| f.error);
+        let after = self
+            .write_ahead(&acted, false)
+            .map(drop)
+            .map_err(|f| f.error);
         for (name, from) in round {
             let to = self.objects.get(&name).map(|e| e.lifecycle.phase());
             if let (Some(from), Some(to)) = (from, to)
@@ -681,8 +701,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let Some((object, expected)) = self.record_write(name)? else {
             return Ok(None);
         };
+        let mut object = object;
         let revision = self.store.update(name, object.clone(), expected)?;
-        Ok(self.stored(name, object, revision))
+        self.stored(name, revision);
+        object.meta.resource_version = revision.get();
+        Ok(Some(object))
     }
 
     /// The object to write for `name`'s lifecycle and the revision it
@@ -699,19 +722,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(Some((object, expected)))
     }
 
-    /// Notes that `object` was written at `revision`; returns it with its
-    /// new resource version.
-    fn stored(
-        &mut self,
-        name: &str,
-        mut object: StoredObject,
-        revision: Revision,
-    ) -> Option<StoredObject> {
-        let entry = self.objects.get_mut(name)?;
-        entry.lifecycle.stored_at(revision.get());
-        object.meta.resource_version = revision.get();
-        entry.revision = Some(revision);
-        Some(object)
+    /// Notes that `name`'s lifecycle was written at `revision`.
+    fn stored(&mut self, name: &str, revision: Revision) {
+        if let Some(entry) = self.objects.get_mut(name) {
+            entry.lifecycle.stored_at(revision.get());
+            entry.revision = Some(revision);
+        }
     }
 
     /// One store batch; an empty one is not sent.
