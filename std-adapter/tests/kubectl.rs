@@ -541,8 +541,15 @@ fn r19_an_unscheduled_pod_is_removed_at_once() {
         "u.json",
         r#"{"metadata":{"name":"u"},"spec":{"terminationGracePeriodSeconds":30}}"#,
     );
-    assert!(grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]).status.success());
+    assert!(
+        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
+            .status
+            .success()
+    );
     let out = grace(dir.path(), &["delete", "u"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(get_json(dir.path(), "u").is_none(), "gone with the delete itself");
+    assert!(
+        get_json(dir.path(), "u").is_none(),
+        "gone with the delete itself"
+    );
 }
