@@ -1,14 +1,7 @@
 //! Where an [`EtcdStore`](super::EtcdStore) keeps things under its prefix,
 //! and how the stored values are encoded.
 //!
-//! | key | value |
-//! |---|---|
-//! | `<prefix>meta/revision` | the store's [`Revision`], decimal |
-//! | `<prefix>meta/compacted` | every change up to this revision has left the log, decimal |
-//! | `<prefix>objects/<name>` | `{"revision": r, "object": {..}}` (JSON) |
-//! | `<prefix>log/<revision, 20 digits>` | the change as a JSON [`Event`] |
-//! | `<prefix>nodes/<node>` | the lease id, decimal; the key is bound to that lease |
-//! | `<prefix>fencing/<node>` | the node's fencing epoch, decimal |
+//! The layout is in the docs of [`EtcdStore`](super::EtcdStore).
 //!
 //! Log keys are zero-padded so that etcd's bytewise key order is revision
 //! order, and a range read of the log returns the changes in order.

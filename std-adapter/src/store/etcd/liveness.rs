@@ -1,18 +1,5 @@
-//! Leases, node liveness keys and fencing epochs: what several agents
-//! sharing one etcd need besides the store (node lost, R80; fencing, D7).
-//!
-//! - An agent [grants](EtcdStore::grant_lease) itself a lease and
-//!   [keeps it alive](EtcdStore::keep_alive) well within its TTL (every
-//!   TTL / 3, as etcd's own clients do).
-//! - It [registers](EtcdStore::register_node) its node under that lease:
-//!   the key `<prefix>nodes/<node>` exists as long as the lease does, so
-//!   [`alive_nodes`](EtcdStore::alive_nodes) lists the nodes whose agent
-//!   has kept its lease alive. A crashed or partitioned agent's node drops
-//!   out by itself once its TTL runs out.
-//! - Each node has a fencing epoch (`<prefix>fencing/<node>`), moved only
-//!   forward by compare-and-swap. Whoever declares a node lost bumps it;
-//!   an agent that finds the epoch moved past the one it started with
-//!   knows it has been fenced off.
+//! Leases, node liveness keys and fencing epochs (see the docs of
+//! [`EtcdStore`] for how agents use them).
 
 use std::time::Duration;
 

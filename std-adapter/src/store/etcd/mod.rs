@@ -1,55 +1,7 @@
 //! The etcd backend: the [`Store`] contract on an etcd v3 server, for
 //! several machines sharing one store (what Kubernetes itself uses).
 //!
-//! # Revisions
-//!
-//! etcd's own revision cannot be the contract's [`Revision`]: it is
-//! cluster-wide (other prefixes, other programs advance it), a transaction
-//! of several writes takes one etcd revision where the contract wants one
-//! per write, and it is known only after the commit, while the contract
-//! stores it in the object's `meta.resource_version`. So the store keeps its
-//! own counter in etcd, in the key `<prefix>meta/revision`, and every
-//! [`batch`](Store::batch) (every single write is a batch of one) is:
-//!
-//! 1. one read transaction: the counter, the log's compaction mark and every
-//!    object the batch names, all at one etcd revision;
-//! 2. the checks of the contract (name free, expected revision, uid and
-//!    revision preconditions) against that snapshot, in batch order;
-//! 3. one write transaction that commits only if nothing it read has
-//!    changed: `mod_revision` equal to the one read for the counter and for
-//!    every object key it touches, `create_revision == 0` for each key that
-//!    must still be absent (a create). It writes the objects (with their
-//!    new revisions), one change-log entry per write, and the new counter.
-//!    If a comparison fails (another client wrote in between), its `else`
-//!    branch reads the same keys again and the batch is checked anew
-//!    against them: a write that has become stale fails with the same
-//!    [`StoreError::Conflict`] as on the other backends.
-//!
-//! The counter key makes every write of one prefix go through one
-//! compare-and-swap, which is what "one revision counter, every write takes
-//! the next" means; different prefixes are independent stores.
-//!
-//! # Watch
-//!
-//! The change log lives in etcd too (`<prefix>log/<revision>`), trimmed to
-//! the last `log_retention` changes in the same transactions that write.
-//! A [`Watch`] reads the log from the revision after the last one it handed
-//! out, and once it has caught up, waits on an etcd watch of the log keys
-//! from the etcd revision of that read. If the connection drops, the etcd
-//! watch is cancelled or etcd compacts its history, the next read starts
-//! again from the log, at the last revision handed out + 1: nothing is
-//! missed or repeated across a reconnect. Only the trimming of the store's
-//! own log loses changes, and that is reported as [`StoreError::Compacted`].
-//!
-//! # Blocking
-//!
-//! etcd-client is async (tonic); the `Store` contract is synchronous. Each
-//! `EtcdStore` owns a small tokio runtime (one worker thread, which drives
-//! the gRPC connection in the background) and every method blocks the
-//! calling thread on it with `block_on`, bounded by the request timeout.
-//! Any number of threads may call at once. The methods MUST NOT be called
-//! from inside an async runtime (tokio panics on a nested `block_on`); call
-//! them from `spawn_blocking` there.
+//! The design is in the docs of [`EtcdStore`].
 
 use std::future::Future;
 use std::sync::Arc;
@@ -128,9 +80,9 @@ impl Default for EtcdOptions {
 
 /// A [`Store`] on an etcd v3 server, under one key prefix.
 ///
-/// - Revisions are the store's own, kept in etcd (see the
-///   [module docs](self) for why and how); writes are compare-and-swap
-///   transactions on `mod_revision` / `create_revision`.
+/// - Revisions are the store's own, kept in etcd (see below for why and
+///   how); writes are compare-and-swap transactions on `mod_revision` /
+///   `create_revision`.
 /// - Durable as etcd is: a write returns after etcd has committed it (a
 ///   majority of the cluster has it in its fsynced write-ahead log).
 /// - Any number of processes and machines may use one prefix at once:
@@ -140,12 +92,111 @@ impl Default for EtcdOptions {
 ///   [liveness keys](EtcdStore::register_node) bound to a lease, and
 ///   per-node [fencing epochs](EtcdStore::bump_fencing_epoch).
 ///
-/// A batch is one etcd transaction: it holds `2 × writes + 2` operations
-/// (objects, log entries, counter, log trimming), and etcd refuses
+/// A batch is one etcd transaction of up to `2 × writes + 3` operations
+/// (objects, log entries, the counter, log trimming), and etcd refuses
 /// transactions of more than `--max-txn-ops` (128 by default) operations,
-/// so a batch holds at most 63 writes on a default server.
+/// so a batch holds at most 62 writes on a default server; a larger one
+/// fails whole with [`StoreError::Unavailable`] saying so.
 ///
 /// Clones share the connection and the runtime.
+///
+/// ```no_run
+/// use grace_core::{Name, Record};
+/// use grace_std::store::{EtcdOptions, EtcdStore, Store, StoredObject};
+/// use std::time::Duration;
+///
+/// let store = EtcdStore::connect_with(EtcdOptions {
+///     prefix: "/grace/".into(), // the default; one prefix = one store
+///     ..EtcdOptions::new(["http://127.0.0.1:2379"])
+/// })?;
+/// let uid = Name::try_from("uid-1").unwrap();
+/// store.create("web-0", StoredObject::new(Record::new(uid)))?;
+///
+/// // An agent's liveness: its node key lives as long as its lease.
+/// let lease = store.grant_lease(Duration::from_secs(10))?;
+/// store.register_node("node-a", lease)?;
+/// store.keep_alive(lease)?; // every TTL / 3
+/// assert!(store.alive_nodes()?.contains(&"node-a".to_owned()));
+/// # Ok::<(), grace_std::store::StoreError>(())
+/// ```
+///
+/// # Revisions
+///
+/// etcd's own revision cannot be the contract's [`Revision`]: it is
+/// cluster-wide (other prefixes, other programs advance it), a transaction
+/// of several writes takes one etcd revision where the contract wants one
+/// per write, and it is known only after the commit, while the contract
+/// stores it in the object's `meta.resource_version`. So the store keeps its
+/// own counter in etcd, in the key `<prefix>meta/revision`, and every
+/// [`batch`](Store::batch) (every single write is a batch of one) is:
+///
+/// 1. one read transaction: the counter, the log's compaction mark and every
+///    object the batch names, all at one etcd revision;
+/// 2. the checks of the contract (name free, expected revision, uid and
+///    revision preconditions) against that snapshot, in batch order;
+/// 3. one write transaction that commits only if nothing it read has
+///    changed: `mod_revision` equal to the one read for the counter and for
+///    every object key it touches, `create_revision == 0` for each key that
+///    must still be absent (a create). It writes the objects (with their
+///    new revisions), one change-log entry per write, and the new counter.
+///    If a comparison fails (another client wrote in between), its `else`
+///    branch reads the same keys again and the batch is checked anew
+///    against them: a write that has become stale fails with the same
+///    [`StoreError::Conflict`] as on the other backends.
+///
+/// The counter key makes every write of one prefix go through one
+/// compare-and-swap, which is what "one revision counter, every write takes
+/// the next" means; different prefixes are independent stores.
+///
+/// # Watch
+///
+/// The change log lives in etcd too (`<prefix>log/<revision>`), trimmed to
+/// the last `log_retention` changes in the same transactions that write.
+/// A [`Watch`] reads the log from the revision after the last one it handed
+/// out, and once it has caught up, waits on an etcd watch of the log keys
+/// from the etcd revision of that read. If the connection drops, the etcd
+/// watch is cancelled or etcd compacts its history, the next read starts
+/// again from the log, at the last revision handed out + 1: nothing is
+/// missed or repeated across a reconnect. Only the trimming of the store's
+/// own log loses changes, and that is reported as [`StoreError::Compacted`].
+///
+/// # Keys
+///
+/// | key | value |
+/// |---|---|
+/// | `<prefix>meta/revision` | the store's revision, decimal |
+/// | `<prefix>meta/compacted` | every change up to this revision has left the log |
+/// | `<prefix>objects/<name>` | `{"revision": r, "object": {..}}` (JSON) |
+/// | `<prefix>log/<revision, 20 digits>` | the change as a JSON [`Event`](super::Event) |
+/// | `<prefix>nodes/<node>` | the lease id; the key is bound to that lease |
+/// | `<prefix>fencing/<node>` | the node's fencing epoch, decimal |
+///
+/// # Leases, liveness and fencing
+///
+/// For several agents sharing one etcd (node lost, R80; fencing, D7):
+///
+/// - An agent [grants](EtcdStore::grant_lease) itself a lease and
+///   [keeps it alive](EtcdStore::keep_alive) well within its TTL (every
+///   TTL / 3, as etcd's own clients do).
+/// - It [registers](EtcdStore::register_node) its node under that lease:
+///   the node's key exists as long as the lease does, so
+///   [`alive_nodes`](EtcdStore::alive_nodes) lists the nodes whose agent
+///   keeps its lease alive. A crashed or partitioned agent's node drops
+///   out by itself once its TTL runs out.
+/// - Each node has a fencing epoch, moved only forward by
+///   [compare-and-swap](EtcdStore::bump_fencing_epoch). Whoever declares a
+///   node lost bumps it; an agent that finds the epoch moved past the one
+///   it started with knows it has been fenced off.
+///
+/// # Blocking
+///
+/// etcd-client is async (tonic); the `Store` contract is synchronous. Each
+/// `EtcdStore` owns a small tokio runtime (one worker thread, which drives
+/// the gRPC connection in the background) and every method blocks the
+/// calling thread on it with `block_on`, bounded by the request timeout.
+/// Any number of threads may call at once. The methods MUST NOT be called
+/// from inside an async runtime (tokio panics on a nested `block_on`); call
+/// them from `spawn_blocking` there.
 #[derive(Clone)]
 pub struct EtcdStore {
     inner: Arc<Inner>,
@@ -457,7 +508,7 @@ fn etcd_error(e: etcd_client::Error) -> StoreError {
     match e {
         Error::GRpcStatus(status) if status.message().contains("too many operations in txn") => {
             StoreError::Unavailable(format!(
-                "etcd: {}: a batch takes 2 operations per write + 2, and the server allows \
+                "etcd: {}: a batch takes 2 operations per write + 3, and the server allows \
                  --max-txn-ops (128 by default); write fewer at a time",
                 status.message()
             ))
