@@ -283,6 +283,52 @@ fn stores_on_different_prefixes_are_independent() {
 
 #[test]
 #[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
+fn a_listing_of_several_pages_is_one_snapshot() {
+    const OBJECTS: usize = 1_100; // three pages
+    let prefix = fresh_prefix("pages");
+    let s = client(&prefix);
+    let names: Vec<String> = (0..OBJECTS).map(|i| format!("o{i:04}")).collect();
+    for chunk in names.chunks(50) {
+        let writes = chunk
+            .iter()
+            .map(|name| Write::Create {
+                name: name.clone(),
+                object: obj("u"),
+            })
+            .collect();
+        s.batch(writes).expect(NEEDS_ETCD);
+    }
+    // Another client keeps writing while the listing is read page by page.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (w, stop) = (client(&prefix), Arc::clone(&stop));
+        thread::spawn(move || {
+            let mut writes = 0;
+            while !stop.load(Ordering::SeqCst) {
+                let name = format!("o{:04}", writes % OBJECTS);
+                let (o, rev) = w.get(&name).unwrap().unwrap();
+                w.update(&name, o, rev).unwrap();
+                writes += 1;
+            }
+            writes
+        })
+    };
+    thread::sleep(Duration::from_millis(50));
+    let listing = s.list().unwrap();
+    stop.store(true, Ordering::SeqCst);
+    let writes = writer.join().unwrap();
+    let listed: Vec<&str> = listing.objects.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(listed, names, "every object once, in name order");
+    let newest = listing.objects.iter().map(|(_, _, r)| *r).max().unwrap();
+    assert_eq!(
+        newest, listing.revision,
+        "nothing newer than the snapshot ({writes} writes ran)"
+    );
+    assert!(s.revision().unwrap() > listing.revision || writes == 0);
+}
+
+#[test]
+#[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
 fn a_batch_too_big_for_one_etcd_transaction_writes_nothing() {
     let s = client(&fresh_prefix("big-batch"));
     let writes: Vec<Write> = (0..100)
