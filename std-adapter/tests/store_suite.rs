@@ -1,6 +1,8 @@
 //! The `Store` contract, checked against every backend: one suite of
-//! generic tests instantiated for `MemoryStore` and for `RedbStore` on a
-//! temporary directory, then the tests only a durable store can pass
+//! generic tests instantiated for `MemoryStore`, for `RedbStore` on a
+//! temporary directory and (with the `etcd` feature, ignored unless asked
+//! for) for `EtcdStore` on a fresh prefix of the server named by
+//! `GRACE_ETCD_ENDPOINTS`; then the tests only a durable store can pass
 //! (restart, crash, lock, corruption).
 
 use std::collections::BTreeSet;
@@ -529,8 +531,9 @@ fn a_store_is_send_sync_and_object_safe<S: Store + 'static>(s: S) {
 /// Instantiates the suite for one backend: `$open` is an expression of
 /// type `fn(u64) -> (Guard, Store)` that opens an empty store keeping
 /// `retention` changes; the guard lives as long as the store is used.
+/// Attributes before the module name go on every test.
 macro_rules! store_suite {
-    ($module:ident, $open:expr) => {
+    ($(#[$attr:meta])* $module:ident, $open:expr) => {
         mod $module {
             use super::*;
 
@@ -541,6 +544,7 @@ macro_rules! store_suite {
             macro_rules! case {
                 ($name:ident) => {
                     #[test]
+$(#[$attr])*
                     fn $name() {
                         let (_guard, s) = store();
                         super::$name(&s);
@@ -550,6 +554,7 @@ macro_rules! store_suite {
             macro_rules! shared_case {
                 ($name:ident) => {
                     #[test]
+$(#[$attr])*
                     fn $name() {
                         let (_guard, s) = store();
                         super::$name(Arc::new(s));
@@ -575,6 +580,7 @@ macro_rules! store_suite {
             shared_case!(a_blocked_watch_wakes_on_a_write_from_another_thread);
 
             #[test]
+$(#[$attr])*
             fn old_revisions_are_compacted() {
                 let guards = std::cell::RefCell::new(Vec::new());
                 super::old_revisions_are_compacted(&|retention| {
@@ -587,6 +593,7 @@ macro_rules! store_suite {
             }
 
             #[test]
+$(#[$attr])*
             fn a_store_is_send_sync_and_object_safe() {
                 let (_guard, s) = store();
                 super::a_store_is_send_sync_and_object_safe(s);
@@ -610,6 +617,47 @@ store_suite!(redb, |retention| {
         .expect("opens");
     (dir, s)
 });
+
+/// The etcd server the etcd tests use: `GRACE_ETCD_ENDPOINTS`, comma
+/// separated.
+#[cfg(feature = "etcd")]
+fn etcd_endpoints() -> Vec<String> {
+    let endpoints = std::env::var("GRACE_ETCD_ENDPOINTS").expect(
+        "the etcd tests need an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790",
+    );
+    endpoints.split(',').map(|e| e.trim().to_owned()).collect()
+}
+
+/// A prefix no other test (of this run or an earlier one) uses: each test
+/// gets an empty store of its own on the shared server.
+#[cfg(feature = "etcd")]
+fn fresh_prefix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "/grace-test/suite-{}-{nanos}-{}/",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(feature = "etcd")]
+store_suite!(
+    #[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
+    etcd,
+    |retention| {
+        let options = grace_std::store::EtcdOptions {
+            prefix: fresh_prefix(),
+            log_retention: retention,
+            ..grace_std::store::EtcdOptions::new(etcd_endpoints())
+        };
+        let s = grace_std::store::EtcdStore::connect_with(options).expect("etcd is reachable");
+        ((), s)
+    }
+);
 
 // ---------------------------------------------------------------------
 // What only the durable store promises.

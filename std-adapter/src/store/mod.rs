@@ -13,6 +13,9 @@
 //!   transaction committed with `Durability::Immediate`: once it returns,
 //!   the change survives a crash or a power cut. The change log is stored
 //!   too, so a watch can resume from a revision seen before a restart.
+//! - `EtcdStore` (cargo feature `etcd`): the contract on an etcd v3
+//!   server, for several machines sharing one store, with leases, node
+//!   liveness keys and fencing epochs besides.
 //!
 //! ```
 //! use grace_core::{Name, Record};
@@ -46,12 +49,16 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod memory;
 mod object;
 mod redb;
 mod watch;
 
 pub use self::error::{BatchError, StoreError};
+#[cfg(feature = "etcd")]
+pub use self::etcd::{DEFAULT_ETCD_PREFIX, EpochBump, EtcdOptions, EtcdStore, Lease};
 pub use self::memory::MemoryStore;
 pub use self::object::{FINALIZERS, StoredContainer, StoredObject};
 pub use self::redb::{RedbOptions, RedbStore};

@@ -1,0 +1,240 @@
+//! A batch of writes as one etcd transaction: read a snapshot, check every
+//! write against it, commit only if nothing read has changed, else check
+//! again against what the failed commit read back.
+
+use std::collections::HashMap;
+
+use etcd_client::{DeleteOptions, KeyValue, Txn, TxnOp};
+
+use super::keys::{self, decode_counter};
+use super::{Inner, gets, unchanged};
+use crate::store::{
+    BatchError, Event, EventKind, Revision, StoreError, StoredObject, Write, check,
+};
+
+/// A batch whose commit keeps failing because other clients keep writing
+/// first gives up after this many snapshots. Every round, one of the
+/// competing writers succeeds, so this is reached only under a flood.
+const MAX_ATTEMPTS: usize = 1000;
+
+/// Applies `writes` (not empty) as one transaction.
+pub(super) fn write(inner: &Inner, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    let mut names: Vec<&str> = Vec::new();
+    for write in &writes {
+        if !names.contains(&write.name()) {
+            names.push(write.name());
+        }
+    }
+    let reads = read_ops(inner, &names);
+    let response = inner
+        .txn("batch: read", Txn::new().and_then(reads.clone()))
+        .map_err(BatchError::backend)?;
+    let mut snapshot = Snapshot::parse(&names, &response).map_err(BatchError::backend)?;
+    for _ in 0..MAX_ATTEMPTS {
+        let plan = plan(inner, &writes, &snapshot)?;
+        let txn = Txn::new()
+            .when(plan.compares)
+            .and_then(plan.ops)
+            .or_else(reads.clone());
+        let response = inner.txn("batch", txn).map_err(|e| {
+            BatchError::backend(match e {
+                StoreError::Unavailable(msg) => StoreError::Unavailable(format!(
+                    "{msg} (the batch may or may not have been applied)"
+                )),
+                other => other,
+            })
+        })?;
+        if response.succeeded() {
+            return Ok(plan.revisions);
+        }
+        // Someone wrote in between: check again against what is there now.
+        snapshot = Snapshot::parse(&names, &response).map_err(BatchError::backend)?;
+    }
+    Err(BatchError::backend(StoreError::Unavailable(format!(
+        "batch: other writers committed first {MAX_ATTEMPTS} times in a row"
+    ))))
+}
+
+/// The reads a batch's checks need: the counter, the compaction mark and
+/// each named object, in this order.
+fn read_ops(inner: &Inner, names: &[&str]) -> Vec<TxnOp> {
+    let mut ops = vec![
+        TxnOp::get(inner.keys.revision(), None),
+        TxnOp::get(inner.keys.compacted(), None),
+    ];
+    ops.extend(
+        names
+            .iter()
+            .map(|name| TxnOp::get(inner.keys.object(name), None)),
+    );
+    ops
+}
+
+/// What the reads found, at one etcd revision.
+struct Snapshot {
+    counter: Option<KeyValue>,
+    compacted: Option<KeyValue>,
+    objects: HashMap<String, Option<KeyValue>>,
+}
+
+impl Snapshot {
+    fn parse(names: &[&str], response: &etcd_client::TxnResponse) -> Result<Self, StoreError> {
+        let mut found = gets(response).into_iter().map(|g| g.kvs.into_iter().next());
+        let mut next = || {
+            found.next().ok_or_else(|| {
+                StoreError::Unavailable("etcd answered fewer reads than were asked".into())
+            })
+        };
+        let counter = next()?;
+        let compacted = next()?;
+        let mut objects = HashMap::new();
+        for name in names {
+            objects.insert((*name).to_owned(), next()?);
+        }
+        Ok(Snapshot {
+            counter,
+            compacted,
+            objects,
+        })
+    }
+}
+
+/// A batch turned into one transaction.
+struct Plan {
+    compares: Vec<etcd_client::Compare>,
+    ops: Vec<TxnOp>,
+    revisions: Vec<Revision>,
+}
+
+/// What a name holds as the batch goes.
+enum Current<'a> {
+    /// As read (decoded only as far as a write needs).
+    Stored(&'a KeyValue),
+    /// As an earlier write of the batch left it.
+    Written(Revision, Box<StoredObject>),
+}
+
+/// Checks every write against `snapshot` as the earlier writes of the
+/// batch leave it, and builds the transaction that applies them all.
+fn plan(inner: &Inner, writes: &[Write], snapshot: &Snapshot) -> Result<Plan, BatchError> {
+    let keys = &inner.keys;
+    let counter_key = keys.revision();
+    let counter = decode_counter(&counter_key, snapshot.counter.as_ref().map(KeyValue::value))
+        .map_err(BatchError::backend)?;
+    let compacted = decode_counter(
+        &keys.compacted(),
+        snapshot.compacted.as_ref().map(KeyValue::value),
+    )
+    .map_err(BatchError::backend)?;
+
+    let mut staged: HashMap<&str, Option<Current<'_>>> = snapshot
+        .objects
+        .iter()
+        .map(|(name, kv)| (name.as_str(), kv.as_ref().map(Current::Stored)))
+        .collect();
+    let mut next = counter;
+    let mut events = Vec::with_capacity(writes.len());
+    for (index, write) in writes.iter().enumerate() {
+        let at = |error| BatchError {
+            index: Some(index),
+            error,
+        };
+        let name = write.name();
+        // The uid and revision the check needs, and for a delete the
+        // object its event carries.
+        let (found, previous) = match staged.get(name).and_then(Option::as_ref) {
+            None => (None, None),
+            Some(Current::Written(rev, object)) => (
+                Some((object.uid().to_owned(), *rev)),
+                Some(StoredObject::clone(object)),
+            ),
+            Some(Current::Stored(kv)) => match write {
+                Write::Delete { .. } => {
+                    let (object, rev) = keys::decode_object(name, kv.value()).map_err(at)?;
+                    (Some((object.uid().to_owned(), rev)), Some(object))
+                }
+                // An update may overwrite an object that no longer decodes.
+                Write::Create { .. } | Write::Update { .. } => {
+                    let rev = keys::decode_revision(name, kv.value()).map_err(at)?;
+                    (Some((String::new(), rev)), None)
+                }
+            },
+        };
+        check(write, found.as_ref().map(|(uid, rev)| (uid.as_str(), *rev))).map_err(at)?;
+        next = next
+            .checked_add(1)
+            .ok_or_else(|| at(StoreError::Unavailable("revision counter exhausted".into())))?;
+        let revision = Revision(next);
+        let (kind, object) = match (write, previous) {
+            (Write::Create { object, .. }, _) => (EventKind::Created, object.clone()),
+            (Write::Update { object, .. }, _) => (EventKind::Updated, object.clone()),
+            (Write::Delete { .. }, Some(previous)) => (EventKind::Deleted, previous),
+            // `check` refused a delete of a missing name.
+            (Write::Delete { .. }, None) => {
+                return Err(at(StoreError::NotFound {
+                    name: name.to_owned(),
+                }));
+            }
+        };
+        let object = match kind {
+            EventKind::Created | EventKind::Updated => {
+                let mut object = object;
+                object.meta.resource_version = next;
+                staged.insert(
+                    name,
+                    Some(Current::Written(revision, Box::new(object.clone()))),
+                );
+                object
+            }
+            EventKind::Deleted => {
+                staged.insert(name, None);
+                object
+            }
+        };
+        events.push(Event {
+            kind,
+            name: name.to_owned(),
+            revision,
+            object,
+        });
+    }
+
+    let mut compares = vec![unchanged(&counter_key, snapshot.counter.as_ref())];
+    let mut ops = Vec::with_capacity(2 * writes.len() + 3);
+    for (name, state) in &staged {
+        let key = keys.object(name);
+        let before = snapshot.objects.get(*name).and_then(Option::as_ref);
+        match state {
+            Some(Current::Written(revision, object)) => {
+                let value = keys::encode_object(*revision, object).map_err(BatchError::backend)?;
+                ops.push(TxnOp::put(key.as_str(), value, None));
+            }
+            None if before.is_some() => ops.push(TxnOp::delete(key.as_str(), None)),
+            // Created and deleted within the batch, or never written.
+            None | Some(Current::Stored(_)) => {}
+        }
+        compares.push(unchanged(&key, before));
+    }
+    // Keep the last `retention` changes: drop older log entries, and do
+    // not write those of this batch that would be dropped at once (a
+    // transaction may not write a key twice).
+    let cutoff = next.saturating_sub(inner.retention);
+    for event in events.iter().filter(|e| e.revision.get() > cutoff) {
+        let value = keys::encode_event(event).map_err(BatchError::backend)?;
+        ops.push(TxnOp::put(keys.log(event.revision.get()), value, None));
+    }
+    ops.push(TxnOp::put(counter_key, next.to_string(), None));
+    if cutoff > compacted {
+        let last_stored = cutoff.min(counter);
+        if last_stored > compacted {
+            let range = DeleteOptions::new().with_range(keys.log(last_stored + 1));
+            ops.push(TxnOp::delete(keys.log(compacted + 1), Some(range)));
+        }
+        ops.push(TxnOp::put(keys.compacted(), cutoff.to_string(), None));
+    }
+    Ok(Plan {
+        compares,
+        ops,
+        revisions: events.iter().map(|e| e.revision).collect(),
+    })
+}
