@@ -8,6 +8,15 @@
 //! out again (at least once: every [`Actuator`] action must be idempotent).
 //! Deadlines live in one ordered queue, not a timer per object.
 //!
+//! A failed write may have been applied all the same (a lost
+//! acknowledgement: a timeout after the commit, an I/O error reported after
+//! the data went out), so the runtime never assumes it was not: it reads the
+//! object back and takes the store's state as its own, as a restart would,
+//! carrying out again whatever that state still owes. An input answered
+//! with [`RuntimeError::Store`] may therefore have taken effect. While the
+//! store cannot answer, the object is read back before its next input, and
+//! [`Runtime::poll_timeout`] asks for a retry every [`RETRY`].
+//!
 //! Recovery (D6): with [`Recovery::HonourOriginalDeadline`] (the default) a
 //! restarted runtime keeps every persisted deadline, so a restart never
 //! extends one, a SIGKILL is never early, and a stop signal is never
@@ -20,8 +29,8 @@ use std::fmt;
 use std::sync::mpsc;
 
 use grace_core::{
-    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled,
-    Instant, Lifecycle, Now, Phase, UpdateError, UpdateOutcome,
+    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
+    Handled, Instant, Lifecycle, Now, Phase, UpdateError, UpdateOutcome,
 };
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +39,10 @@ use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, Store
 
 /// The most containers an object may have.
 pub const CONTAINERS: usize = 8;
+
+/// How long the runtime waits before reading an object back again when the
+/// store could not answer.
+pub const RETRY: Duration = Duration::from_millis(1_000);
 
 /// One object's lifecycle as the runtime keeps it.
 pub type ObjectLifecycle = Lifecycle<FINALIZERS, CONTAINERS>;
@@ -92,7 +105,8 @@ pub enum Change {
     Action(Action),
     /// An action failed; the message is the actuator's or the store's.
     ActionFailed(Action, String),
-    /// The object was loaded from the store at start.
+    /// The object was loaded from the store: at start, or after a write
+    /// whose outcome was unknown.
     Recovered {
         /// Whether its kill was restarted in full (`ResetFullGrace`) or the
         /// workload was found gone (another boot).
@@ -163,6 +177,11 @@ pub struct Runtime<S, C, A> {
     epoch: String,
     objects: BTreeMap<String, Entry>,
     deadlines: BTreeSet<(Instant, String)>,
+    /// Names whose stored state is unknown (a write failed and the store
+    /// could not be read since): read back before their next use.
+    unsure: BTreeSet<String>,
+    /// When to try reading the `unsure` names back again.
+    retry_at: Option<Instant>,
     subscribers: Vec<mpsc::Sender<Transition>>,
 }
 
@@ -179,12 +198,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             epoch,
             objects: BTreeMap::new(),
             deadlines: BTreeSet::new(),
+            unsure: BTreeSet::new(),
+            retry_at: None,
             subscribers: Vec::new(),
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
         for (name, object, revision) in listing.objects {
-            let (lifecycle, reset) = runtime.restore(&object, revision, now)?;
+            let (lifecycle, reset) = runtime.restore(&object, revision, now, runtime.recovery)?;
             runtime.objects.insert(
                 name.clone(),
                 Entry {
@@ -235,6 +256,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// Stores and tracks a new object.
     pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
         if self.objects.contains_key(name) {
             return Err(RuntimeError::AlreadyExists(name.to_owned()));
         }
@@ -247,7 +271,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(RuntimeError::AlreadyExists(name.to_owned()));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // Stored or not: take whatever the store holds.
+                let _ = self.resync(name);
+                return Err(e.into());
+            }
         };
         let mut lifecycle = lifecycle;
         lifecycle.stored_at(revision.get());
@@ -325,24 +353,46 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         })
     }
 
-    /// The earliest deadline of all objects.
+    /// The earliest deadline of all objects, or the next attempt to read
+    /// back objects the store could not answer for.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(t, _)| *t)
+        let next = self.deadlines.first().map(|(t, _)| *t);
+        match (next, self.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Handles every object whose deadline has passed, earliest first.
+    /// Handles every object whose deadline has passed, earliest first, and
+    /// reads back the objects whose stored state is unknown when their
+    /// retry is due. One object's store error does not hold up the others:
+    /// the first error is returned once all were handled.
     pub fn handle_timeouts(&mut self) -> Result<(), RuntimeError> {
         let now = self.clock.now();
+        let mut failed = None;
+        if self.retry_at.is_some_and(|t| t <= now.mono) {
+            self.retry_at = None;
+            let names: Vec<String> = self.unsure.iter().cloned().collect();
+            for name in names {
+                if let Err(e) = self.resync(&name) {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
         while let Some((due, name)) = self.deadlines.first().cloned() {
             if due > now.mono {
                 break;
             }
-            self.input(&name, |l, now| {
+            let handled = self.input(&name, |l, now| {
                 l.handle_timeout(now);
                 Ok(())
-            })?;
-            // A lifecycle always moves a handled deadline past now; if one
-            // did not, stop rather than spin.
+            });
+            if let Err(e) = handled {
+                failed.get_or_insert(e);
+            }
+            // A lifecycle always moves a handled deadline past now, and an
+            // object that failed is retried later; if neither happened,
+            // stop rather than spin.
             if self
                 .deadlines
                 .first()
@@ -351,7 +401,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 break;
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Runs one input on one object, then makes it durable and acts on it.
@@ -360,6 +410,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
         let now = self.clock.now();
         let entry = self
             .objects
@@ -373,13 +426,61 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         }
         let from = before.phase();
         if let Err(e) = self.commit(name, now, Some(from)) {
-            // Not durable: the input did not happen.
-            if let Some(entry) = self.objects.get_mut(name) {
+            // The input may be durable, its actions partly done: take the
+            // store's state. Until it can be read, show the last state known
+            // to be stored.
+            if self.resync(name).is_err()
+                && let Some(entry) = self.objects.get_mut(name)
+            {
                 entry.lifecycle = before;
             }
             return Err(e);
         }
         result
+    }
+
+    /// Reads `name` back from the store after a write whose outcome is
+    /// unknown, and takes what is stored as the object's state (as a
+    /// restart does, but keeping every deadline), then carries out what
+    /// that state owes. If this fails too, the name is read back before its
+    /// next use, or by `handle_timeouts` after [`RETRY`].
+    fn resync(&mut self, name: &str) -> Result<(), RuntimeError> {
+        let result = self.read_back(name);
+        if result.is_err() {
+            self.unsure.insert(name.to_owned());
+            self.unschedule(name);
+            let retry = self.clock.now().mono.saturating_add(RETRY);
+            self.retry_at = Some(self.retry_at.map_or(retry, |t| t.min(retry)));
+        }
+        result
+    }
+
+    fn read_back(&mut self, name: &str) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let stored = self.store.get(name)?;
+        self.unsure.remove(name);
+        let Some((object, revision)) = stored else {
+            // Not stored: the create was not applied, or the removal was.
+            if let Some(entry) = self.objects.get_mut(name) {
+                entry.revision = None;
+            }
+            self.reschedule(name);
+            return Ok(());
+        };
+        let (lifecycle, _) =
+            self.restore(&object, revision, now, Recovery::HonourOriginalDeadline)?;
+        self.unschedule(name);
+        self.objects.insert(
+            name.to_owned(),
+            Entry {
+                lifecycle,
+                object,
+                revision: Some(revision),
+                deadline: None,
+            },
+        );
+        self.emit(now, name, Change::Recovered { reset: false });
+        self.commit(name, now, None)
     }
 
     /// Write-ahead: persist, act, persist again.
@@ -398,15 +499,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         uid: Some(entry.object.uid().to_owned()),
                         revision: None,
                     };
-                    let result = match self.store.delete(name, preconditions) {
-                        // Done before a crash, or by someone else: the same end.
-                        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
-                        Err(e) => Err(e.to_string()),
-                    };
-                    if result.is_ok() {
-                        entry.revision = None;
+                    match self.store.delete(name, preconditions) {
+                        // Done before a crash, or by someone else (the name
+                        // may even hold another object now): the same end.
+                        Ok(_)
+                        | Err(StoreError::NotFound { .. } | StoreError::UidMismatch { .. }) => {
+                            entry.revision = None;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            // Not recorded as done: the stored state still
+                            // owes the removal (and what came before it).
+                            self.emit(now, name, Change::ActionFailed(action, e.to_string()));
+                            return Err(e.into());
+                        }
                     }
-                    result
                 }
                 _ => self.actuator.perform(name, &entry.object, &action),
             };
@@ -451,14 +558,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(())
     }
 
+    /// Takes the object's deadline out of the queue.
+    fn unschedule(&mut self, name: &str) {
+        if let Some(old) = self.objects.get_mut(name).and_then(|e| e.deadline.take()) {
+            self.deadlines.remove(&(old, name.to_owned()));
+        }
+    }
+
     /// Brings the deadline queue up to date; forgets a finished object.
     fn reschedule(&mut self, name: &str) {
+        self.unschedule(name);
         let Some(entry) = self.objects.get_mut(name) else {
             return;
         };
-        if let Some(old) = entry.deadline.take() {
-            self.deadlines.remove(&(old, name.to_owned()));
-        }
         let next = entry.lifecycle.poll_timeout();
         let finished = entry.revision.is_none()
             && next.is_none()
@@ -483,6 +595,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         object: &StoredObject,
         revision: Revision,
         now: Now,
+        recovery: Recovery,
     ) -> Result<(ObjectLifecycle, bool), RuntimeError> {
         let saved = object
             .agent
@@ -503,7 +616,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             return Ok((lifecycle, true));
         }
-        if self.recovery == Recovery::ResetFullGrace
+        if recovery == Recovery::ResetFullGrace
             && lifecycle.agent().killing
             && lifecycle.is_stored()
         {
@@ -512,9 +625,15 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .iter()
                 .map(|c| c.stage() == grace_core::Stage::Stopped)
                 .collect();
+            let agent = lifecycle.agent();
             let mut again = fresh(object, &stopped)?;
             again.stored_at(revision.get());
             let _ = again.handle_agent_sync(now);
+            if agent.evicted {
+                // An eviction's kill starts again too, with the budget it
+                // had (the record alone does not say it was ordered).
+                let _ = again.handle_evict(now, agent.remembered_grace);
+            }
             return Ok((again, true));
         }
         Ok((lifecycle, false))
