@@ -8,6 +8,15 @@
 //! out again (at least once: every [`Actuator`] action must be idempotent).
 //! Deadlines live in one ordered queue, not a timer per object.
 //!
+//! A failed write may have been applied all the same (a lost
+//! acknowledgement: a timeout after the commit, an I/O error reported after
+//! the data went out), so the runtime never assumes it was not: it reads the
+//! object back and takes the store's state as its own, as a restart would,
+//! carrying out again whatever that state still owes. An input answered
+//! with [`RuntimeError::Store`] may therefore have taken effect. While the
+//! store cannot answer, the object is read back before its next input, and
+//! [`Runtime::poll_timeout`] asks for a retry every [`RETRY`].
+//!
 //! Recovery (D6): with [`Recovery::HonourOriginalDeadline`] (the default) a
 //! restarted runtime keeps every persisted deadline, so a restart never
 //! extends one, a SIGKILL is never early, and a stop signal is never
@@ -20,8 +29,8 @@ use std::fmt;
 use std::sync::mpsc;
 
 use grace_core::{
-    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled,
-    Instant, Lifecycle, Now, Phase, Strategy, UpdateError, UpdateOutcome,
+    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
+    Handled, Instant, Lifecycle, Now, Phase, Strategy, UpdateError, UpdateOutcome,
 };
 use serde::{Deserialize, Serialize};
 
@@ -33,6 +42,10 @@ use crate::store::{
 
 /// The most containers an object may have.
 pub const CONTAINERS: usize = 8;
+
+/// How long the runtime waits before reading an object back again when the
+/// store could not answer.
+pub const RETRY: Duration = Duration::from_millis(1_000);
 
 /// One object's lifecycle as the runtime keeps it.
 pub type ObjectLifecycle = Lifecycle<FINALIZERS, CONTAINERS>;
@@ -95,7 +108,8 @@ pub enum Change {
     Action(Action),
     /// An action failed; the message is the actuator's or the store's.
     ActionFailed(Action, String),
-    /// The object was loaded from the store at start.
+    /// The object was loaded from the store: at start, or after a write
+    /// whose outcome was unknown.
     Recovered {
         /// Whether its kill was restarted in full (`ResetFullGrace`) or the
         /// workload was found gone (another boot).
@@ -251,6 +265,11 @@ pub struct Runtime<S, C, A> {
     /// memory than they use.
     objects: BTreeMap<String, Box<Entry>>,
     deadlines: BTreeSet<(Instant, String)>,
+    /// Names whose stored state is unknown (a write failed and the store
+    /// could not be read since): read back before their next use.
+    unsure: BTreeSet<String>,
+    /// When to try reading the `unsure` names back again.
+    retry_at: Option<Instant>,
     subscribers: Vec<mpsc::Sender<Transition>>,
 }
 
@@ -267,13 +286,15 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             epoch,
             objects: BTreeMap::new(),
             deadlines: BTreeSet::new(),
+            unsure: BTreeSet::new(),
+            retry_at: None,
             subscribers: Vec::new(),
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
         let mut round = Vec::new();
         for (name, object, revision) in listing.objects {
-            let (lifecycle, reset) = runtime.restore(&object, revision, now)?;
+            let (lifecycle, reset) = runtime.restore(&object, revision, now, runtime.recovery)?;
             runtime.objects.insert(
                 name.clone(),
                 Box::new(Entry {
@@ -336,6 +357,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// Stores and tracks a new object.
     pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
         if self.objects.contains_key(name) {
             return Err(RuntimeError::AlreadyExists(name.to_owned()));
         }
@@ -348,7 +372,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             Err(StoreError::AlreadyExists { .. }) => {
                 return Err(RuntimeError::AlreadyExists(name.to_owned()));
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                // Stored or not: take whatever the store holds.
+                let _ = self.resync(name);
+                return Err(e.into());
+            }
         };
         let mut lifecycle = lifecycle;
         lifecycle.stored_at(revision.get());
@@ -425,9 +453,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         })
     }
 
-    /// The earliest deadline of all objects.
+    /// The earliest deadline of all objects, or the next attempt to read
+    /// back objects the store could not answer for.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.first().map(|(t, _)| *t)
+        let next = self.deadlines.first().map(|(t, _)| *t);
+        match (next, self.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Handles every object whose deadline has passed, earliest first.
@@ -439,14 +472,28 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// actions are written with a second batch. If the first batch is
     /// refused because of one object (a conflict, say), the round is undone
     /// and handled one object at a time, so that object holds back no other.
+    ///
+    /// Objects whose stored state is unknown are read back first when their
+    /// retry ([`RETRY`]) is due. A failed round stops this call (its objects
+    /// stay due, or are read back later) and its first error is returned.
     pub fn handle_timeouts(&mut self) -> Result<(), RuntimeError> {
         let now = self.clock.now();
+        let mut failed = None;
+        if self.retry_at.is_some_and(|t| t <= now.mono) {
+            self.retry_at = None;
+            let names: Vec<String> = self.unsure.iter().cloned().collect();
+            for name in names {
+                if let Err(e) = self.resync(&name) {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
         loop {
             let Some(first) = self.deadlines.first().cloned() else {
-                return Ok(());
+                return failed.map_or(Ok(()), Err);
             };
             if first.0 > now.mono {
-                return Ok(());
+                return failed.map_or(Ok(()), Err);
             }
             let due: Vec<String> = self
                 .deadlines
@@ -455,11 +502,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .take(ROUND)
                 .map(|(_, name)| name.clone())
                 .collect();
-            self.timeout_round(now, due)?;
+            if let Err(e) = self.timeout_round(now, due) {
+                return Err(failed.unwrap_or(e));
+            }
             // A lifecycle always moves a handled deadline past now; if one
             // did not, stop rather than spin.
             if self.deadlines.first() == Some(&first) {
-                return Ok(());
+                return failed.map_or(Ok(()), Err);
             }
         }
     }
@@ -484,12 +533,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         match self.write_ahead(&round, true) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
-                // Not durable: none of the round's inputs happened.
+                // Refused, or applied with its answer lost: take the
+                // store's state (the last one known while it cannot be read).
                 let one_object = failure.index.is_some();
                 for (name, before) in befores {
                     if let Some(entry) = self.objects.get_mut(&name) {
                         entry.lifecycle = before;
                     }
+                    let _ = self.resync(&name);
                 }
                 if !one_object || round.len() < 2 {
                     return Err(failure.error);
@@ -515,6 +566,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
         let now = self.clock.now();
         let entry = self
             .objects
@@ -528,8 +582,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         }
         let from = before.phase();
         if let Err(e) = self.commit(name, now, Some(from)) {
-            // Not durable: the input did not happen.
-            if let Some(entry) = self.objects.get_mut(name) {
+            // The input may be durable, its actions partly done: take the
+            // store's state. Until it can be read, show the last state known
+            // to be stored.
+            if self.resync(name).is_err()
+                && let Some(entry) = self.objects.get_mut(name)
+            {
                 entry.lifecycle = before;
             }
             return Err(e);
@@ -537,11 +595,55 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         result
     }
 
+    /// Reads `name` back from the store after a write whose outcome is
+    /// unknown, and takes what is stored as the object's state (as a
+    /// restart does, but keeping every deadline), then carries out what
+    /// that state owes. If this fails too, the name is read back before its
+    /// next use, or by `handle_timeouts` after [`RETRY`].
+    fn resync(&mut self, name: &str) -> Result<(), RuntimeError> {
+        let result = self.read_back(name);
+        if result.is_err() {
+            self.unsure.insert(name.to_owned());
+            self.unschedule(name);
+            let retry = self.clock.now().mono.saturating_add(RETRY);
+            self.retry_at = Some(self.retry_at.map_or(retry, |t| t.min(retry)));
+        }
+        result
+    }
+
+    fn read_back(&mut self, name: &str) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let stored = self.store.get(name)?;
+        self.unsure.remove(name);
+        let Some((object, revision)) = stored else {
+            // Not stored: the create was not applied, or the removal was.
+            if let Some(entry) = self.objects.get_mut(name) {
+                entry.revision = None;
+            }
+            self.reschedule(name);
+            return Ok(());
+        };
+        let (lifecycle, _) =
+            self.restore(&object, revision, now, Recovery::HonourOriginalDeadline)?;
+        self.unschedule(name);
+        self.objects.insert(
+            name.to_owned(),
+            Box::new(Entry {
+                lifecycle,
+                spec: Spec::of(object),
+                revision: Some(revision),
+                deadline: None,
+            }),
+        );
+        self.emit(now, name, Change::Recovered { reset: false });
+        self.commit(name, now, None)
+    }
+
     /// Write-ahead for one object: persist, act, persist again.
     fn commit(&mut self, name: &str, now: Now, from: Option<Phase>) -> Result<(), RuntimeError> {
         let written = self.persist(name)?;
         let to = self.objects.get(name).map(|e| e.lifecycle.phase());
-        if self.act(name, now, written.as_ref()) {
+        if self.act(name, now, written.as_ref())? {
             self.persist(name)?;
         }
         // Reported after the actions it follows from (the removal, say).
@@ -628,15 +730,22 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         written: Vec<Option<StoredObject>>,
     ) -> Result<(), RuntimeError> {
         let mut acted = Vec::new();
+        let mut refused = None;
         for ((name, _), written) in round.iter().zip(written) {
-            if self.act(name, now, written.as_ref()) {
-                acted.push((name.clone(), None));
+            match self.act(name, now, written.as_ref()) {
+                Ok(true) => acted.push((name.clone(), None)),
+                Ok(false) => {}
+                // Its stored state still owes what failed: not written.
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
             }
         }
         let after = self
             .write_ahead(&acted, false)
             .map(drop)
-            .map_err(|f| f.error);
+            .map_err(|f| f.error)
+            .and(refused.map_or(Ok(()), Err));
         for (name, from) in round {
             let to = self.objects.get(&name).map(|e| e.lifecycle.phase());
             if let (Some(from), Some(to)) = (from, to)
@@ -651,8 +760,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// Carries out every action the object owes; `written` is the object
     /// as just persisted (with its agent record) for the actuator. Returns
-    /// whether anything was done.
-    fn act(&mut self, name: &str, now: Now, written: Option<&StoredObject>) -> bool {
+    /// whether anything was done. A removal the store refuses is an error,
+    /// returned before anything records it as done.
+    fn act(
+        &mut self,
+        name: &str,
+        now: Now,
+        written: Option<&StoredObject>,
+    ) -> Result<bool, RuntimeError> {
         let mut acted = false;
         while let Some(entry) = self.objects.get_mut(name) {
             let Some(action) = entry.lifecycle.poll_action() else {
@@ -665,15 +780,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         uid: Some(entry.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
-                    let result = match self.store.delete(name, preconditions) {
-                        // Done before a crash, or by someone else: the same end.
-                        Ok(_) | Err(StoreError::NotFound { .. }) => Ok(()),
-                        Err(e) => Err(e.to_string()),
-                    };
-                    if result.is_ok() {
-                        entry.revision = None;
+                    match self.store.delete(name, preconditions) {
+                        // Done before a crash, or by someone else (the name
+                        // may even hold another object now): the same end.
+                        Ok(_)
+                        | Err(StoreError::NotFound { .. } | StoreError::UidMismatch { .. }) => {
+                            entry.revision = None;
+                            Ok(())
+                        }
+                        Err(e) => {
+                            // Not recorded as done: the stored state still
+                            // owes the removal (and what came before it).
+                            self.emit(now, name, Change::ActionFailed(action, e.to_string()));
+                            return Err(e.into());
+                        }
                     }
-                    result
                 }
                 _ => {
                     let built;
@@ -692,7 +813,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 Err(e) => self.emit(now, name, Change::ActionFailed(action, e)),
             }
         }
-        acted
+        Ok(acted)
     }
 
     /// Writes the object's lifecycle (if its record is still stored);
@@ -738,14 +859,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.store.batch(writes)
     }
 
+    /// Takes the object's deadline out of the queue.
+    fn unschedule(&mut self, name: &str) {
+        if let Some(old) = self.objects.get_mut(name).and_then(|e| e.deadline.take()) {
+            self.deadlines.remove(&(old, name.to_owned()));
+        }
+    }
+
     /// Brings the deadline queue up to date; forgets a finished object.
     fn reschedule(&mut self, name: &str) {
+        self.unschedule(name);
         let Some(entry) = self.objects.get_mut(name) else {
             return;
         };
-        if let Some(old) = entry.deadline.take() {
-            self.deadlines.remove(&(old, name.to_owned()));
-        }
         let next = entry.lifecycle.poll_timeout();
         let finished = entry.revision.is_none()
             && next.is_none()
@@ -770,6 +896,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         object: &StoredObject,
         revision: Revision,
         now: Now,
+        recovery: Recovery,
     ) -> Result<(ObjectLifecycle, bool), RuntimeError> {
         let saved = object
             .agent
@@ -790,7 +917,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             return Ok((lifecycle, true));
         }
-        if self.recovery == Recovery::ResetFullGrace
+        if recovery == Recovery::ResetFullGrace
             && lifecycle.agent().killing
             && lifecycle.is_stored()
         {
@@ -799,9 +926,15 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .iter()
                 .map(|c| c.stage() == grace_core::Stage::Stopped)
                 .collect();
+            let agent = lifecycle.agent();
             let mut again = fresh(object, &stopped)?;
             again.stored_at(revision.get());
             let _ = again.handle_agent_sync(now);
+            if agent.evicted {
+                // An eviction's kill starts again too, with the budget it
+                // had (the record alone does not say it was ordered).
+                let _ = again.handle_evict(now, agent.remembered_grace);
+            }
             return Ok((again, true));
         }
         Ok((lifecycle, false))

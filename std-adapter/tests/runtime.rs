@@ -176,6 +176,48 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
     );
 }
 
+/// Finding F5 (fuzz/README.md): a kill started by an eviction alone, with
+/// no deletion, must be restarted too, not forgotten.
+#[test]
+fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+
+    let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt.evict("web-0", 5).expect("known");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendStopSignal { container: 0 })]
+    );
+    clock.0.advance(secs(2));
+    drop(rt);
+
+    // The kill starts again with the eviction's budget, counted from now.
+    let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendStopSignal { container: 0 })],
+        "the eviction is not forgotten"
+    );
+    assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_007_000));
+    clock.0.advance(secs(5));
+    rt.handle_timeouts().expect("ok");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendKill { container: 0 })]
+    );
+    let _ = rt.container_exited("web-0", 0).expect("known");
+    let (stored, _) = rt
+        .store()
+        .get("web-0")
+        .expect("readable")
+        .expect("an evicted pod stays");
+    assert_eq!(stored.meta.phase, grace_core::PodPhase::Failed);
+}
+
 #[test]
 fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -1,0 +1,221 @@
+//! The world the runtime runs in during a `store_recovery` input: an
+//! in-memory store behind a wrapper that fails writes on demand, an
+//! actuator that records what it is asked to do, a clock shared across
+//! restarts, and one ordered log of what really took effect (the writes the
+//! store applied and the actions carried out).
+//!
+//! A fault is either one failing write — refused before it is applied, or
+//! applied with its acknowledgement lost (the classic crash) — or the
+//! death of the process after a number of effects: from then on nothing it
+//! does takes effect (no write is applied, no action carried out, no read
+//! answered) until the harness restarts it on the same store.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use grace_core::{Action, Now};
+use grace_std::clock::{Clock, ManualClock};
+use grace_std::runtime::Actuator;
+use grace_std::store::{
+    BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredObject, Watch, Write,
+};
+
+/// Something that took effect, in the order it did.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// The store applied this write (whatever the runtime was told).
+    Wrote(Box<Write>),
+    /// The actuator carried out `action` for `object`, whose uid (in the
+    /// stored object the runtime handed over) is `uid`.
+    Acted {
+        object: String,
+        uid: String,
+        action: Action,
+    },
+}
+
+/// One write to fail: the `skip + 1`-th write from now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteFault {
+    /// Writes let through first.
+    pub skip: u32,
+    /// Applied before failing (acknowledgement lost) or refused.
+    pub applied: bool,
+}
+
+/// The faults armed and the log, shared by the store, the actuator and the
+/// harness.
+#[derive(Debug, Default)]
+pub struct World {
+    /// The next write to fail.
+    pub fault: Option<WriteFault>,
+    /// The process dies after this many more effects.
+    pub dies_after: Option<u32>,
+    /// The process has died: nothing it does takes effect until restarted.
+    pub dead: bool,
+    /// Faults that fired (a failed write, the death) since last reset.
+    pub fired: u32,
+    /// What took effect since the harness last drained it.
+    pub events: Vec<Event>,
+}
+
+impl World {
+    /// Whether the process may take one more effect; it dies here if its
+    /// count of effects is spent.
+    fn alive(&mut self) -> bool {
+        if self.dead {
+            return false;
+        }
+        if self.dies_after == Some(0) {
+            self.dead = true;
+            self.dies_after = None;
+            self.fired += 1;
+            return false;
+        }
+        true
+    }
+
+    fn took_effect(&mut self) {
+        if let Some(n) = &mut self.dies_after {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Disarms every fault and revives the process (a restart).
+    pub fn restart(&mut self) {
+        self.dead = false;
+        self.dies_after = None;
+    }
+
+    /// Disarms every fault for good (the end of an input).
+    pub fn calm(&mut self) {
+        self.restart();
+        self.fault = None;
+    }
+}
+
+/// The world, shared.
+pub type Shared = Arc<Mutex<World>>;
+
+/// The world's lock. A harness panic is the end of the input, so a
+/// poisoned lock is taken as it is.
+pub fn lock(world: &Shared) -> MutexGuard<'_, World> {
+    world.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn crashed() -> StoreError {
+    StoreError::Unavailable("injected: the process has crashed".into())
+}
+
+/// A [`Store`] that forwards to the in-memory store and fails as the world
+/// says. Every write goes through [`Store::batch`] (the trait's `create`,
+/// `update` and `delete` are batches of one).
+pub struct FaultyStore {
+    pub inner: Arc<MemoryStore>,
+    pub world: Shared,
+}
+
+impl Store for FaultyStore {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        if lock(&self.world).dead {
+            return Err(crashed());
+        }
+        self.inner.get(name)
+    }
+
+    fn list(&self) -> Result<Listing, StoreError> {
+        if lock(&self.world).dead {
+            return Err(crashed());
+        }
+        self.inner.list()
+    }
+
+    fn revision(&self) -> Result<Revision, StoreError> {
+        if lock(&self.world).dead {
+            return Err(crashed());
+        }
+        self.inner.revision()
+    }
+
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        let mut world = lock(&self.world);
+        if !world.alive() {
+            return Err(BatchError::backend(crashed()));
+        }
+        let fires = match world.fault.as_mut() {
+            Some(f) if f.skip > 0 => {
+                f.skip -= 1;
+                None
+            }
+            Some(f) => Some(f.applied),
+            None => None,
+        };
+        if fires.is_some() {
+            world.fault = None;
+            world.fired += 1;
+        }
+        if fires == Some(false) {
+            return Err(BatchError::backend(StoreError::Unavailable(
+                "injected: the write failed".into(),
+            )));
+        }
+        let result = self.inner.batch(writes.clone());
+        if result.is_ok() {
+            world
+                .events
+                .extend(writes.into_iter().map(|w| Event::Wrote(Box::new(w))));
+            world.took_effect();
+            if fires == Some(true) {
+                return Err(BatchError::backend(StoreError::Unavailable(
+                    "injected: the write was applied, its acknowledgement lost".into(),
+                )));
+            }
+        }
+        result
+    }
+
+    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        self.inner.watch(from)
+    }
+}
+
+/// An [`Actuator`] that logs every action into the world (and does nothing
+/// once the process is dead).
+pub struct Recorder {
+    pub world: Shared,
+}
+
+impl Actuator for Recorder {
+    fn perform(
+        &mut self,
+        object: &str,
+        stored: &StoredObject,
+        action: &Action,
+    ) -> Result<(), String> {
+        let mut world = lock(&self.world);
+        if !world.alive() {
+            return Err("injected: the process has crashed".into());
+        }
+        world.events.push(Event::Acted {
+            object: object.to_owned(),
+            uid: stored.uid().to_owned(),
+            action: *action,
+        });
+        world.took_effect();
+        Ok(())
+    }
+}
+
+/// The clock of one boot, shared by the harness and every runtime started
+/// during that boot.
+#[derive(Clone)]
+pub struct BootClock(pub Arc<ManualClock>);
+
+impl Clock for BootClock {
+    fn now(&self) -> Now {
+        self.0.now()
+    }
+
+    fn epoch(&self) -> String {
+        self.0.epoch()
+    }
+}

@@ -1,0 +1,306 @@
+//! The runtime when a store write fails: refused (nothing written), or
+//! applied with its acknowledgement lost (a timeout after the commit, an
+//! I/O error reported after the data went out). Either way the runtime
+//! must neither lose nor move an accepted deletion, must carry out a
+//! removal it decided, and must not be left failing once the store works
+//! again. Found by the `store_recovery` fuzz target (fuzz/README.md,
+//! findings F2–F4).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
+use grace_std::clock::{Clock, ManualClock};
+use grace_std::runtime::{Actuator, Recovery, Runtime, RuntimeError};
+use grace_std::store::{
+    BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredContainer, StoredObject,
+    Watch, Write,
+};
+
+/// What the store does with one write.
+#[derive(Clone, Copy, Debug)]
+enum Next {
+    Refuse,
+    ApplyThenFail,
+    /// Refused, and the store stops answering (reads too) until `down`
+    /// is cleared.
+    GoDown,
+}
+
+/// A memory store whose next writes fail as scripted (an empty script lets
+/// them through), and whose reads fail while `down`.
+#[derive(Clone, Default)]
+struct Faulty {
+    inner: Arc<MemoryStore>,
+    script: Arc<Mutex<VecDeque<Option<Next>>>>,
+    down: Arc<AtomicBool>,
+}
+
+impl Faulty {
+    /// The next writes: `None` passes, `Some` fails.
+    fn then(&self, writes: &[Option<Next>]) {
+        self.script
+            .lock()
+            .expect("not poisoned")
+            .extend(writes.iter().copied());
+    }
+
+    fn unavailable(what: &str) -> StoreError {
+        StoreError::Unavailable(what.into())
+    }
+
+    fn stored(&self, name: &str) -> Option<StoredObject> {
+        self.inner.get(name).expect("readable").map(|(o, _)| o)
+    }
+}
+
+impl Store for Faulty {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Faulty::unavailable("down"));
+        }
+        self.inner.get(name)
+    }
+    fn list(&self) -> Result<Listing, StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(Faulty::unavailable("down"));
+        }
+        self.inner.list()
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision()
+    }
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        let next = self
+            .script
+            .lock()
+            .expect("not poisoned")
+            .pop_front()
+            .flatten();
+        if self.down.load(Ordering::SeqCst) {
+            return Err(BatchError::backend(Faulty::unavailable("down")));
+        }
+        match next {
+            None => self.inner.batch(writes),
+            Some(Next::Refuse) => Err(BatchError::backend(Faulty::unavailable("refused"))),
+            Some(Next::GoDown) => {
+                self.down.store(true, Ordering::SeqCst);
+                Err(BatchError::backend(Faulty::unavailable("down")))
+            }
+            Some(Next::ApplyThenFail) => {
+                self.inner.batch(writes)?;
+                Err(BatchError::backend(Faulty::unavailable(
+                    "acknowledgement lost",
+                )))
+            }
+        }
+    }
+    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        self.inner.watch(from)
+    }
+}
+
+/// Records what it was asked to do.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Action>>>);
+
+impl Actuator for Recorder {
+    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+        self.0.lock().expect("not poisoned").push(*action);
+        Ok(())
+    }
+}
+
+impl Recorder {
+    fn take(&self) -> Vec<Action> {
+        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
+    }
+}
+
+#[derive(Clone)]
+struct Shared(Arc<ManualClock>);
+
+impl Clock for Shared {
+    fn now(&self) -> grace_core::Now {
+        self.0.now()
+    }
+    fn epoch(&self) -> String {
+        self.0.epoch()
+    }
+}
+
+fn pod(uid: &str) -> StoredObject {
+    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
+    object.node = Some("node-a".into());
+    object.containers = vec![StoredContainer {
+        name: "app".into(),
+        ..StoredContainer::default()
+    }];
+    object
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_millis(s * 1000)
+}
+
+type Rt = Runtime<Faulty, Shared, Recorder>;
+
+fn open(store: &Faulty, clock: &Shared, recorder: &Recorder) -> Rt {
+    Runtime::open(
+        store.clone(),
+        clock.clone(),
+        recorder.clone(),
+        Recovery::default(),
+    )
+    .expect("opens")
+}
+
+fn setup() -> (Faulty, Shared, Recorder, Rt) {
+    let store = Faulty::default();
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+    let rt = open(&store, &clock, &recorder);
+    (store, clock, recorder, rt)
+}
+
+fn stored_ts(store: &Faulty, name: &str) -> Option<i64> {
+    store
+        .stored(name)
+        .and_then(|o| o.meta.deletion_timestamp)
+        .map(|t| t.as_unix_seconds())
+}
+
+/// F2: the decision was durable and its actions carried out when the write
+/// after them failed; the runtime must not forget the deletion (and decide
+/// it again, later, on a retry).
+#[test]
+fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1")).expect("created");
+    // The decision is written, the endpoints removed, then the write that
+    // records them as done fails.
+    store.then(&[None, Some(Next::Refuse)]);
+    let result = rt.delete("web-0", &DeleteOptions::with_grace(30));
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
+    // Read back, the stored decision still owes the endpoints' removal:
+    // carried out again (at least once; actions are idempotent).
+    assert!(recorder.take().contains(&Action::RemoveEndpoints));
+    assert_ne!(
+        rt.lifecycle("web-0").map(|l| l.phase()),
+        Some(Phase::Live),
+        "the durable deletion is not forgotten"
+    );
+
+    // The client retries 5 s later: the timestamp stays where it was.
+    clock.0.advance(secs(5));
+    let response = rt
+        .delete("web-0", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    assert_eq!(
+        response
+            .record
+            .deletion_timestamp
+            .map(|t| t.as_unix_seconds()),
+        Some(1_030)
+    );
+    assert_eq!(stored_ts(&store, "web-0"), Some(1_030), "never moved later");
+}
+
+/// F3: the final delete failed; the removal stays owed (in the store, so a
+/// restart does it too) and is retried, not dropped.
+#[test]
+fn a_refused_removal_is_retried() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1")).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("known");
+    recorder.take();
+    // The decision is written, the container released, the record's
+    // removal refused; read back at once, the removal is retried.
+    store.then(&[None, Some(Next::Refuse)]);
+    let result = rt.container_exited("web-0", 0);
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert!(store.stored("web-0").is_none(), "removed on the retry");
+
+    // When the store stops answering there, the removal stays owed in the
+    // store, and a restart carries it out.
+    rt.create("web-1", pod("u2")).expect("created");
+    let _ = rt
+        .delete("web-1", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-1").expect("known");
+    store.then(&[None, Some(Next::GoDown)]);
+    let _ = rt.container_exited("web-1", 0);
+    assert!(store.stored("web-1").is_some());
+    drop(rt);
+    store.down.store(false, Ordering::SeqCst);
+    let _rt = open(&store, &clock, &recorder);
+    assert!(store.stored("web-1").is_none(), "removed at the restart");
+}
+
+/// F3, without a restart: the retry comes from `handle_timeouts`, once
+/// the store answers again.
+#[test]
+fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
+    let (store, clock, _recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1")).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("known");
+    // The removal fails and the store stops answering altogether.
+    store.then(&[None, Some(Next::GoDown)]);
+    let result = rt.container_exited("web-0", 0);
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    let retry = rt.poll_timeout().expect("a retry is scheduled");
+    assert!(retry > clock.0.now().mono, "not a busy loop");
+
+    store.down.store(false, Ordering::SeqCst);
+    clock.0.advance_to(retry);
+    rt.handle_timeouts().expect("the store answers again");
+    assert!(store.stored("web-0").is_none(), "removed");
+    assert!(rt.lifecycle("web-0").is_none(), "forgotten once done");
+}
+
+/// F4: the create was applied, its acknowledgement lost. The object must
+/// not stay stored behind the runtime's back.
+#[test]
+fn a_create_whose_acknowledgement_was_lost_is_tracked() {
+    let (store, _clock, _recorder, mut rt) = setup();
+    store.then(&[Some(Next::ApplyThenFail)]);
+    let result = rt.create("web-0", pod("u1"));
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert!(store.stored("web-0").is_some());
+    assert!(rt.lifecycle("web-0").is_some(), "tracked");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(0))
+        .expect("deletable");
+}
+
+/// F4: the delete's write was applied, its acknowledgement lost. The
+/// runtime must take the stored state as it is, not fail every later
+/// write on a stale revision.
+#[test]
+fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1")).expect("created");
+    store.then(&[Some(Next::ApplyThenFail)]);
+    let result = rt.delete("web-0", &DeleteOptions::with_grace(30));
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
+
+    clock.0.advance(secs(5));
+    let _ = rt.agent_sync("web-0").expect("not wedged");
+    assert!(
+        recorder
+            .take()
+            .contains(&Action::SendStopSignal { container: 0 }),
+        "the stored deletion is acted on"
+    );
+    let _ = rt.container_exited("web-0", 0).expect("not wedged");
+    assert!(store.stored("web-0").is_none(), "removed");
+}
