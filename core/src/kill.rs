@@ -101,8 +101,16 @@ pub struct Container {
 }
 
 impl Container {
+    /// An unused entry of a lifecycle's container array: all zero bits, so
+    /// that a `static` table of empty slots needs no initial image.
+    pub(crate) const VACANT: Container = Container::new(ContainerSpec {
+        pre_stop: false,
+        sidecar: false,
+        stopped: false,
+    });
+
     /// A container as the agent finds it.
-    pub fn new(spec: ContainerSpec) -> Self {
+    pub const fn new(spec: ContainerSpec) -> Self {
         Container {
             spec,
             stage: if spec.stopped {

@@ -242,6 +242,20 @@ pub struct Record<const F: usize> {
 }
 
 impl<const F: usize> Record<F> {
+    /// The placeholder in a free table slot: all zero bits, so that a
+    /// `static` table needs no initial image.
+    pub(crate) const VACANT: Self = Record {
+        uid: Name::new(),
+        resource_version: 0,
+        generation: 0,
+        deletion_timestamp: None,
+        deletion_grace_period_seconds: None,
+        finalizers: Finalizers::new(),
+        scheduled: false,
+        phase: PodPhase::Pending,
+        termination_grace_period_seconds: None,
+    };
+
     /// A live, scheduled, running pod with the API's default grace of 30 s,
     /// generation 1 and resource version 1.
     pub fn new(uid: Name) -> Self {

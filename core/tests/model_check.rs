@@ -1465,7 +1465,7 @@ fn kills_one_second_after_sigterm(lc: &mut Lc, now: Now, event: Event) -> Effect
 /// below use it only then).
 fn rebuilt(lc: &Lc, record: Record<F>) -> Lc {
     let specs: Vec<ContainerSpec> = lc.containers().iter().map(|c| c.spec()).collect();
-    Lifecycle::new(*lc.strategy(), record, &specs).expect("same containers")
+    Lifecycle::new(lc.strategy(), record, &specs).expect("same containers")
 }
 
 fn agent_untouched(lc: &Lc) -> bool {
