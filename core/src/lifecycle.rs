@@ -5,12 +5,12 @@
 use core::fmt;
 
 use crate::grace::effective_grace;
-use crate::kill::{Container, ContainerSpec, Stage, owed};
+use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
 use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
-    DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateError, decide_delete,
-    decide_finalizer_update,
+    DeleteError, DeleteOutcome, DeletePlan, FinalizerChange, UpdateError, decide_finalizer_update,
+    plan_delete,
 };
 use crate::time::{Instant, Now};
 
@@ -100,15 +100,19 @@ pub enum Action {
     },
 }
 
-/// The answer to a delete request (the REST response, R33).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The answer to a delete request (the REST response, R33), without a
+/// copy of the object: the object as written is [`Lifecycle::record`] (when
+/// the request removed it, the last state written before removal). A dry
+/// run writes nothing; the object it would write is [`decide_delete`]'s
+/// `record` for the same request.
+///
+/// [`decide_delete`]: crate::decide_delete
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use]
-pub struct DeleteResponse<const F: usize> {
+pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
-    /// The object as written (or as it would be, for a dry run); when the
-    /// request removed it, the last state written before removal.
-    pub record: Record<F>,
     /// Nothing was changed (R42).
     pub dry_run: bool,
     /// The record is (or would be) removed while its workload may still run (D4).
@@ -231,7 +235,7 @@ pub struct AgentState {
 ///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
 ///
 /// ```
-/// use grace_core::{Action, DeleteOptions, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
+/// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
 ///
 /// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
 /// let app = ContainerSpec { pre_stop: false, sidecar: false, stopped: false };
@@ -240,7 +244,8 @@ pub struct AgentState {
 ///
 /// // kubectl delete pod: the spec's 30 s.
 /// let response = pod.handle_delete(at(1000), &DeleteOptions::default()).unwrap();
-/// assert_eq!(response.record.deletion_timestamp.unwrap().as_unix_seconds(), 1030);
+/// assert_eq!(response.outcome, DeleteOutcome::Graceful);
+/// assert_eq!(pod.record().deletion_timestamp.unwrap().as_unix_seconds(), 1030);
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
@@ -399,23 +404,22 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         &mut self,
         now: Now,
         options: &DeleteOptions,
-    ) -> Result<DeleteResponse<F>, DeleteError> {
+    ) -> Result<DeleteResponse, DeleteError> {
         match self.phase {
             // R3: nothing stored, nothing to delete.
             Phase::Deleted => Err(DeleteError::NotFound),
             Phase::Live | Phase::GracefulPending | Phase::Terminating => {
-                let decision = decide_delete(&self.record, &self.strategy(), options, now.wall)?;
-                let force = decision.remove && self.workload_may_run();
-                if options.dry_run {
-                    // R42–R44: the same decision, not applied.
-                    return Ok(DeleteResponse {
-                        outcome: decision.outcome,
-                        record: decision.record,
-                        dry_run: true,
-                        force,
-                    });
+                let plan = plan_delete(&self.record, &self.strategy(), options, now.wall)?;
+                let force = plan.remove && self.workload_may_run();
+                // R42–R44: a dry run is the same decision, not applied.
+                if !options.dry_run {
+                    self.apply_delete(&plan, force);
                 }
-                Ok(self.apply_delete(decision, force))
+                Ok(DeleteResponse {
+                    outcome: plan.outcome,
+                    dry_run: options.dry_run,
+                    force,
+                })
             }
         }
     }
@@ -432,7 +436,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             Phase::Live | Phase::GracefulPending | Phase::Terminating => {
                 let decision = decide_finalizer_update(&self.record, change)?;
                 if decision.write {
-                    self.write(decision.record);
+                    self.write(|record| *record = decision.record);
                 }
                 if decision.remove {
                     // R45: the last finalizer went and no grace is left.
@@ -514,14 +518,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     ) -> Result<Handled, UnknownContainer> {
         // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
         let acts = self.has_agent() && self.flags.link() != Link::Fenced;
-        let c = self
-            .containers_mut()
-            .get_mut(container)
-            .ok_or(UnknownContainer)?;
-        if !acts || !c.exited() {
+        if container >= self.containers().len() {
+            return Err(UnknownContainer);
+        }
+        if !acts || self.update(container, Container::exited) != Some(true) {
             return Ok(Handled::Ignored);
         }
-        self.stamp(container);
         self.release_sidecars(now.mono);
         self.settle(now);
         self.refresh_phase();
@@ -558,17 +560,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
         self.flags.set_link(Link::Fenced);
         for i in 0..self.containers().len() {
-            if let Some(c) = self.containers_mut().get_mut(i) {
+            self.update(i, |c| {
                 let _ = c.exited();
-            }
-            self.stamp(i);
+            });
         }
         if self.is_stored() && !self.flags.has(Flag::Reported) {
             // R82: PodGC marks the pod Failed, then deletes with grace 0.
             if !self.record.phase.is_terminal() {
-                let mut failed = self.record.clone();
-                failed.phase = PodPhase::Failed;
-                self.write(failed);
+                self.write(|record| record.phase = PodPhase::Failed);
             }
             self.final_delete(now);
         }
@@ -583,33 +582,22 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         if self.flags.link() == Link::Fenced {
             return;
         }
+        let now = now.mono;
         for i in 0..self.containers().len() {
-            let Some(stage) = self.containers().get(i).map(Container::stage) else {
+            let Some(expiry) = self.containers().get(i).and_then(|c| c.expired(now)) else {
                 continue;
             };
-            match stage {
+            match expiry {
                 // R60: the agent stops waiting for the hook; then the signal.
-                Stage::PreStop { cutoff } if cutoff <= now.mono => self.after_hook(now.mono, i),
+                Expiry::HookCutOff => self.after_hook(now, i),
                 // R70: a sidecar's wait is bounded by its budget.
-                Stage::AwaitingTurn { cutoff } if cutoff <= now.mono => {
-                    if let Some(c) = self.containers_mut().get_mut(i) {
-                        c.signal(now.mono);
-                    }
-                    self.stamp(i);
+                Expiry::TurnOver => {
+                    self.update(i, |c| c.signal(now));
                 }
                 // R63: the budget is spent.
-                Stage::Stopping { kill_at } if kill_at <= now.mono => {
-                    if let Some(c) = self.containers_mut().get_mut(i) {
-                        c.kill();
-                    }
-                    self.stamp(i);
+                Expiry::KillDue => {
+                    self.update(i, Container::kill);
                 }
-                Stage::Running
-                | Stage::PreStop { .. }
-                | Stage::AwaitingTurn { .. }
-                | Stage::Stopping { .. }
-                | Stage::Killed
-                | Stage::Stopped => {}
             }
         }
     }
@@ -618,20 +606,25 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The next thing to do, in the order things happened; `None` when done.
     pub fn poll_action(&mut self) -> Option<Action> {
-        // The oldest owed output first; 0 means nothing owed, and no two
-        // owed outputs share a place, so the first minimum is the one.
-        let mut best: Option<(u16, Source)> = None;
-        let mut consider = |since: u16, source: Source| {
-            if since != 0 && best.is_none_or(|(b, _)| since < b) {
-                best = Some((since, source));
-            }
-        };
-        consider(self.endpoints_since, Source::Endpoints);
+        // The oldest owed output first. Places are unique and 0 means
+        // nothing owed, so keyed by `place - 1` (0 wrapping to the largest
+        // key) the least key is the oldest owed output. Keys are `u32`: a
+        // place just written is then read back exactly (two bytes), which
+        // the CPU forwards from the pending store.
+        let key = |place: u16| u32::from(place).wrapping_sub(1);
+        let mut best = (key(self.endpoints_since), Source::Endpoints);
         for (i, c) in self.containers().iter().enumerate() {
-            consider(c.owed_since, Source::Container(i));
+            if key(c.owed_since) < best.0 {
+                best = (key(c.owed_since), Source::Container(i));
+            }
         }
-        consider(self.remove_since, Source::Remove);
-        match best?.1 {
+        if key(self.remove_since) < best.0 {
+            best = (key(self.remove_since), Source::Remove);
+        }
+        if best.0 == key(0) {
+            return None;
+        }
+        match best.1 {
             Source::Endpoints => {
                 self.endpoints_since = 0;
                 Some(Action::RemoveEndpoints)
@@ -702,27 +695,31 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// the object (at most 4 per container and 2 more, as each output arises
     /// once).
     fn tick(&self) -> u16 {
-        self.containers()
+        // Widened to `u32` for the reason given in `poll_action`.
+        let last = self
+            .containers()
             .iter()
-            .map(|c| c.owed_since)
-            .fold(self.endpoints_since.max(self.remove_since), u16::max)
-            .saturating_add(1)
+            .map(|c| u32::from(c.owed_since))
+            .fold(
+                u32::from(self.endpoints_since.max(self.remove_since)),
+                u32::max,
+            );
+        u16::try_from(last.saturating_add(1)).unwrap_or(u16::MAX)
     }
 
-    /// Gives container `i`'s newly owed outputs their place in the order.
-    /// Called right after each change of one container, so that outputs
-    /// arising in one call keep their causal order.
-    fn stamp(&mut self, i: usize) {
-        let owes = self
-            .containers()
-            .get(i)
-            .is_some_and(|c| c.owed != 0 && c.owed_since == 0);
-        if owes {
-            let at = self.tick();
-            if let Some(c) = self.containers_mut().get_mut(i) {
-                c.owed_since = at;
-            }
+    /// Changes container `i` (if there is one) and gives the outputs it
+    /// newly owes their place in the order: every change of a container
+    /// goes through here, one at a time, so that outputs arising in one call
+    /// keep their causal order. The place is taken before the change, which
+    /// does not move it (changes never touch `owed_since`).
+    fn update<R>(&mut self, i: usize, change: impl FnOnce(&mut Container) -> R) -> Option<R> {
+        let at = self.tick();
+        let c = self.containers_mut().get_mut(i)?;
+        let result = change(c);
+        if c.owed != 0 && c.owed_since == 0 {
+            c.owed_since = at;
         }
+        Some(result)
     }
 
     /// Only scheduled pods have an agent.
@@ -742,41 +739,29 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             && !self.all_stopped()
     }
 
-    fn apply_delete(&mut self, decision: DeleteDecision<F>, force: bool) -> DeleteResponse<F> {
-        let DeleteDecision {
-            outcome,
-            record,
-            write,
-            remove,
-            ..
-        } = decision;
-        let mut returned = record;
-        if write {
-            self.write(returned.clone());
-            returned = self.record.clone();
+    /// Carries out a delete decision on the stored record, in place.
+    fn apply_delete(&mut self, plan: &DeletePlan, force: bool) {
+        if plan.write {
+            self.write(|record| plan.patch.apply(record));
         }
-        if remove {
+        if plan.remove {
             self.remove(force);
         }
         self.refresh_phase();
-        DeleteResponse {
-            outcome,
-            record: returned,
-            dry_run: false,
-            force,
-        }
     }
 
-    /// Writes the record (the store bumps the resource version); a first
-    /// deletion timestamp takes a scheduled, running pod out of endpoints.
-    fn write(&mut self, mut record: Record<F>) {
-        let first_deletion =
-            self.record.deletion_timestamp.is_none() && record.deletion_timestamp.is_some();
-        if first_deletion && self.has_agent() && !self.record.phase.is_terminal() {
+    /// Writes the record through `change` (the store bumps the resource
+    /// version); a first deletion timestamp takes a scheduled, running pod
+    /// out of endpoints.
+    fn write(&mut self, change: impl FnOnce(&mut Record<F>)) {
+        let was_deleting = self.record.deletion_timestamp.is_some();
+        let serving = self.has_agent() && !self.record.phase.is_terminal();
+        let version = self.record.resource_version;
+        change(&mut self.record);
+        self.record.resource_version = version.saturating_add(1);
+        if !was_deleting && self.record.deletion_timestamp.is_some() && serving {
             self.endpoints_since = self.tick();
         }
-        record.resource_version = self.record.resource_version.saturating_add(1);
-        self.record = record;
     }
 
     fn remove(&mut self, force: bool) {
@@ -793,12 +778,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         if !self.flags.has(Flag::Killing) {
             self.flags.set(Flag::Killing, true);
             for i in 0..self.containers().len() {
-                let proceed = self
-                    .containers_mut()
-                    .get_mut(i)
-                    .is_some_and(|c| c.start(mono, grace));
-                self.stamp(i);
-                if proceed {
+                let proceed = self.update(i, |c| c.start(mono, grace));
+                if proceed == Some(true) {
                     self.after_hook(mono, i);
                 }
             }
@@ -815,12 +796,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     fn after_hook(&mut self, now: Instant, i: usize) {
         let ordered = self.containers().iter().any(|c| c.spec.sidecar);
         let ready = self.turn_ready(i);
-        if let Some(c) = self.containers_mut().get_mut(i)
-            && c.finish_hook(now, ready, ordered)
-        {
-            c.signal(now);
-        }
-        self.stamp(i);
+        self.update(i, |c| {
+            if c.finish_hook(now, ready, ordered) {
+                c.signal(now);
+            }
+        });
     }
 
     /// R69: a sidecar's turn comes when every main container and the next
@@ -845,12 +825,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
                 .containers()
                 .get(i)
                 .is_some_and(|c| matches!(c.stage(), Stage::AwaitingTurn { .. }));
-            if waiting
-                && self.turn_ready(i)
-                && let Some(c) = self.containers_mut().get_mut(i)
-            {
-                c.signal(now);
-                self.stamp(i);
+            if waiting && self.turn_ready(i) {
+                self.update(i, |c| c.signal(now));
             }
         }
     }
@@ -878,9 +854,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         } else if !self.record.phase.is_terminal() {
             // After an eviction alone the record stays, Failed; a deletion
             // seen later still gets its final delete (R75).
-            let mut failed = self.record.clone();
-            failed.phase = PodPhase::Failed;
-            self.write(failed);
+            self.write(|record| record.phase = PodPhase::Failed);
         }
     }
 
@@ -894,11 +868,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             },
             ..DeleteOptions::default()
         };
-        // A uid conflict means a different object: leave it alone.
-        if let Ok(decision) = decide_delete(&self.record, &self.strategy(), &options, now.wall) {
-            let force = decision.remove && self.workload_may_run();
-            let _ = self.apply_delete(decision, force);
-        }
+        // The record is stored (so the phase is not Deleted). A uid
+        // conflict means a different object: that error leaves it alone.
+        let _ = self.handle_delete(now, &options);
     }
 
     fn derive_phase(&self) -> Phase {

@@ -413,7 +413,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         now: Now,
         id: Id,
         options: &DeleteOptions,
-    ) -> Result<DeleteResponse<F>, TableDeleteError> {
+    ) -> Result<DeleteResponse, TableDeleteError> {
         self.with(id, |l| l.handle_delete(now, options))
             .map_err(|_| TableDeleteError::UnknownId)?
             .map_err(TableDeleteError::Delete)

@@ -29,6 +29,7 @@ pub(crate) enum Flag {
 }
 
 impl Flag {
+    #[inline]
     const fn bit(self) -> u16 {
         match self {
             Flag::Stored => 1 << 4,
@@ -61,6 +62,7 @@ impl Flags {
     pub(crate) const VACANT: Flags = Flags(0);
 
     /// A stored object of type `strategy` with a connected agent.
+    #[inline]
     pub(crate) const fn new(strategy: Strategy) -> Self {
         let kind = match strategy.kind {
             Kind::Pod => 0,
@@ -75,6 +77,7 @@ impl Flags {
         Flags(kind | (policy << GC_POLICY_SHIFT) | gc | Flag::Stored.bit())
     }
 
+    #[inline]
     pub(crate) const fn strategy(self) -> Strategy {
         Strategy {
             kind: if self.0 & GENERIC != 0 {
@@ -91,10 +94,12 @@ impl Flags {
         }
     }
 
+    #[inline]
     pub(crate) const fn is_pod(self) -> bool {
         self.0 & GENERIC == 0
     }
 
+    #[inline]
     pub(crate) const fn link(self) -> Link {
         match (self.0 >> LINK_SHIFT) & TWO_BITS {
             0 => Link::Connected,
@@ -103,6 +108,7 @@ impl Flags {
         }
     }
 
+    #[inline]
     pub(crate) fn set_link(&mut self, link: Link) {
         let bits: u16 = match link {
             Link::Connected => 0,
@@ -112,10 +118,12 @@ impl Flags {
         self.0 = (self.0 & !(TWO_BITS << LINK_SHIFT)) | (bits << LINK_SHIFT);
     }
 
+    #[inline]
     pub(crate) const fn has(self, flag: Flag) -> bool {
         self.0 & flag.bit() != 0
     }
 
+    #[inline]
     pub(crate) fn set(&mut self, flag: Flag, on: bool) {
         if on {
             self.0 |= flag.bit();
