@@ -79,6 +79,17 @@ enum StageKind {
     Stopped,
 }
 
+/// A stage deadline that has passed (see [`Container::expired`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// The pre-stop hook's budget is spent (R60).
+    HookCutOff,
+    /// A sidecar's wait for its turn is over (R70).
+    TurnOver,
+    /// SIGKILL is due (R63).
+    KillDue,
+}
+
 /// One container's kill state. Kept small: it is per object, per container.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -101,8 +112,16 @@ pub struct Container {
 }
 
 impl Container {
+    /// An unused entry of a lifecycle's container array: all zero bits, so
+    /// that a `static` table of empty slots needs no initial image.
+    pub(crate) const VACANT: Container = Container::new(ContainerSpec {
+        pre_stop: false,
+        sidecar: false,
+        stopped: false,
+    });
+
     /// A container as the agent finds it.
-    pub fn new(spec: ContainerSpec) -> Self {
+    pub const fn new(spec: ContainerSpec) -> Self {
         Container {
             spec,
             stage: if spec.stopped {
@@ -124,6 +143,7 @@ impl Container {
     }
 
     /// Where it is in its kill sequence.
+    #[inline]
     pub fn stage(&self) -> Stage {
         match self.stage {
             StageKind::Running => Stage::Running,
@@ -135,6 +155,7 @@ impl Container {
         }
     }
 
+    #[inline]
     fn set_stage(&mut self, stage: Stage) {
         let (kind, at) = match stage {
             Stage::Running => (StageKind::Running, self.at),
@@ -166,19 +187,34 @@ impl Container {
     }
 
     /// The next instant at which this container needs attention.
+    #[inline]
     pub fn deadline(&self) -> Option<Instant> {
-        match self.stage() {
-            Stage::PreStop { cutoff } | Stage::AwaitingTurn { cutoff } => Some(cutoff),
-            Stage::Stopping { kill_at, .. } => Some(kill_at),
-            Stage::Running | Stage::Killed | Stage::Stopped => None,
+        match self.stage {
+            StageKind::PreStop | StageKind::AwaitingTurn | StageKind::Stopping => Some(self.at),
+            StageKind::Running | StageKind::Killed | StageKind::Stopped => None,
         }
     }
 
+    /// The deadline of the current stage, if it has one and it has passed
+    /// at `now`.
+    #[inline]
+    pub(crate) fn expired(&self, now: Instant) -> Option<Expiry> {
+        let expiry = match self.stage {
+            StageKind::PreStop => Expiry::HookCutOff,
+            StageKind::AwaitingTurn => Expiry::TurnOver,
+            StageKind::Stopping => Expiry::KillDue,
+            StageKind::Running | StageKind::Killed | StageKind::Stopped => return None,
+        };
+        (self.at <= now).then_some(expiry)
+    }
+
+    #[inline]
     pub(crate) fn is_stopped(&self) -> bool {
         self.stage == StageKind::Stopped
     }
 
     /// Charges the time since `since` to the budget, whole seconds only (R61).
+    #[inline]
     fn charge(&mut self, now: Instant) {
         let spent = now.saturating_duration_since(self.since).whole_seconds();
         let spent = i64::try_from(spent).unwrap_or(i64::MAX);
@@ -187,6 +223,7 @@ impl Container {
     }
 
     /// `now + budget`, saturating at the end of time.
+    #[inline]
     fn budget_end(&self) -> Instant {
         self.since
             .saturating_add(Duration::from_grace_seconds(self.budget))
@@ -194,6 +231,7 @@ impl Container {
 
     /// Begins the kill with budget `grace` (R56, R59): the hook if there is
     /// one, otherwise straight to the signal (or the sidecar's wait).
+    #[inline]
     pub(crate) fn start(&mut self, now: Instant, grace: i64) -> bool {
         if self.stage != StageKind::Running {
             return false;
@@ -213,6 +251,7 @@ impl Container {
 
     /// The hook is over (done or cut off) at `now`; returns whether the
     /// container may be signalled now (false: a sidecar must wait its turn).
+    #[inline]
     pub(crate) fn finish_hook(&mut self, now: Instant, turn_ready: bool, ordered: bool) -> bool {
         self.charge(now);
         if ordered && self.spec.sidecar && self.budget > 0 && !turn_ready {
@@ -227,6 +266,7 @@ impl Container {
     }
 
     /// Sends the stop signal at `now` (R62, R63).
+    #[inline]
     pub(crate) fn signal(&mut self, now: Instant) {
         if !matches!(
             self.stage(),
@@ -244,6 +284,7 @@ impl Container {
     }
 
     /// SIGKILL is due (R63).
+    #[inline]
     pub(crate) fn kill(&mut self) {
         if self.stage == StageKind::Stopping {
             self.set_stage(Stage::Killed);
@@ -252,6 +293,7 @@ impl Container {
     }
 
     /// The process exited; returns false when it had already.
+    #[inline]
     pub(crate) fn exited(&mut self) -> bool {
         if self.stage == StageKind::Stopped {
             return false;
@@ -264,6 +306,7 @@ impl Container {
     /// D5: a shorter budget `grace` seen at `now` moves the hook cut-off and
     /// the SIGKILL deadline to the earlier of their current value and
     /// `now + grace`, keeping 2 s after the stop signal.
+    #[inline]
     pub(crate) fn shorten(&mut self, now: Instant, grace: i64) {
         let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
         match self.stage {

@@ -5,14 +5,20 @@
 use core::fmt;
 
 use crate::grace::effective_grace;
-use crate::kill::{Container, ContainerSpec, Stage, owed};
+use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
-use crate::record::{Kind, PodPhase, Record, Strategy};
+use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
-    DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateError, decide_delete,
-    decide_finalizer_update,
+    DeleteError, DeleteOutcome, DeletePlan, FinalizerChange, UpdateError, decide_finalizer_update,
+    plan_delete,
 };
 use crate::time::{Instant, Now};
+
+mod flags;
+#[cfg(feature = "serde")]
+mod persist;
+
+use flags::{Flag, Flags};
 
 /// Where the object is in its lifecycle.
 ///
@@ -94,15 +100,19 @@ pub enum Action {
     },
 }
 
-/// The answer to a delete request (the REST response, R33).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The answer to a delete request (the REST response, R33), without a
+/// copy of the object: the object as written is [`Lifecycle::record`] (when
+/// the request removed it, the last state written before removal). A dry
+/// run writes nothing; the object it would write is [`decide_delete`]'s
+/// `record` for the same request.
+///
+/// [`decide_delete`]: crate::decide_delete
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use]
-pub struct DeleteResponse<const F: usize> {
+pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
-    /// The object as written (or as it would be, for a dry run); when the
-    /// request removed it, the last state written before removal.
-    pub record: Record<F>,
     /// Nothing was changed (R42).
     pub dry_run: bool,
     /// The record is (or would be) removed while its workload may still run (D4).
@@ -183,13 +193,6 @@ enum Source {
     Remove,
 }
 
-/// Lifecycle-level outputs owed, as bits.
-mod lifecycle_owed {
-    pub const REMOVE_ENDPOINTS: u8 = 1;
-    pub const REMOVE: u8 = 1 << 1;
-    pub const FORCE: u8 = 1 << 2;
-}
-
 /// The agent's own state for this object (the kubelet's pod worker).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -213,46 +216,6 @@ pub struct AgentState {
     pub remembered_grace: i64,
 }
 
-/// The agent's flags, one bit each, so that they pack with the lifecycle's
-/// other small fields (see [`AgentState`] for their meaning).
-mod agent {
-    pub const KILLING: u8 = 1;
-    pub const DELETION_SEEN: u8 = 1 << 1;
-    pub const EVICTED: u8 = 1 << 2;
-    pub const OWES_REPORT: u8 = 1 << 3;
-    pub const REPORTED: u8 = 1 << 4;
-}
-
-/// The agent's state as the lifecycle keeps it: two bytes.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-struct Agent {
-    link: Link,
-    flags: u8,
-}
-
-impl Agent {
-    const fn new() -> Self {
-        Agent {
-            link: Link::Connected,
-            flags: 0,
-        }
-    }
-
-    fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
-
-    fn set(&mut self, flag: u8, on: bool) {
-        if on {
-            self.flags |= flag;
-        } else {
-            self.flags &= !flag;
-        }
-    }
-}
-
 /// One object's deletion lifecycle, with up to `F` finalizers and `C`
 /// containers.
 ///
@@ -272,7 +235,7 @@ impl Agent {
 ///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
 ///
 /// ```
-/// use grace_core::{Action, DeleteOptions, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
+/// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
 ///
 /// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
 /// let app = ContainerSpec { pre_stop: false, sidecar: false, stopped: false };
@@ -281,7 +244,8 @@ impl Agent {
 ///
 /// // kubectl delete pod: the spec's 30 s.
 /// let response = pod.handle_delete(at(1000), &DeleteOptions::default()).unwrap();
-/// assert_eq!(response.record.deletion_timestamp.unwrap().as_unix_seconds(), 1030);
+/// assert_eq!(response.outcome, DeleteOutcome::Graceful);
+/// assert_eq!(pod.record().deletion_timestamp.unwrap().as_unix_seconds(), 1030);
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
@@ -303,26 +267,50 @@ impl Agent {
 /// only on a clock with the same origin. A restored value is trusted as it
 /// is (the machine stays panic-free whatever it is given, but feed back only
 /// what it serialized).
+///
+/// `C` is at most 255 (a one-byte count keeps the state small); a larger
+/// capacity fails to compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(from = "persist::Persisted<F, C>", into = "persist::Persisted<F, C>")
+)]
 pub struct Lifecycle<const F: usize, const C: usize> {
-    strategy: Strategy,
     record: Record<F>,
-    stored: bool,
-    phase: Phase,
-    agent: Agent,
+    /// The object's containers are the first `count`; the others stay
+    /// `Container::VACANT`, so that equality sees only the real ones.
+    containers: [Container; C],
     /// The effective grace in force, 0 before the kill (R50–R55).
     remembered_grace: i64,
-    containers: heapless::Vec<Container, C>,
-    owed: u8,
-    /// Orders owed outputs as they arise, so that `poll_action` hands them
-    /// out in the order they happened.
-    order: u16,
+    /// Owed outputs carry their place in the order they arose (see `tick`),
+    /// so that `poll_action` hands them out in that order; 0 means not
+    /// owed. This one is for `RemoveEndpoints`.
     endpoints_since: u16,
+    /// The same for `Remove`.
     remove_since: u16,
+    flags: Flags,
+    phase: Phase,
+    count: u8,
 }
 
 impl<const F: usize, const C: usize> Lifecycle<F, C> {
+    /// The container count is one byte.
+    const COUNT_FITS: () = assert!(C <= u8::MAX as usize, "at most 255 containers");
+
+    /// A free table slot: all zero bits (no object, no containers), so that
+    /// a `static` table needs no initial image.
+    pub(crate) const VACANT: Self = Lifecycle {
+        record: Record::VACANT,
+        containers: [Container::VACANT; C],
+        remembered_grace: 0,
+        endpoints_since: 0,
+        remove_since: 0,
+        flags: Flags::VACANT,
+        phase: Phase::Live,
+        count: 0,
+    };
+
     /// Tracks a stored object of the given type with the given containers.
     /// A finished pod's (or a stopped spec's) containers start stopped.
     pub fn new(
@@ -331,30 +319,35 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         containers: &[ContainerSpec],
     ) -> Result<Self, TooManyContainers> {
         let finished = record.phase.is_terminal();
-        let mut list = heapless::Vec::new();
-        for spec in containers {
-            let spec = ContainerSpec {
+        let mut list = [Container::VACANT; C];
+        if containers.len() > C {
+            return Err(TooManyContainers);
+        }
+        for (slot, spec) in list.iter_mut().zip(containers) {
+            *slot = Container::new(ContainerSpec {
                 stopped: spec.stopped || finished,
                 ..*spec
-            };
-            list.push(Container::new(spec))
-                .map_err(|_| TooManyContainers)?;
+            });
         }
         let mut lifecycle = Lifecycle {
-            strategy,
             record,
-            stored: true,
-            phase: Phase::Live,
-            agent: Agent::new(),
-            remembered_grace: 0,
             containers: list,
-            owed: 0,
-            order: 0,
+            remembered_grace: 0,
             endpoints_since: 0,
             remove_since: 0,
+            flags: Flags::new(strategy),
+            phase: Phase::Live,
+            count: Self::count_of(containers.len()),
         };
         lifecycle.phase = lifecycle.derive_phase();
         Ok(lifecycle)
+    }
+
+    /// `len` (at most `C`) as the one-byte container count.
+    fn count_of(len: usize) -> u8 {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::COUNT_FITS;
+        u8::try_from(len).unwrap_or(u8::MAX)
     }
 
     /// The current phase.
@@ -369,30 +362,38 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// Whether the record is still in storage.
     pub fn is_stored(&self) -> bool {
-        self.stored
+        self.flags.has(Flag::Stored)
     }
 
     /// The type's deletion strategy.
-    pub fn strategy(&self) -> &Strategy {
-        &self.strategy
+    pub fn strategy(&self) -> Strategy {
+        self.flags.strategy()
     }
 
     /// The agent's state.
     pub fn agent(&self) -> AgentState {
         AgentState {
-            link: self.agent.link,
-            killing: self.agent.has(agent::KILLING),
-            deletion_seen: self.agent.has(agent::DELETION_SEEN),
-            evicted: self.agent.has(agent::EVICTED),
-            owes_report: self.agent.has(agent::OWES_REPORT),
-            reported: self.agent.has(agent::REPORTED),
+            link: self.flags.link(),
+            killing: self.flags.has(Flag::Killing),
+            deletion_seen: self.flags.has(Flag::DeletionSeen),
+            evicted: self.flags.has(Flag::Evicted),
+            owes_report: self.flags.has(Flag::OwesReport),
+            reported: self.flags.has(Flag::Reported),
             remembered_grace: self.remembered_grace,
         }
     }
 
     /// The containers' kill states.
     pub fn containers(&self) -> &[Container] {
-        &self.containers
+        self.containers
+            .get(..usize::from(self.count))
+            .unwrap_or_default()
+    }
+
+    fn containers_mut(&mut self) -> &mut [Container] {
+        self.containers
+            .get_mut(..usize::from(self.count))
+            .unwrap_or_default()
     }
 
     // ---- API-level inputs -------------------------------------------------
@@ -403,23 +404,22 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         &mut self,
         now: Now,
         options: &DeleteOptions,
-    ) -> Result<DeleteResponse<F>, DeleteError> {
+    ) -> Result<DeleteResponse, DeleteError> {
         match self.phase {
             // R3: nothing stored, nothing to delete.
             Phase::Deleted => Err(DeleteError::NotFound),
             Phase::Live | Phase::GracefulPending | Phase::Terminating => {
-                let decision = decide_delete(&self.record, &self.strategy, options, now.wall)?;
-                let force = decision.remove && self.workload_may_run();
-                if options.dry_run {
-                    // R42–R44: the same decision, not applied.
-                    return Ok(DeleteResponse {
-                        outcome: decision.outcome,
-                        record: decision.record,
-                        dry_run: true,
-                        force,
-                    });
+                let plan = plan_delete(&self.record, &self.strategy(), options, now.wall)?;
+                let force = plan.remove && self.workload_may_run();
+                // R42–R44: a dry run is the same decision, not applied.
+                if !options.dry_run {
+                    self.apply_delete(&plan, force);
                 }
-                Ok(self.apply_delete(decision, force))
+                Ok(DeleteResponse {
+                    outcome: plan.outcome,
+                    dry_run: options.dry_run,
+                    force,
+                })
             }
         }
     }
@@ -436,7 +436,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             Phase::Live | Phase::GracefulPending | Phase::Terminating => {
                 let decision = decide_finalizer_update(&self.record, change)?;
                 if decision.write {
-                    self.write(decision.record);
+                    self.write(|record| *record = decision.record);
                 }
                 if decision.remove {
                     // R45: the last finalizer went and no grace is left.
@@ -456,14 +456,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// The agent observes the record and acts on it: starts the kill once a
     /// deletion is visible (R57), applies a shorter grace at once (D5).
     pub fn handle_agent_sync(&mut self, now: Now) -> Handled {
-        if !self.has_agent() || self.agent.link != Link::Connected {
+        if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
         }
         // The record as it is, or, once removed, as last written (D4).
-        if !self.stored || self.record.deletion_timestamp.is_some() {
-            self.agent.set(agent::DELETION_SEEN, true);
+        if !self.is_stored() || self.record.deletion_timestamp.is_some() {
+            self.flags.set(Flag::DeletionSeen, true);
         }
-        if self.agent.has(agent::DELETION_SEEN) || self.agent.has(agent::EVICTED) {
+        if self.flags.has(Flag::DeletionSeen) || self.flags.has(Flag::Evicted) {
             let grace = effective_grace(
                 self.remembered_grace,
                 self.record.deletion_grace_period_seconds,
@@ -480,10 +480,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// An agent-side kill override such as an eviction (R52, R73, R74): it
     /// only shortens, and acts at once.
     pub fn handle_evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
-        if !self.has_agent() || self.agent.link == Link::Fenced || self.all_stopped() {
+        if !self.has_agent() || self.flags.link() == Link::Fenced || self.all_stopped() {
             return Handled::Ignored;
         }
-        self.agent.set(agent::EVICTED, true);
+        self.flags.set(Flag::Evicted, true);
         let grace = effective_grace(
             self.remembered_grace,
             None,
@@ -502,8 +502,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         now: Now,
         container: usize,
     ) -> Result<Handled, UnknownContainer> {
-        let c = self.containers.get(container).ok_or(UnknownContainer)?;
-        if self.agent.link == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
+        let c = self.containers().get(container).ok_or(UnknownContainer)?;
+        if self.flags.link() == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
             return Ok(Handled::Ignored);
         }
         self.after_hook(now.mono, container);
@@ -517,12 +517,13 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         container: usize,
     ) -> Result<Handled, UnknownContainer> {
         // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
-        let has_agent = self.has_agent();
-        let c = self.containers.get_mut(container).ok_or(UnknownContainer)?;
-        if !has_agent || self.agent.link == Link::Fenced || !c.exited() {
+        let acts = self.has_agent() && self.flags.link() != Link::Fenced;
+        if container >= self.containers().len() {
+            return Err(UnknownContainer);
+        }
+        if !acts || self.update(container, Container::exited) != Some(true) {
             return Ok(Handled::Ignored);
         }
-        self.stamp(container);
         self.release_sidecars(now.mono);
         self.settle(now);
         self.refresh_phase();
@@ -532,19 +533,19 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// The agent stops reporting (R77–R80): the record stays as it is.
     pub fn handle_node_lost(&mut self, now: Now) -> Handled {
         let _ = now;
-        if !self.has_agent() || self.agent.link != Link::Connected {
+        if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
         }
-        self.agent.link = Link::Lost;
+        self.flags.set_link(Link::Lost);
         Handled::Applied
     }
 
     /// The agent reconnects; a report it owes is sent at once.
     pub fn handle_node_ready(&mut self, now: Now) -> Handled {
-        if !self.has_agent() || self.agent.link != Link::Lost {
+        if !self.has_agent() || self.flags.link() != Link::Lost {
             return Handled::Ignored;
         }
-        self.agent.link = Link::Connected;
+        self.flags.set_link(Link::Connected);
         self.settle(now);
         self.refresh_phase();
         Handled::Applied
@@ -554,26 +555,23 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// node, R82): running containers count as stopped (no signals), and the
     /// final delete is issued on the agent's behalf — for a live record too.
     pub fn handle_node_fenced(&mut self, now: Now) -> Handled {
-        if !self.has_agent() || self.agent.link == Link::Fenced {
+        if !self.has_agent() || self.flags.link() == Link::Fenced {
             return Handled::Ignored;
         }
-        self.agent.link = Link::Fenced;
-        for i in 0..self.containers.len() {
-            if let Some(c) = self.containers.get_mut(i) {
+        self.flags.set_link(Link::Fenced);
+        for i in 0..self.containers().len() {
+            self.update(i, |c| {
                 let _ = c.exited();
-            }
-            self.stamp(i);
+            });
         }
-        if self.stored && !self.agent.has(agent::REPORTED) {
+        if self.is_stored() && !self.flags.has(Flag::Reported) {
             // R82: PodGC marks the pod Failed, then deletes with grace 0.
             if !self.record.phase.is_terminal() {
-                let mut failed = self.record.clone();
-                failed.phase = PodPhase::Failed;
-                self.write(failed);
+                self.write(|record| record.phase = PodPhase::Failed);
             }
             self.final_delete(now);
         }
-        self.agent.set(agent::REPORTED, true);
+        self.flags.set(Flag::Reported, true);
         self.refresh_phase();
         Handled::Applied
     }
@@ -581,36 +579,25 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Deadlines that have passed: pre-stop cut-offs (then the stop signal),
     /// sidecar waits, SIGKILL. Early or repeated calls do nothing.
     pub fn handle_timeout(&mut self, now: Now) {
-        if self.agent.link == Link::Fenced {
+        if self.flags.link() == Link::Fenced {
             return;
         }
-        for i in 0..self.containers.len() {
-            let Some(stage) = self.containers.get(i).map(Container::stage) else {
+        let now = now.mono;
+        for i in 0..self.containers().len() {
+            let Some(expiry) = self.containers().get(i).and_then(|c| c.expired(now)) else {
                 continue;
             };
-            match stage {
+            match expiry {
                 // R60: the agent stops waiting for the hook; then the signal.
-                Stage::PreStop { cutoff } if cutoff <= now.mono => self.after_hook(now.mono, i),
+                Expiry::HookCutOff => self.after_hook(now, i),
                 // R70: a sidecar's wait is bounded by its budget.
-                Stage::AwaitingTurn { cutoff } if cutoff <= now.mono => {
-                    if let Some(c) = self.containers.get_mut(i) {
-                        c.signal(now.mono);
-                    }
-                    self.stamp(i);
+                Expiry::TurnOver => {
+                    self.update(i, |c| c.signal(now));
                 }
                 // R63: the budget is spent.
-                Stage::Stopping { kill_at } if kill_at <= now.mono => {
-                    if let Some(c) = self.containers.get_mut(i) {
-                        c.kill();
-                    }
-                    self.stamp(i);
+                Expiry::KillDue => {
+                    self.update(i, Container::kill);
                 }
-                Stage::Running
-                | Stage::PreStop { .. }
-                | Stage::AwaitingTurn { .. }
-                | Stage::Stopping { .. }
-                | Stage::Killed
-                | Stage::Stopped => {}
             }
         }
     }
@@ -619,46 +606,37 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The next thing to do, in the order things happened; `None` when done.
     pub fn poll_action(&mut self) -> Option<Action> {
-        let action = self.take_action();
-        if !self.has_action() {
-            // Positions only order what is owed at once; starting again
-            // keeps the counter small for the whole life of the object.
-            self.order = 0;
-        }
-        action
-    }
-
-    fn take_action(&mut self) -> Option<Action> {
-        // The oldest owed output first: endpoints, containers, removal.
-        let mut best: Option<(u16, Source)> = None;
-        let mut consider = |since: u16, source: Source| {
-            if best.is_none_or(|(b, _)| since < b) {
-                best = Some((since, source));
-            }
-        };
-        if self.owed & lifecycle_owed::REMOVE_ENDPOINTS != 0 {
-            consider(self.endpoints_since, Source::Endpoints);
-        }
-        for (i, c) in self.containers.iter().enumerate() {
-            if c.owed != 0 {
-                consider(c.owed_since, Source::Container(i));
+        // The oldest owed output first. Places are unique and 0 means
+        // nothing owed, so keyed by `place - 1` (0 wrapping to the largest
+        // key) the least key is the oldest owed output. Keys are `u32`: a
+        // place just written is then read back exactly (two bytes), which
+        // the CPU forwards from the pending store.
+        let key = |place: u16| u32::from(place).wrapping_sub(1);
+        let mut best = (key(self.endpoints_since), Source::Endpoints);
+        for (i, c) in self.containers().iter().enumerate() {
+            if key(c.owed_since) < best.0 {
+                best = (key(c.owed_since), Source::Container(i));
             }
         }
-        if self.owed & lifecycle_owed::REMOVE != 0 {
-            consider(self.remove_since, Source::Remove);
+        if key(self.remove_since) < best.0 {
+            best = (key(self.remove_since), Source::Remove);
         }
-        match best?.1 {
+        if best.0 == key(0) {
+            return None;
+        }
+        match best.1 {
             Source::Endpoints => {
-                self.owed &= !lifecycle_owed::REMOVE_ENDPOINTS;
+                self.endpoints_since = 0;
                 Some(Action::RemoveEndpoints)
             }
             Source::Remove => {
-                let force = self.owed & lifecycle_owed::FORCE != 0;
-                self.owed &= !(lifecycle_owed::REMOVE | lifecycle_owed::FORCE);
+                let force = self.flags.has(Flag::Force);
+                self.flags.set(Flag::Force, false);
+                self.remove_since = 0;
                 Some(Action::Remove { force })
             }
             Source::Container(i) => {
-                let c = self.containers.get_mut(i)?;
+                let c = self.containers_mut().get_mut(i)?;
                 // Within a container, outputs arise in this order.
                 let action = if c.owed & owed::PRE_STOP != 0 {
                     c.owed &= !owed::PRE_STOP;
@@ -693,122 +671,120 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// Whether [`poll_action`](Self::poll_action) has something to hand out.
     pub fn has_action(&self) -> bool {
-        self.owed != 0 || self.containers.iter().any(|c| c.owed != 0)
+        self.endpoints_since != 0
+            || self.remove_since != 0
+            || self.containers().iter().any(|c| c.owed != 0)
     }
 
     /// The next deadline on the monotonic clock, if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.agent.link == Link::Fenced {
+        if self.flags.link() == Link::Fenced {
             return None;
         }
-        self.containers.iter().filter_map(Container::deadline).min()
+        self.containers()
+            .iter()
+            .filter_map(Container::deadline)
+            .min()
     }
 
     // ---- Internals ----------------------------------------------------------
 
-    /// The next position in the action order.
-    fn tick(&mut self) -> u16 {
-        self.order = self.order.saturating_add(1);
-        self.order
+    /// The next position in the action order: after every output still
+    /// owed. Positions only order what is owed at once, so they start again
+    /// once everything was handed out and stay small for the whole life of
+    /// the object (at most 4 per container and 2 more, as each output arises
+    /// once).
+    fn tick(&self) -> u16 {
+        // Widened to `u32` for the reason given in `poll_action`.
+        let last = self
+            .containers()
+            .iter()
+            .map(|c| u32::from(c.owed_since))
+            .fold(
+                u32::from(self.endpoints_since.max(self.remove_since)),
+                u32::max,
+            );
+        u16::try_from(last.saturating_add(1)).unwrap_or(u16::MAX)
     }
 
-    /// Gives container `i`'s newly owed outputs their place in the order.
-    /// Called right after each change of one container, so that outputs
-    /// arising in one call keep their causal order.
-    fn stamp(&mut self, i: usize) {
-        let owes = self
-            .containers
-            .get(i)
-            .is_some_and(|c| c.owed != 0 && c.owed_since == 0);
-        if owes {
-            let at = self.tick();
-            if let Some(c) = self.containers.get_mut(i) {
-                c.owed_since = at;
-            }
+    /// Changes container `i` (if there is one) and gives the outputs it
+    /// newly owes their place in the order: every change of a container
+    /// goes through here, one at a time, so that outputs arising in one call
+    /// keep their causal order. The place is taken before the change, which
+    /// does not move it (changes never touch `owed_since`).
+    fn update<R>(&mut self, i: usize, change: impl FnOnce(&mut Container) -> R) -> Option<R> {
+        let at = self.tick();
+        let c = self.containers_mut().get_mut(i)?;
+        let result = change(c);
+        if c.owed != 0 && c.owed_since == 0 {
+            c.owed_since = at;
         }
+        Some(result)
     }
 
     /// Only scheduled pods have an agent.
     fn has_agent(&self) -> bool {
-        self.strategy.kind == Kind::Pod && self.record.scheduled
+        self.flags.is_pod() && self.record.scheduled
     }
 
     fn all_stopped(&self) -> bool {
-        self.containers.iter().all(Container::is_stopped)
+        self.containers().iter().all(Container::is_stopped)
     }
 
     /// D4: could something of this object still be running?
     fn workload_may_run(&self) -> bool {
         self.has_agent()
             && !self.record.phase.is_terminal()
-            && self.agent.link != Link::Fenced
+            && self.flags.link() != Link::Fenced
             && !self.all_stopped()
     }
 
-    fn apply_delete(&mut self, decision: DeleteDecision<F>, force: bool) -> DeleteResponse<F> {
-        let DeleteDecision {
-            outcome,
-            record,
-            write,
-            remove,
-            ..
-        } = decision;
-        let mut returned = record;
-        if write {
-            self.write(returned.clone());
-            returned = self.record.clone();
+    /// Carries out a delete decision on the stored record, in place.
+    fn apply_delete(&mut self, plan: &DeletePlan, force: bool) {
+        if plan.write {
+            self.write(|record| plan.patch.apply(record));
         }
-        if remove {
+        if plan.remove {
             self.remove(force);
         }
         self.refresh_phase();
-        DeleteResponse {
-            outcome,
-            record: returned,
-            dry_run: false,
-            force,
-        }
     }
 
-    /// Writes the record (the store bumps the resource version); a first
-    /// deletion timestamp takes a scheduled, running pod out of endpoints.
-    fn write(&mut self, mut record: Record<F>) {
-        let first_deletion =
-            self.record.deletion_timestamp.is_none() && record.deletion_timestamp.is_some();
-        if first_deletion && self.has_agent() && !self.record.phase.is_terminal() {
-            self.owed |= lifecycle_owed::REMOVE_ENDPOINTS;
+    /// Writes the record through `change` (the store bumps the resource
+    /// version); a first deletion timestamp takes a scheduled, running pod
+    /// out of endpoints.
+    fn write(&mut self, change: impl FnOnce(&mut Record<F>)) {
+        let was_deleting = self.record.deletion_timestamp.is_some();
+        let serving = self.has_agent() && !self.record.phase.is_terminal();
+        let version = self.record.resource_version;
+        change(&mut self.record);
+        self.record.resource_version = version.saturating_add(1);
+        if !was_deleting && self.record.deletion_timestamp.is_some() && serving {
             self.endpoints_since = self.tick();
         }
-        record.resource_version = self.record.resource_version.saturating_add(1);
-        self.record = record;
     }
 
     fn remove(&mut self, force: bool) {
-        self.stored = false;
-        self.owed |= lifecycle_owed::REMOVE;
+        self.flags.set(Flag::Stored, false);
         self.remove_since = self.tick();
         if force {
-            self.owed |= lifecycle_owed::FORCE;
+            self.flags.set(Flag::Force, true);
         }
     }
 
     /// Starts the kill with `grace`, or shortens one in progress (D5).
     fn apply_grace(&mut self, now: Now, grace: i64, shortened: bool) {
         let mono = now.mono;
-        if !self.agent.has(agent::KILLING) {
-            self.agent.set(agent::KILLING, true);
-            for i in 0..self.containers.len() {
-                let proceed = self
-                    .containers
-                    .get_mut(i)
-                    .is_some_and(|c| c.start(mono, grace));
-                self.stamp(i);
-                if proceed {
+        if !self.flags.has(Flag::Killing) {
+            self.flags.set(Flag::Killing, true);
+            for i in 0..self.containers().len() {
+                let proceed = self.update(i, |c| c.start(mono, grace));
+                if proceed == Some(true) {
                     self.after_hook(mono, i);
                 }
             }
         } else if shortened {
-            for c in self.containers.iter_mut() {
+            for c in self.containers_mut().iter_mut() {
                 c.shorten(mono, grace);
             }
         }
@@ -818,25 +794,24 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// The hook of container `i` is over (or there was none): signal it, or
     /// let a sidecar wait its turn (R69–R72).
     fn after_hook(&mut self, now: Instant, i: usize) {
-        let ordered = self.containers.iter().any(|c| c.spec.sidecar);
+        let ordered = self.containers().iter().any(|c| c.spec.sidecar);
         let ready = self.turn_ready(i);
-        if let Some(c) = self.containers.get_mut(i)
-            && c.finish_hook(now, ready, ordered)
-        {
-            c.signal(now);
-        }
-        self.stamp(i);
+        self.update(i, |c| {
+            if c.finish_hook(now, ready, ordered) {
+                c.signal(now);
+            }
+        });
     }
 
     /// R69: a sidecar's turn comes when every main container and the next
     /// sidecar declared after it have stopped.
     fn turn_ready(&self, i: usize) -> bool {
         let mains_done = self
-            .containers
+            .containers()
             .iter()
             .all(|c| c.spec.sidecar || c.is_stopped());
         let next_sidecar_done = self
-            .containers
+            .containers()
             .iter()
             .skip(i.saturating_add(1))
             .find(|c| c.spec.sidecar)
@@ -845,17 +820,13 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     fn release_sidecars(&mut self, now: Instant) {
-        for i in 0..self.containers.len() {
+        for i in 0..self.containers().len() {
             let waiting = self
-                .containers
+                .containers()
                 .get(i)
                 .is_some_and(|c| matches!(c.stage(), Stage::AwaitingTurn { .. }));
-            if waiting
-                && self.turn_ready(i)
-                && let Some(c) = self.containers.get_mut(i)
-            {
-                c.signal(now);
-                self.stamp(i);
+            if waiting && self.turn_ready(i) {
+                self.update(i, |c| c.signal(now));
             }
         }
     }
@@ -863,29 +834,27 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Once everything has stopped, the agent reports: the final delete if a
     /// deletion was asked for (R75), the Failed phase after an eviction.
     fn settle(&mut self, now: Now) {
-        if !self.has_agent() || self.agent.has(agent::REPORTED) || !self.all_stopped() {
+        if !self.has_agent() || self.flags.has(Flag::Reported) || !self.all_stopped() {
             return;
         }
-        if !(self.agent.has(agent::DELETION_SEEN) || self.agent.has(agent::EVICTED)) {
+        if !(self.flags.has(Flag::DeletionSeen) || self.flags.has(Flag::Evicted)) {
             return;
         }
-        if self.agent.link != Link::Connected {
-            self.agent.set(agent::OWES_REPORT, true);
+        if self.flags.link() != Link::Connected {
+            self.flags.set(Flag::OwesReport, true);
             return;
         }
-        self.agent.set(agent::OWES_REPORT, false);
-        if self.agent.has(agent::DELETION_SEEN) || !self.stored {
+        self.flags.set(Flag::OwesReport, false);
+        if self.flags.has(Flag::DeletionSeen) || !self.is_stored() {
             // The final report: nothing follows it.
-            self.agent.set(agent::REPORTED, true);
-            if self.stored {
+            self.flags.set(Flag::Reported, true);
+            if self.is_stored() {
                 self.final_delete(now);
             }
         } else if !self.record.phase.is_terminal() {
             // After an eviction alone the record stays, Failed; a deletion
             // seen later still gets its final delete (R75).
-            let mut failed = self.record.clone();
-            failed.phase = PodPhase::Failed;
-            self.write(failed);
+            self.write(|record| record.phase = PodPhase::Failed);
         }
     }
 
@@ -899,22 +868,20 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             },
             ..DeleteOptions::default()
         };
-        // A uid conflict means a different object: leave it alone.
-        if let Ok(decision) = decide_delete(&self.record, &self.strategy, &options, now.wall) {
-            let force = decision.remove && self.workload_may_run();
-            let _ = self.apply_delete(decision, force);
-        }
+        // The record is stored (so the phase is not Deleted). A uid
+        // conflict means a different object: that error leaves it alone.
+        let _ = self.handle_delete(now, &options);
     }
 
     fn derive_phase(&self) -> Phase {
-        if !self.stored {
+        if !self.is_stored() {
             return Phase::Deleted;
         }
         if self.record.deletion_timestamp.is_none() {
             return Phase::Live;
         }
         let nothing_to_wait_for = !self.has_agent() || self.record.phase.is_terminal();
-        if nothing_to_wait_for || self.agent.has(agent::KILLING) || self.agent.link == Link::Fenced
+        if nothing_to_wait_for || self.flags.has(Flag::Killing) || self.flags.link() == Link::Fenced
         {
             Phase::Terminating
         } else {

@@ -73,6 +73,7 @@ impl DeleteOptions {
     }
 
     /// `ValidateDeleteOptions` (R5, R6). Grace values are never invalid.
+    #[inline]
     pub fn validate(&self) -> Result<(), InvalidOptions> {
         if self.orphan_dependents.is_some() && self.propagation_policy.is_some() {
             return Err(InvalidOptions::OrphanDependentsWithPropagationPolicy);

@@ -4,7 +4,7 @@
 use core::fmt;
 
 use crate::name::Name;
-use crate::time::{Timestamp, WallTime};
+use crate::time::Timestamp;
 
 /// The finalizer the garbage collector uses to orphan dependents.
 pub const FINALIZER_ORPHAN: &str = "orphan";
@@ -112,6 +112,7 @@ pub enum PodPhase {
 
 impl PodPhase {
     /// Succeeded or Failed: nothing of the pod runs any more (R20).
+    #[inline]
     pub const fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
     }
@@ -173,11 +174,6 @@ impl<const F: usize> Finalizers<F> {
     /// True when nothing holds the object.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
-    }
-
-    /// Same names, ignoring order and repetition (R39 compares sets).
-    pub(crate) fn same_set(&self, other: &Self) -> bool {
-        self.iter().all(|n| other.contains(n)) && other.iter().all(|n| self.contains(n))
     }
 }
 
@@ -242,6 +238,20 @@ pub struct Record<const F: usize> {
 }
 
 impl<const F: usize> Record<F> {
+    /// The placeholder in a free table slot: all zero bits, so that a
+    /// `static` table needs no initial image.
+    pub(crate) const VACANT: Self = Record {
+        uid: Name::new(),
+        resource_version: 0,
+        generation: 0,
+        deletion_timestamp: None,
+        deletion_grace_period_seconds: None,
+        finalizers: Finalizers::new(),
+        scheduled: false,
+        phase: PodPhase::Pending,
+        termination_grace_period_seconds: None,
+    };
+
     /// A live, scheduled, running pod with the API's default grace of 30 s,
     /// generation 1 and resource version 1.
     pub fn new(uid: Name) -> Self {
@@ -256,23 +266,5 @@ impl<const F: usize> Record<F> {
             phase: PodPhase::Running,
             termination_grace_period_seconds: Some(30),
         }
-    }
-
-    /// `markAsDeleting` (R31): the non-graceful path's "deleting now".
-    pub(crate) fn mark_as_deleting(&mut self, now: WallTime) {
-        let now_ts = now.floor_to_timestamp();
-        match self.deletion_timestamp {
-            None => {
-                if self.generation > 0 {
-                    self.generation = self.generation.saturating_add(1);
-                }
-                self.deletion_timestamp = Some(now_ts);
-            }
-            Some(ts) if ts.as_millis_wide() > now.as_millis_wide() => {
-                self.deletion_timestamp = Some(now_ts);
-            }
-            Some(_) => {}
-        }
-        self.deletion_grace_period_seconds = Some(0);
     }
 }

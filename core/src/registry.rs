@@ -14,7 +14,7 @@ use crate::record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Finalizers, GcPolicy, Kind, Record, Strategy,
     TooManyFinalizers,
 };
-use crate::time::{WallTime, saturate_timestamp};
+use crate::time::{Timestamp, WallTime, saturate_timestamp};
 
 /// What a delete request did to the record.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -104,6 +104,95 @@ struct BeforeDelete {
     pending: bool,
 }
 
+/// What a delete writes: the deletion fields and, when they change, the
+/// garbage-collection finalizers. Decided against the stored record without
+/// copying it; [`decide_delete`] applies it to a copy, a lifecycle to its
+/// stored record in place.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DeletionPatch {
+    deletion_timestamp: Option<Timestamp>,
+    deletion_grace_period_seconds: Option<i64>,
+    generation: i64,
+    gc: Option<GcSet>,
+}
+
+impl DeletionPatch {
+    /// The stored fields, as `BeforeDelete` starts from them.
+    #[inline]
+    fn of<const F: usize>(stored: &Record<F>) -> Self {
+        DeletionPatch {
+            deletion_timestamp: stored.deletion_timestamp,
+            // R10: a stored negative grace reads as 1, in memory only.
+            deletion_grace_period_seconds: stored
+                .deletion_grace_period_seconds
+                .map(|g| if g < 0 { 1 } else { g }),
+            generation: stored.generation,
+            gc: None,
+        }
+    }
+
+    /// Writes the patch into `record`.
+    #[inline]
+    pub(crate) fn apply<const F: usize>(&self, record: &mut Record<F>) {
+        record.deletion_timestamp = self.deletion_timestamp;
+        record.deletion_grace_period_seconds = self.deletion_grace_period_seconds;
+        record.generation = self.generation;
+        if let Some(gc) = self.gc {
+            gc.apply(&mut record.finalizers);
+        }
+    }
+
+    /// Whether the patched record differs from `stored`.
+    #[inline]
+    fn changes<const F: usize>(&self, stored: &Record<F>) -> bool {
+        self.deletion_timestamp != stored.deletion_timestamp
+            || self.deletion_grace_period_seconds != stored.deletion_grace_period_seconds
+            || self.generation != stored.generation
+            // A GC change is only recorded when the set differs (R39).
+            || self.gc.is_some()
+    }
+
+    /// Whether finalizers hold the patched record (R27).
+    #[inline]
+    fn held<const F: usize>(&self, stored: &Record<F>) -> bool {
+        match self.gc {
+            None => !stored.finalizers.is_empty(),
+            Some(gc) => gc.orphan || gc.foreground || others(&stored.finalizers) > 0,
+        }
+    }
+
+    /// `markAsDeleting` (R31): the non-graceful path's "deleting now".
+    #[inline]
+    fn mark_as_deleting(&mut self, now: WallTime) {
+        let now_ts = now.floor_to_timestamp();
+        match self.deletion_timestamp {
+            None => {
+                if self.generation > 0 {
+                    self.generation = self.generation.saturating_add(1);
+                }
+                self.deletion_timestamp = Some(now_ts);
+            }
+            Some(ts) if ts.as_millis_wide() > now.as_millis_wide() => {
+                self.deletion_timestamp = Some(now_ts);
+            }
+            Some(_) => {}
+        }
+        self.deletion_grace_period_seconds = Some(0);
+    }
+}
+
+/// A delete decision without the record: what [`decide_delete`] decides,
+/// with the state to write as a [`DeletionPatch`].
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct DeletePlan {
+    pub(crate) outcome: DeleteOutcome,
+    /// Write the patch (before removal, if `remove`).
+    pub(crate) write: bool,
+    pub(crate) remove: bool,
+    pub(crate) grace_period_seconds: Option<i64>,
+    pub(crate) patch: DeletionPatch,
+}
+
 /// Decides a delete request against the stored record (`Store.Delete`, R2–R44).
 ///
 /// `now` is the API server's clock. The decision is the same for a dry run;
@@ -114,6 +203,30 @@ pub fn decide_delete<const F: usize>(
     options: &DeleteOptions,
     now: WallTime,
 ) -> Result<DeleteDecision<F>, DeleteError> {
+    let plan = plan_delete(stored, strategy, options, now)?;
+    // R33: the state written, or the stored state when nothing is (R26,
+    // R30, R32); a kept record that does not change is not written.
+    let mut record = stored.clone();
+    if plan.write {
+        plan.patch.apply(&mut record);
+    }
+    Ok(DeleteDecision {
+        outcome: plan.outcome,
+        record,
+        write: plan.write,
+        remove: plan.remove,
+        grace_period_seconds: plan.grace_period_seconds,
+    })
+}
+
+/// [`decide_delete`] without copying the record.
+#[inline]
+pub(crate) fn plan_delete<const F: usize>(
+    stored: &Record<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+    now: WallTime,
+) -> Result<DeletePlan, DeleteError> {
     // R4: validation, then preconditions, then everything else.
     options.validate().map_err(DeleteError::Invalid)?;
     check_preconditions(stored, options)?;
@@ -122,84 +235,53 @@ pub fn decide_delete<const F: usize>(
     let mut grace = options
         .grace_period_seconds
         .map(|g| if g < 0 { 1 } else { g });
-    let mut record = stored.clone();
-    let bd = before_delete(&mut record, strategy, &mut grace, now);
+    let mut patch = DeletionPatch::of(stored);
+    let bd = before_delete(stored, &mut patch, strategy, &mut grace, now);
+    let plan = |outcome, write, remove, patch| DeletePlan {
+        outcome,
+        write,
+        remove,
+        grace_period_seconds: grace,
+        patch,
+    };
     if bd.pending {
         // R26: nothing written; the stored object is returned as it is
         // (R10's normalisation stays in memory).
-        return Ok(DeleteDecision {
-            outcome: DeleteOutcome::Pending,
-            record: stored.clone(),
-            write: false,
-            remove: false,
-            grace_period_seconds: grace,
-        });
+        return Ok(plan(DeleteOutcome::Pending, false, false, patch));
     }
 
-    let gc_finalizers = gc_finalizers(&record.finalizers, strategy, options)?;
+    patch.gc = gc_change(&stored.finalizers, strategy, options)?;
     // R28: graceful, finalizers already there, or a GC change ⇒ update first.
-    if !(bd.graceful || !stored.finalizers.is_empty() || gc_finalizers.is_some()) {
+    if !(bd.graceful || !stored.finalizers.is_empty() || patch.gc.is_some()) {
         // R32: removed as it is, without a write.
-        return Ok(remove_unwritten(stored, grace));
-    }
-    if let Some(finalizers) = gc_finalizers {
-        record.finalizers = finalizers;
+        return Ok(plan(DeleteOutcome::Deleted, false, true, patch));
     }
     // R27: finalizers are looked at again after the GC adjustment.
-    let held = !record.finalizers.is_empty();
+    let held = patch.held(stored);
     if !bd.graceful {
         if !held {
             // R30, R40: the update is abandoned, the stored object removed.
-            return Ok(remove_unwritten(stored, grace));
+            return Ok(plan(DeleteOutcome::Deleted, false, true, patch));
         }
         // R30, R31: kept, marked as deleting now.
-        record.mark_as_deleting(now);
-        return Ok(kept(stored, record, grace));
+        patch.mark_as_deleting(now);
+    } else if !held && grace.unwrap_or(0) <= 0 {
+        // R29 (by the request's grace, not the stored one): written, then
+        // removed.
+        return Ok(plan(DeleteOutcome::Deleted, true, true, patch));
     }
-    // R29: keep or remove by the request's grace, not the stored one.
-    if held || grace.unwrap_or(0) > 0 {
-        Ok(kept(stored, record, grace))
+    // Kept, and written only if something changed.
+    let write = patch.changes(stored);
+    let outcome = if write {
+        DeleteOutcome::Graceful
     } else {
-        Ok(DeleteDecision {
-            outcome: DeleteOutcome::Deleted,
-            record,
-            write: true,
-            remove: true,
-            grace_period_seconds: grace,
-        })
-    }
-}
-
-fn kept<const F: usize>(
-    stored: &Record<F>,
-    record: Record<F>,
-    grace: Option<i64>,
-) -> DeleteDecision<F> {
-    let write = record != *stored;
-    DeleteDecision {
-        outcome: if write {
-            DeleteOutcome::Graceful
-        } else {
-            DeleteOutcome::Pending
-        },
-        record,
-        write,
-        remove: false,
-        grace_period_seconds: grace,
-    }
-}
-
-fn remove_unwritten<const F: usize>(stored: &Record<F>, grace: Option<i64>) -> DeleteDecision<F> {
-    DeleteDecision {
-        outcome: DeleteOutcome::Deleted,
-        record: stored.clone(),
-        write: false,
-        remove: true,
-        grace_period_seconds: grace,
-    }
+        DeleteOutcome::Pending
+    };
+    Ok(plan(outcome, write, false, patch))
 }
 
 /// R7: each precondition given must match the stored object.
+#[inline]
 fn check_preconditions<const F: usize>(
     stored: &Record<F>,
     options: &DeleteOptions,
@@ -218,17 +300,16 @@ fn check_preconditions<const F: usize>(
 }
 
 /// `rest.BeforeDelete` after validation and preconditions (R9–R25).
-/// Mutates `record` and the request's `grace` as Kubernetes does.
+/// Changes the `patch` (the stored fields, R10 applied) and the request's
+/// `grace` as Kubernetes does.
+#[inline]
 fn before_delete<const F: usize>(
-    record: &mut Record<F>,
+    stored: &Record<F>,
+    patch: &mut DeletionPatch,
     strategy: &Strategy,
     grace: &mut Option<i64>,
     now: WallTime,
 ) -> BeforeDelete {
-    // R10: a stored negative grace reads as 1, in memory only.
-    if record.deletion_grace_period_seconds.is_some_and(|g| g < 0) {
-        record.deletion_grace_period_seconds = Some(1);
-    }
     if strategy.kind == Kind::Generic {
         // R11: no graceful strategy; only finalizers can hold the object.
         return BeforeDelete {
@@ -236,8 +317,8 @@ fn before_delete<const F: usize>(
             pending: false,
         };
     }
-    if let Some(ts) = record.deletion_timestamp {
-        let existing = match record.deletion_grace_period_seconds {
+    if let Some(ts) = patch.deletion_timestamp {
+        let existing = match patch.deletion_grace_period_seconds {
             // R13: nothing graceful left to wait for: delete now.
             None | Some(0) => {
                 return BeforeDelete {
@@ -275,24 +356,24 @@ fn before_delete<const F: usize>(
                 new_grace = 1;
             }
         }
-        record.deletion_timestamp = Some(saturate_timestamp(new_ts, now.floor_to_timestamp()));
-        record.deletion_grace_period_seconds = Some(new_grace);
+        patch.deletion_timestamp = Some(saturate_timestamp(new_ts, now.floor_to_timestamp()));
+        patch.deletion_grace_period_seconds = Some(new_grace);
         // R12: re-deletes never bump the generation.
         return BeforeDelete {
             graceful: true,
             pending: false,
         };
     }
-    let period = pod_grace_period(record, *grace);
+    let period = pod_grace_period(stored, *grace);
     *grace = Some(period); // R22
     // R24: ts = now + grace, saturating at the RFC 3339 maximum (D2).
     let now_ts = now.floor_to_timestamp();
     let ts = i128::from(now_ts.as_unix_seconds()).saturating_add(i128::from(period));
-    record.deletion_timestamp = Some(saturate_timestamp(ts, now_ts));
-    record.deletion_grace_period_seconds = Some(period);
+    patch.deletion_timestamp = Some(saturate_timestamp(ts, now_ts));
+    patch.deletion_grace_period_seconds = Some(period);
     // R25
-    if record.generation > 0 {
-        record.generation = record.generation.saturating_add(1);
+    if patch.generation > 0 {
+        patch.generation = patch.generation.saturating_add(1);
     }
     BeforeDelete {
         graceful: true,
@@ -302,6 +383,7 @@ fn before_delete<const F: usize>(
 
 /// The pod strategy's `CheckGracefulDelete` (R18–R21): the grace a first
 /// deletion gets.
+#[inline]
 pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i64>) -> i64 {
     // R18
     let mut period = requested
@@ -329,37 +411,81 @@ pub fn gc_finalizers<const F: usize>(
     strategy: &Strategy,
     options: &DeleteOptions,
 ) -> Result<Option<Finalizers<F>>, DeleteError> {
-    if !strategy.gc_enabled {
-        return Ok(None); // R36
-    }
-    let orphan = should_orphan(existing, strategy, options);
-    let foreground = should_delete_in_foreground(existing, strategy, options);
-    let mut next = Finalizers::new();
-    for name in existing.iter() {
-        if name.as_str() != FINALIZER_ORPHAN && name.as_str() != FINALIZER_FOREGROUND {
-            next.push(name.clone())
-                .map_err(|_| DeleteError::TooManyFinalizers)?;
+    Ok(gc_change(existing, strategy, options)?.map(|gc| {
+        let mut next = existing.clone();
+        gc.apply(&mut next);
+        next
+    }))
+}
+
+/// Which garbage-collection finalizers an object is to carry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct GcSet {
+    orphan: bool,
+    foreground: bool,
+}
+
+impl GcSet {
+    /// The other finalizers in their order, then `orphan`, then
+    /// `foregroundDeletion`, as wanted. [`gc_change`] checked the room.
+    fn apply<const F: usize>(self, finalizers: &mut Finalizers<F>) {
+        finalizers.remove(FINALIZER_ORPHAN);
+        finalizers.remove(FINALIZER_FOREGROUND);
+        for (wanted, name) in [
+            (self.orphan, FINALIZER_ORPHAN),
+            (self.foreground, FINALIZER_FOREGROUND),
+        ] {
+            if wanted && let Ok(name) = Name::try_from_str(name) {
+                let _ = finalizers.push(name);
+            }
         }
     }
-    for (wanted, name) in [
-        (orphan, FINALIZER_ORPHAN),
-        (foreground, FINALIZER_FOREGROUND),
-    ] {
-        if wanted {
-            let name = Name::try_from_str(name).map_err(|_| DeleteError::TooManyFinalizers)?;
-            next.push(name)
-                .map_err(|_| DeleteError::TooManyFinalizers)?;
-        }
-    }
-    // R39: the old list, in its old order, when the set is unchanged.
-    if next.same_set(existing) {
-        Ok(None)
-    } else {
-        Ok(Some(next))
+
+    fn len(self) -> usize {
+        usize::from(self.orphan).saturating_add(usize::from(self.foreground))
     }
 }
 
+/// How many finalizers are not the garbage collector's.
+#[inline]
+fn others<const F: usize>(finalizers: &Finalizers<F>) -> usize {
+    finalizers
+        .iter()
+        .filter(|n| n.as_str() != FINALIZER_ORPHAN && n.as_str() != FINALIZER_FOREGROUND)
+        .count()
+}
+
+/// [`gc_finalizers`] as the set wanted, without building the list.
+#[inline]
+fn gc_change<const F: usize>(
+    existing: &Finalizers<F>,
+    strategy: &Strategy,
+    options: &DeleteOptions,
+) -> Result<Option<GcSet>, DeleteError> {
+    if !strategy.gc_enabled {
+        return Ok(None); // R36
+    }
+    let wanted = GcSet {
+        orphan: should_orphan(existing, strategy, options),
+        foreground: should_delete_in_foreground(existing, strategy, options),
+    };
+    let present = GcSet {
+        orphan: existing.contains(FINALIZER_ORPHAN),
+        foreground: existing.contains(FINALIZER_FOREGROUND),
+    };
+    // R39: the old list, in its old order, when the set is unchanged. Then
+    // the new list is no longer than the old one.
+    if wanted == present {
+        return Ok(None);
+    }
+    if others(existing).saturating_add(wanted.len()) > F {
+        return Err(DeleteError::TooManyFinalizers);
+    }
+    Ok(Some(wanted))
+}
+
 /// R37: whether the `orphan` finalizer is wanted. First match wins.
+#[inline]
 fn should_orphan<const F: usize>(
     existing: &Finalizers<F>,
     strategy: &Strategy,
@@ -388,6 +514,7 @@ fn should_orphan<const F: usize>(
 }
 
 /// R38: whether the `foregroundDeletion` finalizer is wanted.
+#[inline]
 fn should_delete_in_foreground<const F: usize>(
     existing: &Finalizers<F>,
     strategy: &Strategy,

@@ -15,9 +15,6 @@ use crate::options::DeleteOptions;
 use crate::registry::{DeleteError, FinalizerChange, UpdateError};
 use crate::time::{Instant, Now};
 
-/// Marks "no index" in the heap positions and the free list.
-const NONE: u32 = u32::MAX;
-
 /// A compact handle on one object in a [`Table`]: its slot and the slot's
 /// generation. A slot is reused only after its object was removed, and then
 /// with a new generation, so a stale id never reaches another object.
@@ -141,30 +138,98 @@ impl fmt::Display for TableUpdateError {
 
 impl core::error::Error for TableUpdateError {}
 
-/// One slot: an object, or a link in the free list.
+/// A slot index stored as index + 1, so that "none" is 0 and a new table is
+/// all zero bits (a `static` one lands in `.bss`).
+fn encode(index: Option<u32>) -> u32 {
+    index.map_or(0, |i| i.saturating_add(1))
+}
+
+fn decode(stored: u32) -> Option<u32> {
+    stored.checked_sub(1)
+}
+
+/// A slot's bookkeeping in one word (all zero: a free slot at the end of
+/// the free list):
+///
+/// - bit 31: the slot holds an object;
+/// - bit 30: the object waits in the ready FIFO;
+/// - bits 0–29: for an object, its heap position (encoded, 0: not in the
+///   heap); for a free slot, the next free slot (encoded, 0: none). A free
+///   slot is in neither the heap nor the FIFO, so they share the bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Marks(u32);
+
+impl Marks {
+    const IN_USE: u32 = 1 << 31;
+    const READY: u32 = 1 << 30;
+    const LINK: u32 = Self::READY - 1;
+
+    /// A new object: not in the heap, not ready.
+    const OBJECT: Marks = Marks(Self::IN_USE);
+
+    /// A free slot followed in the free list by `next` (encoded).
+    const fn free(next: u32) -> Self {
+        Marks(next & Self::LINK)
+    }
+
+    const fn in_use(self) -> bool {
+        self.0 & Self::IN_USE != 0
+    }
+
+    const fn ready(self) -> bool {
+        self.0 & Self::READY != 0
+    }
+
+    fn set_ready(&mut self, on: bool) {
+        if on {
+            self.0 |= Self::READY;
+        } else {
+            self.0 &= !Self::READY;
+        }
+    }
+
+    fn heap_pos(self) -> Option<u32> {
+        if self.in_use() {
+            decode(self.0 & Self::LINK)
+        } else {
+            None
+        }
+    }
+
+    fn set_heap_pos(&mut self, pos: Option<u32>) {
+        self.0 = (self.0 & !Self::LINK) | (encode(pos) & Self::LINK);
+    }
+
+    /// The next free slot (encoded), for a free slot.
+    const fn next_free(self) -> u32 {
+        self.0 & Self::LINK
+    }
+}
+
+/// One slot: an object, or a link in the free list. A free slot holds
+/// [`Lifecycle::VACANT`], so that it is all zero bits like its marks.
 #[derive(Clone, Debug)]
 struct Slot<const F: usize, const C: usize> {
-    lifecycle: Option<Lifecycle<F, C>>,
+    lifecycle: Lifecycle<F, C>,
     generation: u32,
-    /// The object's next deadline while it is in the heap.
-    deadline: Instant,
-    /// Its position in the heap, or `NONE`.
-    heap_pos: u32,
-    /// The next free slot while this one is free, or `NONE`.
-    next_free: u32,
-    /// Waiting in the ready FIFO.
-    ready: bool,
+    marks: Marks,
 }
 
 impl<const F: usize, const C: usize> Slot<F, C> {
     const EMPTY: Self = Slot {
-        lifecycle: None,
+        lifecycle: Lifecycle::VACANT,
         generation: 0,
-        deadline: Instant::ZERO,
-        heap_pos: NONE,
-        next_free: NONE,
-        ready: false,
+        marks: Marks::free(0),
     };
+
+    /// The object, if the slot holds one.
+    fn object(&self) -> Option<&Lifecycle<F, C>> {
+        self.marks.in_use().then_some(&self.lifecycle)
+    }
+
+    fn object_mut(&mut self) -> Option<&mut Lifecycle<F, C>> {
+        self.marks.in_use().then_some(&mut self.lifecycle)
+    }
 }
 
 /// Up to `N` lifecycles, each with up to `F` finalizers and `C` containers.
@@ -200,13 +265,14 @@ impl<const F: usize, const C: usize> Slot<F, C> {
 pub struct Table<const N: usize, const F: usize = 4, const C: usize = 4> {
     slots: [Slot<F, C>; N],
     /// Indexed binary min-heap of slot indices, keyed by (deadline, index).
+    /// Deadlines are read from the lifecycles, not kept twice.
     heap: [u32; N],
     heap_len: u32,
     /// FIFO ring of slot indices that owe actions; each at most once.
     ready: [u32; N],
     ready_head: u32,
     ready_len: u32,
-    /// Head of the list of freed slots.
+    /// The first freed slot (encoded, 0: none).
     free_head: u32,
     /// Slots at and above this index were never used.
     unused: u32,
@@ -220,21 +286,25 @@ impl<const N: usize, const F: usize, const C: usize> Default for Table<N, F, C> 
 }
 
 impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
-    /// Indices are `u32` and `u32::MAX` means "none".
-    const CAPACITY_FITS: () = assert!(N < NONE as usize, "Table capacity must be below u32::MAX");
+    /// Encoded indices (index + 1) must fit a slot's 30 link bits.
+    const CAPACITY_FITS: () = assert!(
+        N <= Marks::LINK as usize,
+        "Table capacity must be below 2^30"
+    );
 
-    /// An empty table. `const`, so that it can live in a `static`.
+    /// An empty table: all zero bits. `const`, so that it can live in a
+    /// `static` (in `.bss`, with no initial image).
     pub const fn new() -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::CAPACITY_FITS;
         Table {
             slots: [const { Slot::EMPTY }; N],
-            heap: [NONE; N],
+            heap: [0; N],
             heap_len: 0,
-            ready: [NONE; N],
+            ready: [0; N],
             ready_head: 0,
             ready_len: 0,
-            free_head: NONE,
+            free_head: 0,
             unused: 0,
             len: 0,
         }
@@ -258,23 +328,22 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
     /// Tracks a lifecycle; hands it back if the table is full.
     #[allow(clippy::result_large_err, reason = "the caller gets its value back")]
     pub fn insert(&mut self, lifecycle: Lifecycle<F, C>) -> Result<Id, TableFull<Lifecycle<F, C>>> {
-        let index = if self.free_head != NONE {
-            self.free_head
-        } else if (self.unused as usize) < N {
-            self.unused
-        } else {
-            return Err(TableFull(lifecycle));
+        let freed = decode(self.free_head);
+        let index = match freed {
+            Some(index) => index,
+            None if (self.unused as usize) < N => self.unused,
+            None => return Err(TableFull(lifecycle)),
         };
         let Some(slot) = self.slots.get_mut(index as usize) else {
             return Err(TableFull(lifecycle));
         };
-        if index == self.free_head {
-            self.free_head = slot.next_free;
+        if freed.is_some() {
+            self.free_head = slot.marks.next_free();
         } else {
             self.unused = self.unused.saturating_add(1);
         }
-        slot.next_free = NONE;
-        slot.lifecycle = Some(lifecycle);
+        slot.lifecycle = lifecycle;
+        slot.marks = Marks::OBJECT;
         let id = Id {
             index,
             generation: slot.generation,
@@ -292,12 +361,12 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         self.ready_remove(id.index);
         let free_head = self.free_head;
         let slot = self.slots.get_mut(id.index as usize)?;
-        let lifecycle = slot.lifecycle.take();
+        let lifecycle = core::mem::replace(&mut slot.lifecycle, Lifecycle::VACANT);
         slot.generation = slot.generation.wrapping_add(1);
-        slot.next_free = free_head;
-        self.free_head = id.index;
+        slot.marks = Marks::free(free_head);
+        self.free_head = encode(Some(id.index));
         self.len = self.len.saturating_sub(1);
-        lifecycle
+        Some(lifecycle)
     }
 
     /// The object's lifecycle, to read.
@@ -306,13 +375,13 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         if slot.generation != id.generation {
             return None;
         }
-        slot.lifecycle.as_ref()
+        slot.object()
     }
 
     /// Every object, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (Id, &Lifecycle<F, C>)> {
         self.slots.iter().zip(0u32..).filter_map(|(slot, index)| {
-            let lifecycle = slot.lifecycle.as_ref()?;
+            let lifecycle = slot.object()?;
             let id = Id {
                 index,
                 generation: slot.generation,
@@ -332,7 +401,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         if slot.generation != id.generation {
             return Err(UnknownId);
         }
-        let lifecycle = slot.lifecycle.as_mut().ok_or(UnknownId)?;
+        let lifecycle = slot.object_mut().ok_or(UnknownId)?;
         let result = input(lifecycle);
         self.refresh(id.index);
         Ok(result)
@@ -344,7 +413,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         now: Now,
         id: Id,
         options: &DeleteOptions,
-    ) -> Result<DeleteResponse<F>, TableDeleteError> {
+    ) -> Result<DeleteResponse, TableDeleteError> {
         self.with(id, |l| l.handle_delete(now, options))
             .map_err(|_| TableDeleteError::UnknownId)?
             .map_err(TableDeleteError::Delete)
@@ -421,15 +490,12 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         // moves a container one stage on (pre-stop, turn, stopping,
         // killed): a few handlings settle any object.
         let rounds = C.saturating_mul(3).saturating_add(1);
-        while let Some(&top) = self.heap.first() {
-            if self.heap_len == 0 || !self.is_due(top, now) {
+        while let Some(top) = self.heap_top() {
+            if !self.is_due(top, now) {
                 break;
             }
             for _ in 0..rounds {
-                if let Some(lifecycle) = self
-                    .slots
-                    .get_mut(top as usize)
-                    .and_then(|s| s.lifecycle.as_mut())
+                if let Some(lifecycle) = self.slots.get_mut(top as usize).and_then(Slot::object_mut)
                 {
                     lifecycle.handle_timeout(now);
                 }
@@ -447,9 +513,10 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
 
     /// Whether slot `index` is in the heap with a deadline at or before `now`.
     fn is_due(&self, index: u32, now: Now) -> bool {
-        self.slots
-            .get(index as usize)
-            .is_some_and(|s| s.heap_pos != NONE && s.deadline <= now.mono)
+        self.slots.get(index as usize).is_some_and(|s| {
+            s.marks.heap_pos().is_some()
+                && s.lifecycle.poll_timeout().is_some_and(|d| d <= now.mono)
+        })
     }
 
     /// The next action of any object, with the object's id.
@@ -458,11 +525,11 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
             let index = *self.ready.get(self.ready_head as usize)?;
             let slot = self.slots.get_mut(index as usize)?;
             let generation = slot.generation;
-            if let Some(action) = slot.lifecycle.as_mut().and_then(Lifecycle::poll_action) {
-                self.refresh_deadline(index);
+            // Handing out an action changes no deadline: the heap stays.
+            if let Some(action) = slot.object_mut().and_then(Lifecycle::poll_action) {
                 return Some((Id { index, generation }, action));
             }
-            slot.ready = false;
+            slot.marks.set_ready(false);
             self.ready_pop_front();
         }
         None
@@ -470,57 +537,50 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
 
     /// The earliest deadline of all objects, in O(1).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.heap_len == 0 {
-            return None;
-        }
-        let top = *self.heap.first()?;
-        self.slots.get(top as usize).map(|s| s.deadline)
+        let top = self.heap_top()?;
+        self.slots
+            .get(top as usize)
+            .and_then(|s| s.lifecycle.poll_timeout())
     }
 
     // ---- bookkeeping ------------------------------------------------------
 
     /// Brings slot `index`'s heap entry and ready mark up to date.
     fn refresh(&mut self, index: u32) {
-        self.refresh_deadline(index);
-        let owes = self
-            .slots
-            .get(index as usize)
-            .is_some_and(|s| !s.ready && s.lifecycle.as_ref().is_some_and(Lifecycle::has_action));
-        if owes {
-            self.ready_push_back(index);
-        }
-    }
-
-    fn refresh_deadline(&mut self, index: u32) {
         let Some(slot) = self.slots.get_mut(index as usize) else {
             return;
         };
-        let deadline = slot.lifecycle.as_ref().and_then(Lifecycle::poll_timeout);
-        let in_heap = slot.heap_pos != NONE;
-        match (deadline, in_heap) {
-            (None, false) => {}
-            (None, true) => self.heap_remove(index),
-            (Some(d), true) => {
-                let old = slot.deadline;
-                slot.deadline = d;
-                let pos = slot.heap_pos;
-                if d < old {
-                    self.sift_up(pos);
-                } else if d > old {
+        let due = slot.lifecycle.poll_timeout().is_some();
+        let owes = !slot.marks.ready() && slot.lifecycle.has_action();
+        match (due, slot.marks.heap_pos()) {
+            (false, None) => {}
+            (false, Some(_)) => self.heap_remove(index),
+            // The deadline may have moved either way.
+            (true, Some(pos)) => {
+                if !self.sift_up(pos) {
                     self.sift_down(pos);
                 }
             }
-            (Some(d), false) => {
-                slot.deadline = d;
+            (true, None) => {
                 let pos = self.heap_len;
                 if let Some(entry) = self.heap.get_mut(pos as usize) {
                     *entry = index;
-                    slot.heap_pos = pos;
+                    slot.marks.set_heap_pos(Some(pos));
                     self.heap_len = self.heap_len.saturating_add(1);
                     self.sift_up(pos);
                 }
             }
         }
+        if owes {
+            self.ready_push_back(index);
+        }
+    }
+
+    fn heap_top(&self) -> Option<u32> {
+        if self.heap_len == 0 {
+            return None;
+        }
+        self.heap.first().copied()
     }
 
     /// The heap key of a slot: deadline, then index for a total order.
@@ -528,12 +588,13 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         let deadline = self
             .slots
             .get(index as usize)
-            .map_or(Instant::MAX, |s| s.deadline);
+            .and_then(|s| s.lifecycle.poll_timeout())
+            .unwrap_or(Instant::MAX);
         (deadline, index)
     }
 
     fn heap_at(&self, pos: u32) -> u32 {
-        self.heap.get(pos as usize).copied().unwrap_or(NONE)
+        self.heap.get(pos as usize).copied().unwrap_or(0)
     }
 
     fn heap_set(&mut self, pos: u32, index: u32) {
@@ -541,13 +602,15 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
             *entry = index;
         }
         if let Some(slot) = self.slots.get_mut(index as usize) {
-            slot.heap_pos = pos;
+            slot.marks.set_heap_pos(Some(pos));
         }
     }
 
-    fn sift_up(&mut self, mut pos: u32) {
-        let index = self.heap_at(pos);
+    /// Moves the entry at `pos` up to its place; true if it moved.
+    fn sift_up(&mut self, start: u32) -> bool {
+        let index = self.heap_at(start);
         let key = self.key(index);
+        let mut pos = start;
         while pos > 0 {
             let parent = pos.saturating_sub(1) / 2;
             let parent_index = self.heap_at(parent);
@@ -558,6 +621,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
             pos = parent;
         }
         self.heap_set(pos, index);
+        pos != start
     }
 
     fn sift_down(&mut self, mut pos: u32) {
@@ -569,42 +633,44 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
                 break;
             }
             let right = left.saturating_add(1);
-            let mut child = left;
-            if right < self.heap_len && self.key(self.heap_at(right)) < self.key(self.heap_at(left))
-            {
-                child = right;
+            let (mut child, mut child_key) = (left, self.key(self.heap_at(left)));
+            if right < self.heap_len {
+                let right_key = self.key(self.heap_at(right));
+                if right_key < child_key {
+                    (child, child_key) = (right, right_key);
+                }
             }
-            let child_index = self.heap_at(child);
-            if key <= self.key(child_index) {
+            if key <= child_key {
                 break;
             }
-            self.heap_set(pos, child_index);
+            self.heap_set(pos, child_key.1);
             pos = child;
         }
         self.heap_set(pos, index);
     }
 
     fn heap_remove(&mut self, index: u32) {
-        let Some(pos) = self.slots.get(index as usize).map(|s| s.heap_pos) else {
+        let Some(pos) = self
+            .slots
+            .get(index as usize)
+            .and_then(|s| s.marks.heap_pos())
+        else {
             return;
         };
-        if pos == NONE || self.heap_len == 0 {
+        if self.heap_len == 0 {
             return;
         }
         let last = self.heap_len.saturating_sub(1);
         let last_index = self.heap_at(last);
         self.heap_len = last;
         if let Some(slot) = self.slots.get_mut(index as usize) {
-            slot.heap_pos = NONE;
+            slot.marks.set_heap_pos(None);
         }
         if pos != last {
             self.heap_set(pos, last_index);
-            self.sift_up(pos);
-            let pos = self
-                .slots
-                .get(last_index as usize)
-                .map_or(NONE, |s| s.heap_pos);
-            self.sift_down(pos);
+            if !self.sift_up(pos) {
+                self.sift_down(pos);
+            }
         }
     }
 
@@ -617,7 +683,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
             *entry = index;
             self.ready_len = self.ready_len.saturating_add(1);
             if let Some(slot) = self.slots.get_mut(index as usize) {
-                slot.ready = true;
+                slot.marks.set_ready(true);
             }
         }
     }
@@ -633,14 +699,19 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
     /// Takes `index` out of the ready FIFO, keeping the others' order.
     /// O(n), but only on `remove` of an object that still owes actions.
     fn ready_remove(&mut self, index: u32) {
-        let is_ready = self.slots.get(index as usize).is_some_and(|s| s.ready);
+        let is_ready = self
+            .slots
+            .get(index as usize)
+            .is_some_and(|s| s.marks.ready());
         if !is_ready {
             return;
         }
         let mut kept = 0u32;
         for k in 0..self.ready_len {
             let from = ring_add::<N>(self.ready_head, k);
-            let entry = self.ready.get(from as usize).copied().unwrap_or(NONE);
+            let Some(entry) = self.ready.get(from as usize).copied() else {
+                continue;
+            };
             if entry == index {
                 continue;
             }
@@ -652,7 +723,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         }
         self.ready_len = kept;
         if let Some(slot) = self.slots.get_mut(index as usize) {
-            slot.ready = false;
+            slot.marks.set_ready(false);
         }
     }
 }

@@ -30,16 +30,19 @@ impl Instant {
     pub const MAX: Instant = Instant(u64::MAX);
 
     /// An instant `ms` milliseconds after the epoch.
+    #[inline]
     pub const fn from_millis(ms: u64) -> Self {
         Instant(ms)
     }
 
     /// Milliseconds since the epoch.
+    #[inline]
     pub const fn as_millis(self) -> u64 {
         self.0
     }
 
     /// `self + d`, or `None` past the end of time.
+    #[inline]
     pub const fn checked_add(self, d: Duration) -> Option<Instant> {
         match self.0.checked_add(d.0) {
             Some(ms) => Some(Instant(ms)),
@@ -48,11 +51,13 @@ impl Instant {
     }
 
     /// `self + d`, stopping at [`Instant::MAX`].
+    #[inline]
     pub const fn saturating_add(self, d: Duration) -> Instant {
         Instant(self.0.saturating_add(d.0))
     }
 
     /// Time elapsed from `earlier` to `self`, zero if `earlier` is later.
+    #[inline]
     pub const fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration(self.0.saturating_sub(earlier.0))
     }
@@ -75,12 +80,14 @@ impl Duration {
     pub const MAX: Duration = Duration(u64::MAX);
 
     /// A span of `ms` milliseconds.
+    #[inline]
     pub const fn from_millis(ms: u64) -> Self {
         Duration(ms)
     }
 
     /// A span of whole seconds given as a grace value: negative counts as
     /// zero, and a span too long to hold in milliseconds saturates.
+    #[inline]
     pub const fn from_grace_seconds(seconds: i64) -> Self {
         if seconds <= 0 {
             Duration(0)
@@ -91,17 +98,20 @@ impl Duration {
     }
 
     /// The span in milliseconds.
+    #[inline]
     pub const fn as_millis(self) -> u64 {
         self.0
     }
 
     /// Whole seconds in the span, the fraction cut off (kubelet's
     /// `int64(elapsed.Seconds())`, R61).
+    #[inline]
     pub const fn whole_seconds(self) -> u64 {
         self.0 / 1000
     }
 
     /// `self + other`, stopping at [`Duration::MAX`].
+    #[inline]
     pub const fn saturating_add(self, other: Duration) -> Duration {
         Duration(self.0.saturating_add(other.0))
     }
@@ -119,16 +129,19 @@ pub struct Timestamp(i64);
 
 impl Timestamp {
     /// The timestamp `seconds` after 1970-01-01T00:00:00Z.
+    #[inline]
     pub const fn from_unix_seconds(seconds: i64) -> Self {
         Timestamp(seconds)
     }
 
     /// Seconds since 1970-01-01T00:00:00Z.
+    #[inline]
     pub const fn as_unix_seconds(self) -> i64 {
         self.0
     }
 
     /// The same instant in milliseconds, widened so that it cannot overflow.
+    #[inline]
     pub(crate) const fn as_millis_wide(self) -> i128 {
         (self.0 as i128).saturating_mul(1000)
     }
@@ -154,21 +167,25 @@ pub struct WallTime(i64);
 
 impl WallTime {
     /// The wall-clock instant `ms` milliseconds after the unix epoch.
+    #[inline]
     pub const fn from_unix_millis(ms: i64) -> Self {
         WallTime(ms)
     }
 
     /// Milliseconds since the unix epoch.
+    #[inline]
     pub const fn as_unix_millis(self) -> i64 {
         self.0
     }
 
     /// The whole second this instant falls in, as the API would store it
     /// (floor, R48).
+    #[inline]
     pub const fn floor_to_timestamp(self) -> Timestamp {
         Timestamp(self.0.div_euclid(1000))
     }
 
+    #[inline]
     pub(crate) const fn as_millis_wide(self) -> i128 {
         self.0 as i128
     }
@@ -196,12 +213,14 @@ pub struct Now {
 
 impl Now {
     /// Both clocks at once.
+    #[inline]
     pub const fn new(wall: WallTime, mono: Instant) -> Self {
         Now { wall, mono }
     }
 
     /// A simulation's single clock: unix milliseconds on both the wall and
     /// the monotonic clock (a negative time reads as the monotonic epoch).
+    #[inline]
     pub const fn from_unix_millis(ms: i64) -> Self {
         let mono = if ms < 0 { 0 } else { ms as u64 };
         Now {
@@ -214,6 +233,7 @@ impl Now {
 /// `seconds_wide` clamped into the stored timestamp range: never past
 /// [`MAX_TIMESTAMP_SECONDS`] unless `floor` (the current second) is already
 /// later, never below `i64::MIN` (D2).
+#[inline]
 pub(crate) fn saturate_timestamp(seconds_wide: i128, floor: Timestamp) -> Timestamp {
     let ceiling = if floor.0 > MAX_TIMESTAMP_SECONDS {
         floor.0

@@ -129,7 +129,7 @@ fn quiet_at(p: &mut Pod, ms: i64) {
     assert_eq!(drain(p), [], "nothing is due at {ms} ms");
 }
 
-fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse<4> {
+fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse {
     let options = DeleteOptions {
         grace_period_seconds: grace,
         ..DeleteOptions::default()
@@ -236,9 +236,9 @@ fn r51_first_deletion_grace_is_taken_even_above_spec() {
     // Nothing remembered yet (g == 0), so the record's 45 applies over the
     // spec's 30.
     let mut p = pod(&[APP]);
-    let r = delete(&mut p, 0, Some(45));
-    assert_eq!(r.record.deletion_timestamp, ts(45));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(45));
+    let _ = delete(&mut p, 0, Some(45));
+    assert_eq!(p.record().deletion_timestamp, ts(45));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(45));
     sync(&mut p, 0);
     assert_eq!(p.agent().remembered_grace, 45);
     assert_eq!(next(&p), Some(45_000));
@@ -280,8 +280,8 @@ fn r53_zero_deletion_grace_counts_as_applied_and_gives_one_second() {
     let r = delete(&mut p, 0, Some(0));
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert!(!r.force);
-    assert_eq!(r.record.deletion_timestamp, ts(0));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(p.record().deletion_timestamp, ts(0));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
     assert!(p.is_stored());
     assert_eq!(drain(&mut p), [ENDPOINTS]);
 
@@ -328,8 +328,8 @@ fn r55_shortened_budget_is_detected_and_remembered() {
     // 30 → 5 at +2 s: ts = T+30−30+5 = T+5, not in the past.
     let r = delete(&mut p, 2_000, Some(5));
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
-    assert_eq!(r.record.deletion_timestamp, ts(5));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(5));
+    assert_eq!(p.record().deletion_timestamp, ts(5));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(5));
     assert_eq!(
         next(&p),
         Some(30_000),
@@ -369,8 +369,8 @@ fn r56_every_container_gets_the_full_budget_in_parallel() {
 #[test]
 fn r57_budget_starts_when_the_agent_starts_the_kill() {
     let mut p = pod(&[APP]);
-    let r = delete(&mut p, 0, None);
-    assert_eq!(r.record.deletion_timestamp, ts(30));
+    let _ = delete(&mut p, 0, None);
+    assert_eq!(p.record().deletion_timestamp, ts(30));
     assert_eq!(drain(&mut p), [ENDPOINTS]);
     // Nobody counts down the deletion timestamp.
     assert_eq!(p.poll_timeout(), None);
@@ -718,8 +718,8 @@ fn r81_force_delete_on_a_lost_node_removes_at_once_flagged() {
     let r = delete(&mut p, 5_000, Some(0));
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
-    assert_eq!(r.record.deletion_timestamp, ts(5));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(p.record().deletion_timestamp, ts(5));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
     assert_eq!(drain(&mut p), [FORCE_REMOVE]);
     assert_eq!(p.phase(), Phase::Deleted);
     // The partitioned agent, unaware, still kills on its own schedule.
@@ -797,13 +797,13 @@ fn r90_huge_grace_timestamps_are_in_the_future_or_saturated() {
         (i64::MAX, MAX_TIMESTAMP_SECONDS),
     ] {
         let mut p = pod(&[APP]);
-        let r = delete(&mut p, 0, Some(grace));
+        let _ = delete(&mut p, 0, Some(grace));
         assert_eq!(
-            r.record.deletion_timestamp,
+            p.record().deletion_timestamp,
             Some(Timestamp::from_unix_seconds(expected)),
             "grace {grace}"
         );
-        assert_eq!(r.record.deletion_grace_period_seconds, Some(grace));
+        assert_eq!(p.record().deletion_grace_period_seconds, Some(grace));
         assert!(p.is_stored());
     }
 }
@@ -831,8 +831,8 @@ fn d1_clamp_keep_truncation_and_floors_as_kubernetes() {
     // R16 + R29: 100 → 50 at +60 lands at T+50 < now: now, dgps 1, kept.
     let r = delete(&mut p, 60_000, Some(50));
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
-    assert_eq!(r.record.deletion_timestamp, ts(60));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(1));
+    assert_eq!(p.record().deletion_timestamp, ts(60));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(1));
     assert!(p.is_stored());
     assert_eq!(p.phase(), Phase::GracefulPending);
     // R54/R59: a 1 s budget still runs the hook.
@@ -866,10 +866,10 @@ fn d2_grace_i64_max_never_wraps() {
     let r = delete(&mut p, 0, Some(i64::MAX));
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert_eq!(
-        r.record.deletion_timestamp,
+        p.record().deletion_timestamp,
         Some(Timestamp::from_unix_seconds(MAX_TIMESTAMP_SECONDS))
     );
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(i64::MAX));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(i64::MAX));
     sync(&mut p, 0);
     assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, i64::MAX)]);
     assert_eq!(p.poll_timeout(), Some(Instant::MAX));
@@ -885,9 +885,9 @@ fn d2_grace_i64_max_never_wraps() {
 
     // Shortening: R15 exactly (MAX_TS − i64::MAX + 30 is far in the past),
     // then R16: now, dgps 1. The agent applies 1 s at once (D5).
-    let r = delete(&mut p, 100_000, Some(30));
-    assert_eq!(r.record.deletion_timestamp, ts(100));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(1));
+    let _ = delete(&mut p, 100_000, Some(30));
+    assert_eq!(p.record().deletion_timestamp, ts(100));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(1));
     sync(&mut p, 100_000);
     assert_eq!(p.agent().remembered_grace, 1);
     assert_eq!(next(&p), Some(101_000));
@@ -900,8 +900,8 @@ fn d3_request_without_body_uses_the_spec_default() {
         .handle_delete(at(0), &DeleteOptions::default())
         .expect("delete accepted");
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(30));
-    assert_eq!(r.record.deletion_timestamp, ts(30));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(30));
+    assert_eq!(p.record().deletion_timestamp, ts(30));
     assert!(p.is_stored());
 }
 
@@ -911,9 +911,9 @@ fn d4_force_delete_is_flagged_and_the_workload_still_stopped() {
     let r = delete(&mut p, 0, Some(0));
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
-    assert_eq!(r.record.deletion_timestamp, ts(0));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
-    assert_eq!(r.record.generation, 2);
+    assert_eq!(p.record().deletion_timestamp, ts(0));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
+    assert_eq!(p.record().generation, 2);
     assert_eq!(drain(&mut p), [ENDPOINTS, FORCE_REMOVE]);
     assert_eq!(p.phase(), Phase::Deleted);
     // G = 1: SIGTERM now, SIGKILL 2 s later.
@@ -933,7 +933,7 @@ fn d4_force_delete_mid_kill_cuts_the_budget_to_one_second() {
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
     // R15: T+30 − 30 + 0 = T < now ⇒ now.
-    assert_eq!(r.record.deletion_timestamp, ts(10));
+    assert_eq!(p.record().deletion_timestamp, ts(10));
     assert_eq!(drain(&mut p), [FORCE_REMOVE]);
     // The agent sees the removal: dgps 0 ⇒ G = 1, applied at once (D5).
     sync(&mut p, 10_000);
@@ -985,9 +985,9 @@ fn d5_shortening_cuts_a_running_pre_stop_without_restarting_it() {
     let (mut p, actions) = killing(&[HOOKED], None);
     assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
     // 30 → 15 at +10: ts = T+15 (not in the past), dgps 15.
-    let r = delete(&mut p, 10_000, Some(15));
-    assert_eq!(r.record.deletion_timestamp, ts(15));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(15));
+    let _ = delete(&mut p, 10_000, Some(15));
+    assert_eq!(p.record().deletion_timestamp, ts(15));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(15));
     sync(&mut p, 10_000);
     assert_eq!(drain(&mut p), [], "the hook is not started again");
     // Cut-off: min(30, 10 + 15) = 25.
@@ -1067,8 +1067,8 @@ fn d7_fenced_agent_never_acts_again() {
 fn d8_timestamps_are_whole_seconds_and_deadlines_milliseconds() {
     let mut p = pod(&[APP]);
     // Deleted at T+0.7 s: ts = floor(T+30.7) = T+30.
-    let r = delete(&mut p, 700, None);
-    assert_eq!(r.record.deletion_timestamp, ts(30));
+    let _ = delete(&mut p, 700, None);
+    assert_eq!(p.record().deletion_timestamp, ts(30));
     // The agent starts at T+1.3 s: SIGKILL due at exactly T+31.3 s.
     sync(&mut p, 1_300);
     assert_eq!(

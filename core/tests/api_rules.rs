@@ -381,8 +381,8 @@ fn r8_resource_version_precondition_survives_the_intermediate_write() {
     };
     let r = l.handle_delete(now(T), &options).unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
-    assert_eq!(r.record.resource_version, 2);
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(l.record().resource_version, 2);
+    assert_eq!(l.record().deletion_grace_period_seconds, Some(0));
     assert_eq!(l.phase(), Phase::Deleted);
     assert!(!l.is_stored());
 }
@@ -993,32 +993,32 @@ fn r32_nothing_to_wait_for_removes_without_a_write() {
     let mut l = lifecycle(Strategy::GENERIC, stored.clone());
     let r = l.handle_delete(now(T), &grace(10)).unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
-    assert_eq!(r.record, stored, "removed as stored, resource version 1");
+    assert_eq!(l.record(), &stored, "removed as stored, resource version 1");
     assert_eq!(l.phase(), Phase::Deleted);
     assert_eq!(drain(&mut l), [Action::Remove { force: false }]);
 }
 
 #[test]
 fn r33_response_carries_the_last_written_state() {
-    // Pods return the object; after a grace-0 delete it is the state that
-    // was written before removal (resource version bumped by the write).
+    // Pods return the object (the lifecycle's record, not a copy in the
+    // response); after a grace-0 delete it is the state that was written
+    // before removal (resource version bumped by the write).
     let mut l = lifecycle(Strategy::POD, pod());
     let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    assert_eq!(r.outcome, DeleteOutcome::Deleted);
     let mut want = pod();
     want.deletion_timestamp = ts(T);
     want.deletion_grace_period_seconds = Some(0);
     want.generation = 2;
     want.resource_version = 2;
-    assert_eq!(r.record, want);
     assert_eq!(l.record(), &want);
 
-    // A kept record: the response is what was stored.
+    // A kept record: the object is what was stored.
     let mut l = lifecycle(Strategy::POD, pod());
     let r = l.handle_delete(now(T), &DeleteOptions::default()).unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
-    assert_eq!(&r.record, l.record());
-    assert_eq!(r.record.resource_version, 2);
-    assert_eq!(r.record.deletion_timestamp, ts(T + 30));
+    assert_eq!(l.record().resource_version, 2);
+    assert_eq!(l.record().deletion_timestamp, ts(T + 30));
 }
 
 #[test]
@@ -1247,7 +1247,7 @@ fn r40_background_on_the_only_orphan_finalizer_deletes_at_once() {
         .handle_delete(now(T), &policy(Propagation::Background))
         .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
-    assert_eq!(r.record, stored);
+    assert_eq!(l.record(), &stored);
     assert_eq!(l.phase(), Phase::Deleted);
 
     // A pod: the graceful path writes the list without orphan. With grace 0
@@ -1344,7 +1344,8 @@ fn r42_dry_run_checks_everything_and_changes_nothing() {
     assert!(r.dry_run);
     let real = decide_pod(&pod(), &grace(10), wall(T));
     assert_eq!(r.outcome, real.outcome);
-    assert_eq!(r.record, real.record);
+    // The object a dry run would write: the same decision's.
+    assert_eq!(decide_pod(&pod(), &dry(grace(10)), wall(T)), real);
     assert_eq!(l.record(), &pod());
     assert_eq!(l.phase(), Phase::Live);
     assert_eq!(l.poll_action(), None);
@@ -1361,10 +1362,12 @@ fn r43_dry_run_that_would_keep_shows_the_would_be_state() {
     };
     let r = l.handle_delete(now(T), &options).unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
-    assert_eq!(r.record.deletion_timestamp, ts(T + 30));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(30));
-    assert_eq!(r.record.generation, 2);
-    assert_eq!(list(&r.record.finalizers), [FINALIZER_ORPHAN]);
+    assert!(r.dry_run);
+    let would = decide_pod(l.record(), &options, wall(T)).record;
+    assert_eq!(would.deletion_timestamp, ts(T + 30));
+    assert_eq!(would.deletion_grace_period_seconds, Some(30));
+    assert_eq!(would.generation, 2);
+    assert_eq!(list(&would.finalizers), [FINALIZER_ORPHAN]);
     assert_eq!(l.record(), &pod());
     assert_eq!(l.phase(), Phase::Live);
 }
@@ -1594,8 +1597,8 @@ fn d4_grace_zero_on_a_scheduled_running_pod_is_flagged_force() {
     let r = l.handle_delete(now(T + 5), &grace(0)).unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
-    assert_eq!(r.record.deletion_timestamp, ts(T + 5));
-    assert_eq!(r.record.deletion_grace_period_seconds, Some(0));
+    assert_eq!(l.record().deletion_timestamp, ts(T + 5));
+    assert_eq!(l.record().deletion_grace_period_seconds, Some(0));
 }
 
 #[test]

@@ -21,6 +21,7 @@ use grace_core::{
     GcPolicy, Handled, Instant, Kind, Lifecycle, MAX_TIMESTAMP_SECONDS, MIN_STOP_SECONDS, Name,
     Now, Phase, PodPhase, Preconditions, Propagation, Record, Stage, Strategy as DeleteStrategy,
     Timestamp, TooManyContainers, UnknownContainer, UpdateError, UpdateOutcome, WallTime,
+    decide_delete,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -193,12 +194,47 @@ impl Clock {
     }
 }
 
+/// The REST answer to a delete: the response and the object it refers to
+/// (the record as written, or for a dry run the record the same decision
+/// would write).
+#[derive(Debug)]
+struct Answer {
+    outcome: DeleteOutcome,
+    dry_run: bool,
+    force: bool,
+    record: Record<F>,
+}
+
+impl Answer {
+    fn new(
+        response: DeleteResponse,
+        before: &Lc,
+        after: &Lc,
+        options: &DeleteOptions,
+        now: Now,
+    ) -> Self {
+        let record = if response.dry_run {
+            decide_delete(before.record(), &before.strategy(), options, now.wall)
+                .expect("a dry run that was accepted is the same decision")
+                .record
+        } else {
+            after.record().clone()
+        };
+        Answer {
+            outcome: response.outcome,
+            dry_run: response.dry_run,
+            force: response.force,
+            record,
+        }
+    }
+}
+
 /// What the handler returned. One per step, read by pattern: not boxed.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 enum Reply {
     Nothing,
-    Delete(Result<DeleteResponse<F>, DeleteError>),
+    Delete(Result<Answer, DeleteError>),
     Update(Result<UpdateOutcome, UpdateError>),
     Handled(Handled),
     Container(Result<Handled, UnknownContainer>),
@@ -218,7 +254,10 @@ fn apply(lc: &mut Lc, clock: &mut Clock, event: &Event) -> Applied {
     let reply = match event {
         Event::Delete(spec) => {
             let opts = spec.options(lc.record());
-            let reply = Reply::Delete(lc.handle_delete(clock.now(), &opts));
+            let before = lc.clone();
+            let now = clock.now();
+            let response = lc.handle_delete(now, &opts);
+            let reply = Reply::Delete(response.map(|r| Answer::new(r, &before, lc, &opts, now)));
             options = Some(opts);
             reply
         }
@@ -1187,13 +1226,13 @@ fn grace_i64_max_saturates_without_panic() {
 fn grace_i64_min_reads_as_one_second() {
     let mut lc = pod(&[app()]);
     let now = Now::from_unix_millis(1_700_000_000_000);
-    let response = lc
+    let _ = lc
         .handle_delete(now, &DeleteOptions::with_grace(i64::MIN))
         .expect("accepted");
     // R9: negative means 1.
-    assert_eq!(response.record.deletion_grace_period_seconds, Some(1));
+    assert_eq!(lc.record().deletion_grace_period_seconds, Some(1));
     assert_eq!(
-        response.record.deletion_timestamp,
+        lc.record().deletion_timestamp,
         Some(Timestamp::from_unix_seconds(1_700_000_001))
     );
     // R52, R54: an eviction with i64::MIN only shortens, to 1 s.
@@ -1249,8 +1288,8 @@ fn wall_clock_at_end_of_i64_does_not_overflow() {
             let now = Now::new(WallTime::from_unix_millis(wall), Instant::ZERO);
             let response = lc.handle_delete(now, &DeleteOptions::with_grace(grace));
             let floor = WallTime::from_unix_millis(wall).floor_to_timestamp();
-            let response = response.expect("accepted");
-            let ts = response.record.deletion_timestamp.expect("set");
+            let _ = response.expect("accepted");
+            let ts = lc.record().deletion_timestamp.expect("set");
             assert!(ts >= floor, "{wall} {grace}: {ts} before {floor}");
             // A shortening at the same instant never moves it later.
             let _ = lc.handle_delete(now, &DeleteOptions::with_grace(0));

@@ -150,7 +150,7 @@ impl fmt::Display for Secs {
 #[allow(clippy::large_enum_variant)]
 enum Reply {
     Nothing,
-    Delete(Result<DeleteResponse<F>, DeleteError>),
+    Delete(Result<DeleteResponse, DeleteError>),
     Update(Result<UpdateOutcome, UpdateError>),
     Handled(Handled),
     Container(Result<Handled, UnknownContainer>),
@@ -584,13 +584,9 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
         }
     }
 
-    // Invariant 2: the deletion timestamp (R16) and the stored grace.
-    let response = match &fx.reply {
-        Reply::Delete(Ok(r)) => Some(&r.record),
-        _ => None,
-    };
-    let records =
-        || std::iter::once(("record", a.record())).chain(response.map(|r| ("response", r)));
+    // Invariant 2: the deletion timestamp (R16) and the stored grace. A
+    // delete's response refers to the record itself (no dry runs here).
+    let records = || std::iter::once(("record", a.record()));
     if b.is_stored() {
         if let Some(previous) = b.record().deletion_timestamp {
             let bound = previous.max(now.wall.floor_to_timestamp());
@@ -1465,7 +1461,7 @@ fn kills_one_second_after_sigterm(lc: &mut Lc, now: Now, event: Event) -> Effect
 /// below use it only then).
 fn rebuilt(lc: &Lc, record: Record<F>) -> Lc {
     let specs: Vec<ContainerSpec> = lc.containers().iter().map(|c| c.spec()).collect();
-    Lifecycle::new(*lc.strategy(), record, &specs).expect("same containers")
+    Lifecycle::new(lc.strategy(), record, &specs).expect("same containers")
 }
 
 fn agent_untouched(lc: &Lc) -> bool {

@@ -2,20 +2,28 @@
 //! test rather than only a number in a document. "Timing state" is
 //! everything a lifecycle keeps besides the record (the object's metadata,
 //! dominated by its 64-byte names): the agent's state, each container's
-//! kill state, the action order, the strategy.
+//! kill state, the action order, the strategy. A table adds its own
+//! bookkeeping per object: the slot's generation and marks, a heap entry
+//! and a ready-FIFO entry.
 
 use core::mem::size_of;
 
-use grace_core::{Container, Lifecycle, Name, Record};
+use grace_core::{Container, Lifecycle, Name, Record, Table};
 
 /// Timing state of one object with `C` containers.
 fn timing_state<const C: usize>() -> usize {
     size_of::<Lifecycle<0, C>>() - size_of::<Record<0>>()
 }
 
+/// Bytes per object in a table of `Lifecycle<0, C>`, without the record.
+fn tracked_object<const C: usize>() -> usize {
+    const N: usize = 64;
+    size_of::<Table<N, 0, C>>() / N - size_of::<Record<0>>()
+}
+
 #[test]
-fn one_container_object_keeps_at_most_64_bytes_of_timing_state() {
-    assert!(timing_state::<1>() <= 64, "{} bytes", timing_state::<1>());
+fn one_container_object_keeps_at_most_48_bytes_of_timing_state() {
+    assert!(timing_state::<1>() <= 48, "{} bytes", timing_state::<1>());
 }
 
 #[test]
@@ -26,6 +34,17 @@ fn each_further_container_costs_at_most_32_bytes() {
         size_of::<Container>()
     );
     assert!(timing_state::<4>() - timing_state::<1>() <= 3 * 32);
+}
+
+#[test]
+fn a_table_tracks_a_one_container_object_in_at_most_64_bytes() {
+    // Timing state plus the table's bookkeeping, the record aside.
+    assert!(
+        tracked_object::<1>() <= 64,
+        "{} bytes",
+        tracked_object::<1>()
+    );
+    assert!(tracked_object::<1>() - timing_state::<1>() <= 16);
 }
 
 #[test]

@@ -12,7 +12,7 @@ use arbitrary::Arbitrary;
 use grace_core::{
     Action, DeleteError, DeleteOptions, DeleteOutcome, DeleteResponse, FinalizerChange, Handled,
     Instant, Lifecycle, Name, Now, Phase, Preconditions, Record, Stage, UnknownContainer,
-    UpdateError, UpdateOutcome, WallTime,
+    UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::differential::{to_opts, to_type};
@@ -129,12 +129,42 @@ impl Clock {
     }
 }
 
+/// The REST answer to a delete: the response and the object it refers to
+/// (the record as written, or for a dry run the record the same decision
+/// would write).
+#[derive(Debug)]
+pub struct Answer {
+    pub outcome: DeleteOutcome,
+    pub dry_run: bool,
+    pub force: bool,
+    pub record: Record<F>,
+}
+
+impl Answer {
+    fn new(response: DeleteResponse, lc: &Lc, options: &DeleteOptions, now: Now) -> Self {
+        let record = match response.dry_run {
+            // Nothing changed: the same decision, not applied.
+            true => match decide_delete(lc.record(), &lc.strategy(), options, now.wall) {
+                Ok(decision) => decision.record,
+                Err(e) => panic!("a dry run was accepted but its decision is {e:?}"),
+            },
+            false => lc.record().clone(),
+        };
+        Answer {
+            outcome: response.outcome,
+            dry_run: response.dry_run,
+            force: response.force,
+            record,
+        }
+    }
+}
+
 /// What a handler answered.
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum Reply {
     Nothing,
-    Delete(Result<DeleteResponse<F>, DeleteError>),
+    Delete(Result<Answer, DeleteError>),
     Update(Result<UpdateOutcome, UpdateError>),
     Handled(Handled),
     Container(Result<Handled, UnknownContainer>),
@@ -161,12 +191,14 @@ fn apply(lc: &mut Lc, clock: &mut Clock, op: &Op) -> Applied {
     let reply = match op {
         Op::Delete(spec) => {
             let o = spec.options(lc.record(), clock.wall);
-            let r = Reply::Delete(lc.handle_delete(now, &o));
+            let r = lc.handle_delete(now, &o);
+            let r = Reply::Delete(r.map(|r| Answer::new(r, lc, &o, now)));
             options = Some(o);
             r
         }
         Op::DeleteRaw(o) => {
-            let r = Reply::Delete(lc.handle_delete(now, o));
+            let r = lc.handle_delete(now, o);
+            let r = Reply::Delete(r.map(|r| Answer::new(r, lc, o, now)));
             options = Some(o.clone());
             r
         }

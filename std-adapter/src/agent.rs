@@ -202,23 +202,23 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             Reply::Applied { revision }
         }
         Request::Delete { name, options } => {
-            let response = match rt.delete(&name, &options) {
+            let answer = match rt.delete(&name, &options) {
                 Ok(r) => r,
                 Err(e) => return error(&name, e),
             };
             // The agent watches its own node's objects: it sees the
             // deletion at once and starts the kill.
-            if !response.dry_run
+            if !answer.response.dry_run
                 && bound_here(rt, &name, node)
                 && let Err(e) = rt.agent_sync(&name)
             {
                 return error(&name, e);
             }
             Reply::Deleted(DeleteReport {
-                outcome: response.outcome,
-                record: response.record,
-                dry_run: response.dry_run,
-                force: response.force,
+                outcome: answer.response.outcome,
+                record: answer.record,
+                dry_run: answer.response.dry_run,
+                force: answer.response.force,
             })
         }
         Request::RemoveFinalizer { name, finalizer } => {

@@ -24,7 +24,7 @@ pub mod svg;
 pub mod timeline;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use runtime::{Actuator, Change, Recovery, Runtime, RuntimeError, Transition};
+pub use runtime::{Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeError, Transition};
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};

@@ -30,7 +30,8 @@ use std::sync::mpsc;
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
-    Handled, Instant, Lifecycle, Now, Phase, Strategy, UpdateError, UpdateOutcome,
+    Handled, Instant, Lifecycle, Now, Phase, Record, Strategy, UpdateError, UpdateOutcome,
+    decide_delete,
 };
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +50,16 @@ pub const RETRY: Duration = Duration::from_millis(1_000);
 
 /// One object's lifecycle as the runtime keeps it.
 pub type ObjectLifecycle = Lifecycle<FINALIZERS, CONTAINERS>;
+
+/// The answer to a delete request (the REST response, R33).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteAnswer {
+    /// Graceful, pending or deleted; dry run; force.
+    pub response: DeleteResponse,
+    /// The object as written (when removed, the last state written before
+    /// removal), or for a dry run as the same decision would write it.
+    pub record: Record<FINALIZERS>,
+}
 
 /// What a restarted runtime does with a kill that was in progress (D6).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -397,9 +408,20 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         &mut self,
         name: &str,
         options: &DeleteOptions,
-    ) -> Result<DeleteResponse<FINALIZERS>, RuntimeError> {
+    ) -> Result<DeleteAnswer, RuntimeError> {
         self.input(name, |l, now| {
-            l.handle_delete(now, options).map_err(RuntimeError::Delete)
+            let response = l
+                .handle_delete(now, options)
+                .map_err(RuntimeError::Delete)?;
+            let record = if response.dry_run {
+                // Nothing changed: the same decision, not applied (R42).
+                decide_delete(l.record(), &l.strategy(), options, now.wall)
+                    .map_err(RuntimeError::Delete)?
+                    .record
+            } else {
+                l.record().clone()
+            };
+            Ok(DeleteAnswer { response, record })
         })
     }
 

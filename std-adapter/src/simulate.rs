@@ -11,7 +11,7 @@
 
 use grace_core::{
     Action, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
-    UpdateError, UpdateOutcome, WallTime,
+    UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::scenario::{DeleteRequest, Event, EventKind, MAX_CONTAINERS, MAX_FINALIZERS, Scenario};
@@ -390,7 +390,22 @@ impl<'a> Simulator<'a> {
                 };
                 entry.force = response.force;
                 entry.dry_run = response.dry_run;
-                entry.record = RecordView::of(&response.record);
+                // The object the response refers to: the record as written,
+                // or for a dry run (nothing changed) what the same decision
+                // would write.
+                let would = response.dry_run.then(|| {
+                    let machine = &self.machine;
+                    decide_delete(
+                        machine.record(),
+                        &machine.strategy(),
+                        &request.options,
+                        now.wall,
+                    )
+                });
+                entry.record = match would {
+                    Some(Ok(decision)) => RecordView::of(&decision.record),
+                    Some(Err(_)) | None => self.view(),
+                };
             }
             Err(e) => report_delete_error(Err(e), entry),
         }
