@@ -413,12 +413,12 @@ impl Harness {
                 let options = spec.options(&record, now.wall.as_unix_millis());
                 let result = rt.delete(&n, &options);
                 answer(&self.world, "delete", &result)?;
-                if let Ok(response) = result
-                    && !response.dry_run
+                if let Ok(answer) = result
+                    && !answer.response.dry_run
                 {
                     // Kept means marked (removed at once: nothing to mark).
-                    if response.outcome != DeleteOutcome::Deleted
-                        && response.record.deletion_timestamp.is_none()
+                    if answer.response.outcome != DeleteOutcome::Deleted
+                        && answer.record.deletion_timestamp.is_none()
                     {
                         return Err(format!("delete of {n} kept without a timestamp"));
                     }
