@@ -279,7 +279,9 @@ pub struct AgentState {
 pub struct Lifecycle<const F: usize, const C: usize> {
     record: Record<F>,
     /// The object's containers are the first `count`; the others stay
-    /// `Container::VACANT`, so that equality sees only the real ones.
+    /// `Container::VACANT` (never changed: every change goes through
+    /// `containers_mut`), so that equality sees only the real ones and
+    /// scans for owed outputs or deadlines may read the whole array.
     containers: [Container; C],
     /// The effective grace in force, 0 before the kill (R50–R55).
     remembered_grace: i64,
@@ -610,10 +612,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         // nothing owed, so keyed by `place - 1` (0 wrapping to the largest
         // key) the least key is the oldest owed output. Keys are `u32`: a
         // place just written is then read back exactly (two bytes), which
-        // the CPU forwards from the pending store.
+        // the CPU forwards from the pending store. Vacant container entries
+        // owe nothing, so the whole array is read, with no count to check.
         let key = |place: u16| u32::from(place).wrapping_sub(1);
         let mut best = (key(self.endpoints_since), Source::Endpoints);
-        for (i, c) in self.containers().iter().enumerate() {
+        for (i, c) in self.containers.iter().enumerate() {
             if key(c.owed_since) < best.0 {
                 best = (key(c.owed_since), Source::Container(i));
             }
@@ -671,9 +674,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// Whether [`poll_action`](Self::poll_action) has something to hand out.
     pub fn has_action(&self) -> bool {
+        // Vacant container entries owe nothing: no count to check.
         self.endpoints_since != 0
             || self.remove_since != 0
-            || self.containers().iter().any(|c| c.owed != 0)
+            || self.containers.iter().any(|c| c.owed != 0)
     }
 
     /// The next deadline on the monotonic clock, if any.
@@ -681,10 +685,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         if self.flags.link() == Link::Fenced {
             return None;
         }
-        self.containers()
-            .iter()
-            .filter_map(Container::deadline)
-            .min()
+        // Vacant container entries have no deadline: no count to check.
+        self.containers.iter().filter_map(Container::deadline).min()
     }
 
     // ---- Internals ----------------------------------------------------------
@@ -695,9 +697,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// the object (at most 4 per container and 2 more, as each output arises
     /// once).
     fn tick(&self) -> u16 {
-        // Widened to `u32` for the reason given in `poll_action`.
+        // Widened to `u32` for the reason given in `poll_action`. Vacant
+        // entries owe nothing (0), so the whole array can be read, with no
+        // count to check.
         let last = self
-            .containers()
+            .containers
             .iter()
             .map(|c| u32::from(c.owed_since))
             .fold(

@@ -490,33 +490,27 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         // moves a container one stage on (pre-stop, turn, stopping,
         // killed): a few handlings settle any object.
         let rounds = C.saturating_mul(3).saturating_add(1);
+        let due = |deadline: Option<Instant>| deadline.is_some_and(|d| d <= now.mono);
         while let Some(top) = self.heap_top() {
-            if !self.is_due(top, now) {
+            if !due(self.deadline(top)) {
                 break;
             }
+            let mut settled = false;
             for _ in 0..rounds {
                 if let Some(lifecycle) = self.slots.get_mut(top as usize).and_then(Slot::object_mut)
                 {
                     lifecycle.handle_timeout(now);
                 }
-                self.refresh(top);
-                if !self.is_due(top, now) {
+                if !due(self.refresh(top)) {
+                    settled = true;
                     break;
                 }
             }
-            if self.is_due(top, now) {
+            if !settled {
                 // A lifecycle that does not move on: stop rather than spin.
                 break;
             }
         }
-    }
-
-    /// Whether slot `index` is in the heap with a deadline at or before `now`.
-    fn is_due(&self, index: u32, now: Now) -> bool {
-        self.slots.get(index as usize).is_some_and(|s| {
-            s.marks.heap_pos().is_some()
-                && s.lifecycle.poll_timeout().is_some_and(|d| d <= now.mono)
-        })
     }
 
     /// The next action of any object, with the object's id.
@@ -537,22 +531,18 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
 
     /// The earliest deadline of all objects, in O(1).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let top = self.heap_top()?;
-        self.slots
-            .get(top as usize)
-            .and_then(|s| s.lifecycle.poll_timeout())
+        self.deadline(self.heap_top()?)
     }
 
     // ---- bookkeeping ------------------------------------------------------
 
-    /// Brings slot `index`'s heap entry and ready mark up to date.
-    fn refresh(&mut self, index: u32) {
-        let Some(slot) = self.slots.get_mut(index as usize) else {
-            return;
-        };
-        let due = slot.lifecycle.poll_timeout().is_some();
+    /// Brings slot `index`'s heap entry and ready mark up to date; returns
+    /// its deadline.
+    fn refresh(&mut self, index: u32) -> Option<Instant> {
+        let slot = self.slots.get_mut(index as usize)?;
+        let deadline = slot.lifecycle.poll_timeout();
         let owes = !slot.marks.ready() && slot.lifecycle.has_action();
-        match (due, slot.marks.heap_pos()) {
+        match (deadline.is_some(), slot.marks.heap_pos()) {
             (false, None) => {}
             (false, Some(_)) => self.heap_remove(index),
             // The deadline may have moved either way.
@@ -574,6 +564,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         if owes {
             self.ready_push_back(index);
         }
+        deadline
     }
 
     fn heap_top(&self) -> Option<u32> {
@@ -583,14 +574,14 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         self.heap.first().copied()
     }
 
+    /// The deadline of slot `index`'s object, read from its lifecycle.
+    fn deadline(&self, index: u32) -> Option<Instant> {
+        self.slots.get(index as usize)?.object()?.poll_timeout()
+    }
+
     /// The heap key of a slot: deadline, then index for a total order.
     fn key(&self, index: u32) -> (Instant, u32) {
-        let deadline = self
-            .slots
-            .get(index as usize)
-            .and_then(|s| s.lifecycle.poll_timeout())
-            .unwrap_or(Instant::MAX);
-        (deadline, index)
+        (self.deadline(index).unwrap_or(Instant::MAX), index)
     }
 
     fn heap_at(&self, pos: u32) -> u32 {
