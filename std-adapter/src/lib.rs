@@ -5,7 +5,7 @@
 //! [`runtime`], real process control ([`process`]), and the `grace` CLI:
 //! [`demo`], [`run`], the node [`agent`] and its [`api`], the store commands
 //! ([`kubectl`], object files in [`manifest`]), and `grace simulate`
-//! ([`scenario`], [`simulate`], [`timeline`], [`svg`]).
+//! ([`scenario`], [`mod@simulate`], [`timeline`], [`svg`]).
 #![deny(missing_docs)]
 
 pub mod agent;
