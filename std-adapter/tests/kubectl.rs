@@ -100,6 +100,13 @@ fn pod(name: &str, grace: i64, pid_file: &Path, ignore_term: bool, extra: &str) 
     )
 }
 
+/// Writes an object file and applies it, which must succeed.
+fn apply(dir: &Path, file: &str, contents: &str) {
+    let path = write(dir, file, contents);
+    let out = grace(dir, &["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
 fn get_json(dir: &Path, name: &str) -> Option<serde_json::Value> {
     let out = grace(dir, &["get", name, "-o", "json"]);
     out.status
@@ -202,12 +209,7 @@ fn get_watch_shows_terminating_then_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
     let pid = dir.path().join("w.pid");
-    let file = write(dir.path(), "w.json", &pod("w", 1, &pid, false, ""));
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    apply(dir.path(), "w.json", &pod("w", 1, &pid, false, ""));
 
     let mut watch = Command::new(GRACE)
         .args(["get", "w", "-w", "--data-dir"])
@@ -249,12 +251,7 @@ fn d4_force_delete_removes_the_record_at_once_and_warns() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
     let pid = dir.path().join("f.pid");
-    let file = write(dir.path(), "f.json", &pod("f", 30, &pid, true, ""));
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    apply(dir.path(), "f.json", &pod("f", 30, &pid, true, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
         alive(&pid)
     });
@@ -285,12 +282,7 @@ fn kubectl_grace_period_zero_without_force_is_a_one_second_graceful_delete() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
     let pid = dir.path().join("z.pid");
-    let file = write(dir.path(), "z.json", &pod("z", 30, &pid, true, ""));
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    apply(dir.path(), "z.json", &pod("z", 30, &pid, true, ""));
     let out = grace(dir.path(), &["delete", "z", "--grace-period", "0"]);
     assert_eq!(out.status.code(), Some(0));
     assert!(
@@ -305,12 +297,7 @@ fn dry_run_and_failed_preconditions_change_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
     let pid = dir.path().join("p.pid");
-    let file = write(dir.path(), "p.json", &pod("p", 5, &pid, false, ""));
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    apply(dir.path(), "p.json", &pod("p", 5, &pid, false, ""));
     let before = get_json(dir.path(), "p").expect("stored");
     let revision = store_revision(dir.path());
 
@@ -363,15 +350,10 @@ fn r38_cascade_foreground_adds_the_finalizer_and_r45_removing_it_completes_the_d
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
     // An object with no graceful strategy: removed at once unless held.
-    let file = write(
+    apply(
         dir.path(),
         "cm.json",
         r#"{"kind":"Object","metadata":{"name":"cm"}}"#,
-    );
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
     );
     let out = grace(dir.path(), &["delete", "cm", "--cascade", "foreground"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -508,12 +490,7 @@ fn stopping_the_agent_leaves_no_workload_and_keeps_the_objects() {
     let dir = tempfile::tempdir().expect("temp dir");
     let agent = Agent::start(dir.path());
     let pid = dir.path().join("k.pid");
-    let file = write(dir.path(), "k.json", &pod("k", 30, &pid, true, ""));
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
-    );
+    apply(dir.path(), "k.json", &pod("k", 30, &pid, true, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
         alive(&pid)
     });
@@ -536,15 +513,10 @@ fn stopping_the_agent_leaves_no_workload_and_keeps_the_objects() {
 fn r19_an_unscheduled_pod_is_removed_at_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path());
-    let file = write(
+    apply(
         dir.path(),
         "u.json",
         r#"{"metadata":{"name":"u"},"spec":{"terminationGracePeriodSeconds":30}}"#,
-    );
-    assert!(
-        grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")])
-            .status
-            .success()
     );
     let out = grace(dir.path(), &["delete", "u"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
