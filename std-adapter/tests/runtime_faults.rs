@@ -304,3 +304,30 @@ fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
     let _ = rt.container_exited("web-0", 0).expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
 }
+
+/// F6: with group commit, the batch written after a round's actions (a
+/// SIGKILL here) was applied but its answer lost; the runtime kept the
+/// revisions from before it, so the object's next input conflicted. Found
+/// by `store_recovery` after the fixes above were combined with group
+/// commit.
+#[test]
+fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_object() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1")).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(5))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("synced");
+    recorder.take();
+
+    clock.0.advance(secs(5));
+    // The write-ahead batch passes; the one after the SIGKILL is applied
+    // with its answer lost.
+    store.then(&[None, Some(Next::ApplyThenFail)]);
+    let result = rt.handle_timeouts();
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert!(recorder.take().contains(&Action::SendKill { container: 0 }));
+
+    let _ = rt.container_exited("web-0", 0).expect("not wedged");
+    assert!(store.stored("web-0").is_none(), "removed");
+}
