@@ -777,6 +777,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             self.reschedule(&name);
         }
+        if after.is_err() {
+            // The batch may have been applied with its answer lost: take
+            // the store's state, as `input` does after a failed write.
+            for (name, _) in &acted {
+                let _ = self.resync(name);
+            }
+        }
         after
     }
 
