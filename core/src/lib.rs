@@ -78,8 +78,8 @@ mod time;
 pub use grace::{EffectiveGrace, effective_grace};
 pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
-    Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, Phase, TooManyContainers,
-    UnknownContainer, UpdateOutcome,
+    Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
+    TooManyContainers, UnknownContainer, UpdateOutcome,
 };
 pub use name::{NAME_CAPACITY, Name, NameTooLong};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};

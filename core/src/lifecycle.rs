@@ -158,6 +158,20 @@ impl fmt::Display for UnknownContainer {
 
 impl core::error::Error for UnknownContainer {}
 
+/// A stored record that belongs to another object (its uid differs): the
+/// name was deleted and created again.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct OtherObject;
+
+impl fmt::Display for OtherObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the stored record has another uid: it is another object")
+    }
+}
+
+impl core::error::Error for OtherObject {}
+
 /// More containers than the lifecycle's capacity.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -477,6 +491,75 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.settle(now);
         self.refresh_phase();
         Handled::Applied
+    }
+
+    /// The stored record changed under this lifecycle: another API server
+    /// sharing the store decided a request for the object (a deletion, a
+    /// shorter grace, a finalizer update), or removed the record (`None`:
+    /// a force delete, or a removal once the last finalizer went).
+    ///
+    /// The stored record is the truth for the API's fields, as the
+    /// kubelet takes the pod it watches: it replaces the record here as it
+    /// is; a first deletion takes a serving pod out of endpoints, as a
+    /// delete decided here does. Then the agent acts on it as a sync does
+    /// (R57, D5). A record found gone while the workload may still run is
+    /// a force delete seen from the node (D4): it is stopped with grace 0
+    /// (so 1 s, R53; SIGKILL never sooner than 2 s after the stop signal)
+    /// and no final delete is owed. A fenced agent ignores it (D7).
+    pub fn handle_record_observed(
+        &mut self,
+        now: Now,
+        stored: Option<&Record<F>>,
+    ) -> Result<Handled, OtherObject> {
+        if self.phase == Phase::Deleted || self.flags.link() == Link::Fenced {
+            return Ok(Handled::Ignored);
+        }
+        let Some(stored) = stored else {
+            self.observe_removal(now);
+            return Ok(Handled::Applied);
+        };
+        if stored.uid != self.record.uid {
+            return Err(OtherObject);
+        }
+        let was_deleting = self.record.deletion_timestamp.is_some();
+        let serving = self.has_agent() && !self.record.phase.is_terminal();
+        self.record = stored.clone();
+        if !was_deleting && self.record.deletion_timestamp.is_some() && serving {
+            self.endpoints_since = self.tick();
+        }
+        if self.has_agent() && self.flags.link() == Link::Connected {
+            let _ = self.handle_agent_sync(now);
+        }
+        self.refresh_phase();
+        Ok(Handled::Applied)
+    }
+
+    /// The record was removed by another API server (see
+    /// [`handle_record_observed`](Self::handle_record_observed)).
+    fn observe_removal(&mut self, now: Now) {
+        let serving = self.has_agent()
+            && !self.record.phase.is_terminal()
+            && self.record.deletion_timestamp.is_none();
+        self.flags.set(Flag::Stored, false);
+        // Found gone: that is the final report, nothing more to send.
+        self.flags.set(Flag::Reported, true);
+        self.flags.set(Flag::OwesReport, false);
+        if serving {
+            self.endpoints_since = self.tick();
+        }
+        if self.has_agent() && self.flags.link() == Link::Connected {
+            self.flags.set(Flag::DeletionSeen, true);
+            // D4: the removal carried grace 0.
+            let grace = effective_grace(
+                self.remembered_grace,
+                Some(0),
+                None,
+                self.record.termination_grace_period_seconds,
+            );
+            self.apply_grace(now, grace.seconds, grace.shortened);
+            self.settle(now);
+        }
+        self.refresh_phase();
     }
 
     /// An agent-side kill override such as an eviction (R52, R73, R74): it

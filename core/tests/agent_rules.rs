@@ -1099,3 +1099,135 @@ fn r75_eviction_before_the_first_sync_still_ends_in_the_final_delete() {
     assert_eq!(drain(&mut p), [Action::Remove { force: false }]);
     assert_eq!(p.phase(), Phase::Deleted);
 }
+
+// ---- Records written by another API server ----------------------------------------
+//
+// With a shared store (several agents on etcd) a request may be decided by
+// another process. The agent takes the stored record as it is and acts on
+// it like a sync; these are the kubelet's reactions to what it watches.
+
+/// Another API server's view of the same object: it decides `options` at
+/// `ms` on the record `p` has stored, and returns what it writes (or `None`
+/// if it removes the record).
+fn decided_elsewhere(p: &Pod, ms: i64, options: &DeleteOptions) -> Option<Record<4>> {
+    let mut api = pod_from(p.record().clone(), &[APP]);
+    let _ = api.handle_delete(at(ms), options).expect("delete accepted");
+    api.is_stored().then(|| api.record().clone())
+}
+
+fn observe(p: &mut Pod, ms: i64, stored: Option<&Record<4>>) {
+    assert_eq!(
+        p.handle_record_observed(at(ms), stored),
+        Ok(Handled::Applied)
+    );
+}
+
+#[test]
+fn r57_deletion_decided_elsewhere_is_taken_as_stored_and_starts_the_kill() {
+    let mut p = pod(&[APP]);
+    let stored = decided_elsewhere(&p, 0, &DeleteOptions::with_grace(10)).expect("kept");
+    // The agent sees it 700 ms later: the record is the stored one to the
+    // millisecond (T + 10), the kill budget counts from the sync (R57).
+    observe(&mut p, 700, Some(&stored));
+    assert_eq!(p.record(), &stored);
+    assert_eq!(p.record().deletion_timestamp, ts(10));
+    assert_eq!(drain(&mut p), [ENDPOINTS, term(0)]);
+    assert_eq!(p.phase(), Phase::Terminating);
+    assert_eq!(next(&p), Some(10_700));
+}
+
+#[test]
+fn d5_shorter_grace_decided_elsewhere_shortens_the_kill_at_once() {
+    let (mut p, _) = killing(&[APP], Some(30));
+    assert_eq!(next(&p), Some(30_000));
+    // R15: a second delete with grace 5 at T + 2 s counts from the first
+    // request: T + 5. The agent shortens its budget when it sees it (D5),
+    // counting from then.
+    let stored = decided_elsewhere(&p, 2_000, &DeleteOptions::with_grace(5)).expect("kept");
+    assert_eq!(stored.deletion_timestamp, ts(5));
+    observe(&mut p, 2_000, Some(&stored));
+    assert_eq!(p.record().deletion_timestamp, ts(5));
+    assert_eq!(p.agent().remembered_grace, 5);
+    assert_eq!(next(&p), Some(7_000));
+    assert_eq!(advance(&mut p), (7_000, vec![kill(0)]));
+}
+
+#[test]
+fn d4_record_removed_elsewhere_stops_the_workload_with_the_two_second_floor() {
+    let mut p = pod(&[APP]);
+    assert_eq!(
+        decided_elsewhere(&p, 0, &DeleteOptions::with_grace(0)),
+        None,
+        "a force delete removes the record at once"
+    );
+    observe(&mut p, 400, None);
+    assert_eq!(p.phase(), Phase::Deleted);
+    // Out of endpoints, the stop signal now, SIGKILL 2 s after it; no final
+    // delete is owed for a record already gone.
+    assert_eq!(drain(&mut p), [ENDPOINTS, term(0)]);
+    assert_eq!(advance(&mut p), (2_400, vec![kill(0)]));
+    exited(&mut p, 2_500, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert!(p.agent().reported);
+}
+
+#[test]
+fn r45_last_finalizer_removed_elsewhere_ends_the_object_without_another_delete() {
+    let mut p = pod_from(record_with_finalizer(), &[APP]);
+    let _ = delete(&mut p, 0, None);
+    sync(&mut p, 0);
+    exited(&mut p, 4_500, 0);
+    let _ = drain(&mut p);
+    assert!(p.agent().reported, "the final delete was made; the finalizer holds the record");
+    // Another API server removes the finalizer: R45 removes the record.
+    observe(&mut p, 6_000, None);
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(p.phase(), Phase::Deleted);
+    assert_eq!(next(&p), None);
+}
+
+#[test]
+fn r45_finalizer_removed_elsewhere_before_the_kill_ends_lets_the_final_delete_remove() {
+    let mut p = pod_from(record_with_finalizer(), &[APP]);
+    let _ = delete(&mut p, 0, Some(10));
+    sync(&mut p, 0);
+    let _ = drain(&mut p);
+    // The finalizer goes while the grace runs: the record stays (R45 needs
+    // grace 0), and now holds nothing back.
+    let mut stored = p.record().clone();
+    assert!(stored.finalizers.remove("example.com/keep"));
+    stored.resource_version += 1;
+    observe(&mut p, 1_000, Some(&stored));
+    assert!(p.record().finalizers.is_empty());
+    assert_eq!(drain(&mut p), []);
+    // R75: once stopped, the final delete removes the record.
+    exited(&mut p, 3_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn record_of_another_object_under_the_same_name_is_refused() {
+    let mut p = pod(&[APP]);
+    let other = Record::<4>::new(name("pod-uid-2"));
+    assert_eq!(
+        p.handle_record_observed(at(0), Some(&other)),
+        Err(grace_core::OtherObject)
+    );
+    assert_eq!(p.record(), &record(), "nothing changed");
+    assert_eq!(drain(&mut p), []);
+}
+
+#[test]
+fn d7_fenced_agent_ignores_what_it_observes() {
+    let mut p = pod(&[APP]);
+    let _ = p.handle_node_fenced(at(0));
+    let _ = drain(&mut p);
+    let stored = record();
+    assert_eq!(
+        p.handle_record_observed(at(100), Some(&stored)),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(p.handle_record_observed(at(100), None), Ok(Handled::Ignored));
+    assert_eq!(drain(&mut p), []);
+}
