@@ -1178,7 +1178,10 @@ fn r45_last_finalizer_removed_elsewhere_ends_the_object_without_another_delete()
     sync(&mut p, 0);
     exited(&mut p, 4_500, 0);
     let _ = drain(&mut p);
-    assert!(p.agent().reported, "the final delete was made; the finalizer holds the record");
+    assert!(
+        p.agent().reported,
+        "the final delete was made; the finalizer holds the record"
+    );
     // Another API server removes the finalizer: R45 removes the record.
     observe(&mut p, 6_000, None);
     assert_eq!(drain(&mut p), []);
@@ -1228,6 +1231,9 @@ fn d7_fenced_agent_ignores_what_it_observes() {
         p.handle_record_observed(at(100), Some(&stored)),
         Ok(Handled::Ignored)
     );
-    assert_eq!(p.handle_record_observed(at(100), None), Ok(Handled::Ignored));
+    assert_eq!(
+        p.handle_record_observed(at(100), None),
+        Ok(Handled::Ignored)
+    );
     assert_eq!(drain(&mut p), []);
 }

@@ -180,7 +180,7 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
                     }
                 },
                 Change::ActionFailed(a, e) => format!("{a:?} failed: {e}"),
-                Change::Recovered { .. } => "recovered from the store".into(),
+                Change::Recovered { .. } | Change::Observed => t.change.to_string(),
             };
             say(out, format!("{at:>7.2}s  {:<9} {text}", t.object));
         }

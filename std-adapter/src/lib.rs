@@ -10,6 +10,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod api_server;
 pub mod clock;
 pub mod demo;
 pub mod kubectl;

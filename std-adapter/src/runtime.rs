@@ -30,8 +30,8 @@ use std::sync::mpsc;
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
-    Handled, Instant, Lifecycle, Now, Phase, Record, Strategy, UpdateError, UpdateOutcome,
-    decide_delete,
+    Handled, Instant, Lifecycle, Now, OtherObject, Phase, Record, Strategy, UpdateError,
+    UpdateOutcome, decide_delete,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +59,23 @@ pub struct DeleteAnswer {
     /// The object as written (when removed, the last state written before
     /// removal), or for a dry run as the same decision would write it.
     pub record: Record<FINALIZERS>,
+}
+
+/// What [`Runtime::observe`] found in the store.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// Nothing newer than the runtime's own last write.
+    Unchanged,
+    /// A tracked object was changed or removed by another process; its
+    /// lifecycle took the change.
+    Changed,
+    /// An object the runtime did not track: it tracks it now (its
+    /// containers, if any, are for the caller to start).
+    New,
+    /// The name now holds another object (a new uid): the old one was
+    /// handled as removed and is still being stopped; observe the name
+    /// again once the runtime no longer tracks it to take the new one.
+    Replaced,
 }
 
 /// What a restarted runtime does with a kill that was in progress (D6).
@@ -126,6 +143,10 @@ pub enum Change {
         /// workload was found gone (another boot).
         reset: bool,
     },
+    /// Another process wrote the object in the store (a request decided
+    /// by another API server, a removal, a new object): the runtime took
+    /// it (see [`Runtime::observe`]).
+    Observed,
 }
 
 impl fmt::Display for Change {
@@ -141,6 +162,7 @@ impl fmt::Display for Change {
             Change::Recovered { reset: true } => {
                 f.write_str("recovered from the store (kill restarted, or workload gone)")
             }
+            Change::Observed => f.write_str("written by another process: taken from the store"),
         }
     }
 }
@@ -919,6 +941,76 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         }
     }
 
+    /// Takes what another process wrote for `name` in a shared store: a
+    /// request decided by another API server, a removal, a new object.
+    /// Reads the object; if it is newer than the runtime's own last write,
+    /// the object's lifecycle takes it
+    /// ([`Lifecycle::handle_record_observed`](grace_core::Lifecycle::handle_record_observed))
+    /// or a new object is tracked, and what that owes is carried out,
+    /// written ahead as always. Callers follow the store's watch and call
+    /// this for every name a change event names.
+    pub fn observe(&mut self, name: &str) -> Result<Observed, RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+            return Ok(Observed::Changed);
+        }
+        let now = self.clock.now();
+        let stored = self.store.get(name)?;
+        let Some(entry) = self.objects.get_mut(name) else {
+            let Some((object, revision)) = stored else {
+                return Ok(Observed::Unchanged);
+            };
+            let (lifecycle, _) =
+                self.restore(&object, revision, now, Recovery::HonourOriginalDeadline)?;
+            self.objects.insert(
+                name.to_owned(),
+                Box::new(Entry {
+                    lifecycle,
+                    spec: Spec::of(object),
+                    revision: Some(revision),
+                    deadline: None,
+                }),
+            );
+            self.emit(now, name, Change::Observed);
+            self.commit(name, now, None)?;
+            return Ok(Observed::New);
+        };
+        let from = entry.lifecycle.phase();
+        let observed = match &stored {
+            None if entry.revision.is_none() => return Ok(Observed::Unchanged),
+            Some((_, revision)) if entry.revision.is_some_and(|r| r >= *revision) => {
+                return Ok(Observed::Unchanged);
+            }
+            None => {
+                entry.revision = None;
+                let _ = entry.lifecycle.handle_record_observed(now, None);
+                Observed::Changed
+            }
+            Some((object, revision)) => {
+                match entry
+                    .lifecycle
+                    .handle_record_observed(now, Some(&object.meta))
+                {
+                    Ok(_) => {
+                        entry.lifecycle.stored_at(revision.get());
+                        entry.revision = Some(*revision);
+                        Observed::Changed
+                    }
+                    Err(OtherObject) => {
+                        // The old object is gone from the store; its
+                        // workload is stopped before the new one is taken.
+                        entry.revision = None;
+                        let _ = entry.lifecycle.handle_record_observed(now, None);
+                        Observed::Replaced
+                    }
+                }
+            }
+        };
+        self.emit(now, name, Change::Observed);
+        self.commit(name, now, Some(from))?;
+        Ok(observed)
+    }
+
     /// Rebuilds an object's lifecycle from the store (D6).
     fn restore(
         &self,
@@ -938,13 +1030,30 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let mut lifecycle = saved.lifecycle;
         lifecycle.stored_at(revision.get());
+        let mut meta = object.meta.clone();
+        meta.resource_version = revision.get();
+        // Another process may have written the record since (a shared
+        // store): the stored record is the truth, taken once the
+        // containers are as they are.
+        let written_elsewhere = lifecycle.record() != &meta;
+        if written_elsewhere && lifecycle.record().uid != meta.uid {
+            let mut lifecycle = fresh(object, &[])?;
+            lifecycle.stored_at(revision.get());
+            return Ok((lifecycle, false));
+        }
         if saved.epoch != self.epoch {
             // Another boot: the workload did not survive it, and the old
             // deadlines have no meaning on this clock.
             for i in 0..lifecycle.containers().len() {
                 let _ = lifecycle.handle_container_exited(now, i);
             }
+            if written_elsewhere {
+                let _ = lifecycle.handle_record_observed(now, Some(&meta));
+            }
             return Ok((lifecycle, true));
+        }
+        if written_elsewhere {
+            let _ = lifecycle.handle_record_observed(now, Some(&meta));
         }
         if recovery == Recovery::ResetFullGrace
             && lifecycle.agent().killing
@@ -988,9 +1097,31 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 }
 
+/// Which of a stored object's containers its agent has reported stopped
+/// (from its agent record; none if it has none): what the pod's status
+/// tells an API server.
+pub(crate) fn stopped_containers(object: &StoredObject) -> Vec<bool> {
+    object
+        .agent
+        .clone()
+        .and_then(|v| serde_json::from_value::<AgentRecord>(v).ok())
+        .map(|saved| {
+            saved
+                .lifecycle
+                .containers()
+                .iter()
+                .map(|c| c.stage() == grace_core::Stage::Stopped)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A lifecycle for a stored object as it stands (its containers running,
 /// except those marked in `stopped`).
-fn fresh(object: &StoredObject, stopped: &[bool]) -> Result<ObjectLifecycle, RuntimeError> {
+pub(crate) fn fresh(
+    object: &StoredObject,
+    stopped: &[bool],
+) -> Result<ObjectLifecycle, RuntimeError> {
     let specs: Vec<ContainerSpec> = object
         .containers
         .iter()

@@ -54,6 +54,7 @@ mod etcd;
 mod memory;
 mod object;
 mod redb;
+mod scoped;
 mod watch;
 
 pub use self::error::{BatchError, StoreError};
@@ -62,6 +63,7 @@ pub use self::etcd::{DEFAULT_ETCD_PREFIX, EpochBump, EtcdOptions, EtcdStore, Lea
 pub use self::memory::MemoryStore;
 pub use self::object::{FINALIZERS, StoredContainer, StoredObject};
 pub use self::redb::{RedbOptions, RedbStore};
+pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
 
 /// How many revisions of changes a store keeps for watches by default.

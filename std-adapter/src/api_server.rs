@@ -1,0 +1,205 @@
+//! Requests decided straight against a shared store: what a Kubernetes
+//! API server does, for any process that can reach the store.
+//!
+//! With one machine the agent is the API server (`crate::agent`). With
+//! several agents sharing etcd, each agent runs only the objects bound to
+//! its node, and a request is decided here, by whoever makes it (the CLI):
+//! the object is read, grace-core decides on it as the API server would
+//! (with the containers its agent reported stopped, as a pod's status
+//! tells the API server),
+//! and the new record is written with compare-and-swap — only the record
+//! (`StoredObject::meta`); the owning agent's kill state is left as it is.
+//! The agent follows the store's watch and takes the change
+//! ([`Runtime::observe`](crate::runtime::Runtime::observe)), as the
+//! kubelet follows the pods it runs. A write that loses a race with
+//! another writer is decided again on what won.
+//!
+//! Nothing here needs the owning agent to be up: a deletion of an object
+//! on a lost node is accepted and waits for its agent (R80); a force
+//! delete (D4) and [fencing](fence_node) (D7, R82) remove records
+//! without it.
+
+use grace_core::{
+    DeleteError, DeleteOptions, FinalizerChange, Now, UpdateError, UpdateOutcome, decide_delete,
+};
+
+use crate::runtime::{DeleteAnswer, RuntimeError, fresh, stopped_containers};
+use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject};
+
+/// A decision that keeps losing compare-and-swap races gives up after this
+/// many attempts (each attempt, one competing writer wins).
+const ATTEMPTS: usize = 64;
+
+/// Stores a new object under a free `name` (its agent, if it has one,
+/// takes it from the watch and starts it).
+pub fn create<S: Store>(
+    store: &S,
+    name: &str,
+    object: StoredObject,
+) -> Result<Revision, RuntimeError> {
+    crate::manifest::check_name("metadata.name", name)
+        .map_err(|e| RuntimeError::Object(e.to_string()))?;
+    let mut object = object;
+    object.agent = None;
+    store.create(name, object).map_err(|e| match e {
+        StoreError::AlreadyExists { .. } => RuntimeError::AlreadyExists(name.to_owned()),
+        other => other.into(),
+    })
+}
+
+/// A delete request (R1–R44, D4), decided on the stored record.
+pub fn delete<S: Store>(
+    store: &S,
+    now: Now,
+    name: &str,
+    options: &DeleteOptions,
+) -> Result<DeleteAnswer, RuntimeError> {
+    decide(store, name, |object, revision| {
+        let mut lifecycle = fresh(object, &stopped_containers(object))?;
+        lifecycle.stored_at(revision.get());
+        let response = lifecycle
+            .handle_delete(now, options)
+            .map_err(RuntimeError::Delete)?;
+        let record = if response.dry_run {
+            // Nothing changes: the same decision, not applied (R42).
+            decide_delete(lifecycle.record(), &lifecycle.strategy(), options, now.wall)
+                .map_err(RuntimeError::Delete)?
+                .record
+        } else {
+            lifecycle.record().clone()
+        };
+        let write = if response.dry_run {
+            Decided::Nothing
+        } else if lifecycle.is_stored() {
+            Decided::Update(record.clone())
+        } else {
+            Decided::Remove
+        };
+        Ok((write, DeleteAnswer { response, record }))
+    })
+    .map_err(|e| match e {
+        RuntimeError::NotFound(_) => RuntimeError::Delete(DeleteError::NotFound),
+        other => other,
+    })
+}
+
+/// An update of the finalizer list (R45, R46), decided on the stored
+/// record; the last finalizer of an object with no grace left removes it.
+pub fn update_finalizers<S: Store>(
+    store: &S,
+    now: Now,
+    name: &str,
+    change: &FinalizerChange,
+) -> Result<UpdateOutcome, RuntimeError> {
+    decide(store, name, |object, revision| {
+        let mut lifecycle = fresh(object, &stopped_containers(object))?;
+        lifecycle.stored_at(revision.get());
+        let outcome = lifecycle
+            .handle_finalizer_update(now, change)
+            .map_err(RuntimeError::Update)?;
+        let write = match outcome {
+            UpdateOutcome::Deleted { .. } => Decided::Remove,
+            UpdateOutcome::Updated if lifecycle.record() != &object.meta => {
+                Decided::Update(lifecycle.record().clone())
+            }
+            UpdateOutcome::Updated => Decided::Nothing,
+        };
+        Ok((write, outcome))
+    })
+    .map_err(|e| match e {
+        RuntimeError::NotFound(_) => RuntimeError::Update(UpdateError::NotFound),
+        other => other,
+    })
+}
+
+/// Declares `node` gone for good (D7): like PodGC on a deleted node (R82),
+/// every object bound to it is marked Failed and deleted with grace 0 —
+/// removed, or kept with a deletion timestamp while finalizers hold it.
+/// Nothing is signalled: the node's workloads count as stopped. Returns
+/// the names handled, in name order.
+///
+/// Call it only with proof that the node is gone, and only after the
+/// node's fencing epoch was moved (`EtcdStore::bump_fencing_epoch`), so
+/// that its agent, should it come back, can no longer write.
+pub fn fence_node<S: Store>(store: &S, now: Now, node: &str) -> Result<Vec<String>, RuntimeError> {
+    let listing = store.list()?;
+    let mut fenced = Vec::new();
+    for (name, object, _) in listing.objects {
+        if object.node.as_deref() != Some(node) {
+            continue;
+        }
+        let result = decide(store, &name, |object, revision| {
+            if object.node.as_deref() != Some(node) {
+                return Ok((Decided::Nothing, ()));
+            }
+            let mut lifecycle = fresh(object, &stopped_containers(object))?;
+            lifecycle.stored_at(revision.get());
+            let _ = lifecycle.handle_node_fenced(now);
+            let write = if lifecycle.is_stored() {
+                Decided::Update(lifecycle.record().clone())
+            } else {
+                Decided::Remove
+            };
+            Ok((write, ()))
+        });
+        match result {
+            Ok(()) => fenced.push(name),
+            // Removed meanwhile: nothing left to fence.
+            Err(RuntimeError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(fenced)
+}
+
+/// What a decision writes.
+enum Decided {
+    /// Nothing (a dry run, no change).
+    Nothing,
+    /// The object with this record (its other parts as stored).
+    Update(grace_core::Record<FINALIZERS>),
+    /// Remove the object (if it is still the one decided on).
+    Remove,
+}
+
+/// Reads `name`, decides with `decision` on what is stored and writes the
+/// outcome with compare-and-swap; decides again if another writer won.
+fn decide<S: Store, T>(
+    store: &S,
+    name: &str,
+    mut decision: impl FnMut(&StoredObject, Revision) -> Result<(Decided, T), RuntimeError>,
+) -> Result<T, RuntimeError> {
+    for _ in 0..ATTEMPTS {
+        let Some((object, revision)) = store.get(name)? else {
+            return Err(RuntimeError::NotFound(name.to_owned()));
+        };
+        let (write, answer) = decision(&object, revision)?;
+        let written = match write {
+            Decided::Nothing => return Ok(answer),
+            Decided::Update(record) => {
+                let mut object = object;
+                object.meta = record;
+                store.update(name, object, revision)
+            }
+            Decided::Remove => store.delete(
+                name,
+                Preconditions {
+                    uid: Some(object.uid().to_owned()),
+                    revision: Some(revision),
+                },
+            ),
+        };
+        match written {
+            Ok(_) => return Ok(answer),
+            Err(
+                StoreError::Conflict { .. }
+                | StoreError::NotFound { .. }
+                | StoreError::UidMismatch { .. },
+            ) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RuntimeError::Store(StoreError::Unavailable(format!(
+        "{name}: other writers won {ATTEMPTS} times in a row"
+    ))))
+}
