@@ -71,7 +71,7 @@ pub fn delete<S: Store>(
         let write = if response.dry_run {
             Decided::Nothing
         } else if lifecycle.is_stored() {
-            Decided::Update(record.clone())
+            Decided::Update(Box::new(record.clone()))
         } else {
             Decided::Remove
         };
@@ -100,7 +100,7 @@ pub fn update_finalizers<S: Store>(
         let write = match outcome {
             UpdateOutcome::Deleted { .. } => Decided::Remove,
             UpdateOutcome::Updated if lifecycle.record() != &object.meta => {
-                Decided::Update(lifecycle.record().clone())
+                Decided::Update(Box::new(lifecycle.record().clone()))
             }
             UpdateOutcome::Updated => Decided::Nothing,
         };
@@ -136,7 +136,7 @@ pub fn fence_node<S: Store>(store: &S, now: Now, node: &str) -> Result<Vec<Strin
             lifecycle.stored_at(revision.get());
             let _ = lifecycle.handle_node_fenced(now);
             let write = if lifecycle.is_stored() {
-                Decided::Update(lifecycle.record().clone())
+                Decided::Update(Box::new(lifecycle.record().clone()))
             } else {
                 Decided::Remove
             };
@@ -157,7 +157,7 @@ enum Decided {
     /// Nothing (a dry run, no change).
     Nothing,
     /// The object with this record (its other parts as stored).
-    Update(grace_core::Record<FINALIZERS>),
+    Update(Box<grace_core::Record<FINALIZERS>>),
     /// Remove the object (if it is still the one decided on).
     Remove,
 }
@@ -178,7 +178,7 @@ fn decide<S: Store, T>(
             Decided::Nothing => return Ok(answer),
             Decided::Update(record) => {
                 let mut object = object;
-                object.meta = record;
+                object.meta = *record;
                 store.update(name, object, revision)
             }
             Decided::Remove => store.delete(
