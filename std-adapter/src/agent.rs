@@ -47,9 +47,23 @@ pub struct AgentOptions {
 
 /// The clock of one agent run: the machine's clocks, with an epoch that is
 /// this run's own (the workloads of an earlier run are gone).
-struct RunClock {
+pub(crate) struct RunClock {
     system: SystemClock,
     epoch: String,
+}
+
+impl RunClock {
+    /// The machine's clocks, with an epoch of this process's own.
+    pub(crate) fn new() -> Self {
+        let system = SystemClock::new();
+        let epoch = format!(
+            "{}/agent:{}:{}",
+            system.epoch(),
+            std::process::id(),
+            system.now().wall.as_unix_millis()
+        );
+        RunClock { system, epoch }
+    }
 }
 
 impl Clock for RunClock {
@@ -89,17 +103,10 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         }
     });
 
-    let system = SystemClock::new();
-    let epoch = format!(
-        "{}/agent:{}:{}",
-        system.epoch(),
-        std::process::id(),
-        system.now().wall.as_unix_millis()
-    );
     let (actuator, world) = ProcessActuator::new();
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),
-        RunClock { system, epoch },
+        RunClock::new(),
         actuator,
         options.recovery,
     )?;
@@ -236,7 +243,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
 }
 
 /// Starts an object's containers; one that cannot start counts as exited.
-fn start(rt: &mut AgentRuntime, name: &str) {
+pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
     let Some(object) = rt.object(name) else {
         return;
     };
@@ -325,8 +332,8 @@ fn read(store: &RedbStore, name: Option<&str>) -> Reply {
 }
 
 /// One object or all of them, with the store revision they were read at.
-pub(crate) fn items(
-    store: &impl Store,
+pub(crate) fn items<S: Store + ?Sized>(
+    store: &S,
     name: Option<&str>,
 ) -> Result<(u64, Vec<Item>), StoreError> {
     match name {

@@ -32,7 +32,7 @@ const ATTEMPTS: usize = 64;
 
 /// Stores a new object under a free `name` (its agent, if it has one,
 /// takes it from the watch and starts it).
-pub fn create<S: Store>(
+pub fn create<S: Store + ?Sized>(
     store: &S,
     name: &str,
     object: StoredObject,
@@ -48,7 +48,7 @@ pub fn create<S: Store>(
 }
 
 /// A delete request (R1–R44, D4), decided on the stored record.
-pub fn delete<S: Store>(
+pub fn delete<S: Store + ?Sized>(
     store: &S,
     now: Now,
     name: &str,
@@ -85,7 +85,7 @@ pub fn delete<S: Store>(
 
 /// An update of the finalizer list (R45, R46), decided on the stored
 /// record; the last finalizer of an object with no grace left removes it.
-pub fn update_finalizers<S: Store>(
+pub fn update_finalizers<S: Store + ?Sized>(
     store: &S,
     now: Now,
     name: &str,
@@ -121,7 +121,11 @@ pub fn update_finalizers<S: Store>(
 /// Call it only with proof that the node is gone, and only after the
 /// node's fencing epoch was moved (`EtcdStore::bump_fencing_epoch`), so
 /// that its agent, should it come back, can no longer write.
-pub fn fence_node<S: Store>(store: &S, now: Now, node: &str) -> Result<Vec<String>, RuntimeError> {
+pub fn fence_node<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+    node: &str,
+) -> Result<Vec<String>, RuntimeError> {
     let listing = store.list()?;
     let mut fenced = Vec::new();
     for (name, object, _) in listing.objects {
@@ -164,7 +168,7 @@ enum Decided {
 
 /// Reads `name`, decides with `decision` on what is stored and writes the
 /// outcome with compare-and-swap; decides again if another writer won.
-fn decide<S: Store, T>(
+fn decide<S: Store + ?Sized, T>(
     store: &S,
     name: &str,
     mut decision: impl FnMut(&StoredObject, Revision) -> Result<(Decided, T), RuntimeError>,

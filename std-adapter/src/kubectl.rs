@@ -2,8 +2,11 @@
 //! kubectl's words and habits: its flag conversions, its table, its
 //! "Terminating".
 //!
-//! Changes go to the running agent (see [`crate::api`]). `get` without an
-//! agent reads the store file directly. Exit codes: 0 done; 1 the operation
+//! On one machine ([`Target::Agent`]) changes go to the running agent (see
+//! [`crate::api`]), and `get` without an agent reads the store file
+//! directly. With a shared store ([`Target::Shared`]: several agents on
+//! etcd) every command works on the store itself, deciding requests as an
+//! API server does ([`crate::api_server`]); the agents follow. Exit codes: 0 done; 1 the operation
 //! failed (not found, conflict, no agent, store locked or unreadable); 2
 //! the input is invalid (a malformed object file, bad flags or options).
 //! A refused request changes nothing.
@@ -16,7 +19,19 @@ use grace_core::{DeleteOptions, DeleteOutcome, Name, Preconditions, Propagation}
 use crate::api::{
     ApiError, Client, ClientError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request,
 };
-use crate::store::{EventKind, RedbStore, StoreError, StoredObject};
+use crate::clock::Clock;
+use crate::store::{EventKind, RedbStore, Store, StoreError, StoredObject};
+
+/// Where a store command goes.
+#[derive(Clone, Copy)]
+pub enum Target<'a> {
+    /// The agent serving this data directory (one machine, the embedded
+    /// store).
+    Agent(&'a Path),
+    /// A store shared by agents on several nodes (etcd): requests are
+    /// decided here, against the store.
+    Shared(&'a dyn Store),
+}
 
 /// A failed command: what to print, and the exit code.
 #[derive(Debug)]
@@ -143,7 +158,7 @@ pub fn delete_options(
 }
 
 /// `grace apply -f FILE` (`-` reads standard input): creates the object.
-pub fn apply(data_dir: &Path, file: &Path, out: &mut impl Write) -> Result<(), CommandError> {
+pub fn apply(target: Target<'_>, file: &Path, out: &mut impl Write) -> Result<(), CommandError> {
     let text = if file == Path::new("-") {
         std::io::read_to_string(std::io::stdin())
     } else {
@@ -153,18 +168,26 @@ pub fn apply(data_dir: &Path, file: &Path, out: &mut impl Write) -> Result<(), C
     let manifest = crate::manifest::parse(&text, new_uid)
         .map_err(|e| CommandError::invalid(format!("{}: {e}", file.display())))?;
     let kind = kind(&manifest.object);
-    let mut client = Client::connect(data_dir)?;
-    client.call(&Request::Apply {
-        name: manifest.name.clone(),
-        object: Box::new(manifest.object),
-    })?;
+    match target {
+        Target::Agent(data_dir) => {
+            let mut client = Client::connect(data_dir)?;
+            client.call(&Request::Apply {
+                name: manifest.name.clone(),
+                object: Box::new(manifest.object),
+            })?;
+        }
+        Target::Shared(store) => {
+            crate::api_server::create(store, &manifest.name, manifest.object)
+                .map_err(|e| runtime_failed(&manifest.name, e))?;
+        }
+    }
     let _ = writeln!(out, "{kind}/{} created", manifest.name);
     Ok(())
 }
 
 /// `grace delete NAME [flags]`.
 pub fn delete(
-    data_dir: &Path,
+    target: Target<'_>,
     name: &str,
     flags: &DeleteFlags,
     out: &mut impl Write,
@@ -174,13 +197,29 @@ pub fn delete(
     if let Some(w) = warning {
         let _ = writeln!(err, "{w}");
     }
-    let mut client = Client::connect(data_dir)?;
-    let reply = client.call(&Request::Delete {
-        name: name.to_owned(),
-        options,
-    })?;
-    let Reply::Deleted(report) = reply else {
-        return Err(CommandError::failed("the agent answered something else"));
+    let report = match target {
+        Target::Agent(data_dir) => {
+            let mut client = Client::connect(data_dir)?;
+            let reply = client.call(&Request::Delete {
+                name: name.to_owned(),
+                options,
+            })?;
+            let Reply::Deleted(report) = reply else {
+                return Err(CommandError::failed("the agent answered something else"));
+            };
+            report
+        }
+        Target::Shared(store) => {
+            let now = crate::clock::SystemClock::new().now();
+            let answer = crate::api_server::delete(store, now, name, &options)
+                .map_err(|e| runtime_failed(name, e))?;
+            DeleteReport {
+                outcome: answer.response.outcome,
+                record: answer.record,
+                dry_run: answer.response.dry_run,
+                force: answer.response.force,
+            }
+        }
     };
     let _ = writeln!(out, "{}", deleted_line(name, &report));
     Ok(())
@@ -220,18 +259,28 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
 /// `grace patch NAME --remove-finalizer F`: removes one finalizer, which
 /// may complete a deletion (R45).
 pub fn remove_finalizer(
-    data_dir: &Path,
+    target: Target<'_>,
     name: &str,
     finalizer: &str,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    Name::try_from(finalizer)
+    let parsed = Name::try_from(finalizer)
         .map_err(|e| CommandError::invalid(format!("--remove-finalizer: {e}")))?;
-    let mut client = Client::connect(data_dir)?;
-    client.call(&Request::RemoveFinalizer {
-        name: name.to_owned(),
-        finalizer: finalizer.to_owned(),
-    })?;
+    match target {
+        Target::Agent(data_dir) => {
+            let mut client = Client::connect(data_dir)?;
+            client.call(&Request::RemoveFinalizer {
+                name: name.to_owned(),
+                finalizer: finalizer.to_owned(),
+            })?;
+        }
+        Target::Shared(store) => {
+            let now = crate::clock::SystemClock::new().now();
+            let change = grace_core::FinalizerChange::Remove(parsed);
+            let _ = crate::api_server::update_finalizers(store, now, name, &change)
+                .map_err(|e| runtime_failed(name, e))?;
+        }
+    }
     let _ = writeln!(out, "object \"{name}\" patched");
     Ok(())
 }
@@ -248,12 +297,29 @@ pub enum Output {
 
 /// `grace get [NAME] [-o json] [-w]`.
 pub fn get(
-    data_dir: &Path,
+    target: Target<'_>,
     name: Option<&str>,
     output: Output,
     watch: bool,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
+    let data_dir = match target {
+        Target::Agent(data_dir) => data_dir,
+        Target::Shared(store) => {
+            if watch {
+                return Err(CommandError::invalid(
+                    "-w: watching a shared store is not supported; use get without -w",
+                ));
+            }
+            let (revision, items) = crate::agent::items(store, name).map_err(|e| match e {
+                StoreError::NotFound { name } => {
+                    CommandError::failed(format!("object \"{name}\" not found"))
+                }
+                other => CommandError::failed(format!("store: {other}")),
+            })?;
+            return print_items(name, revision, &items, output, out);
+        }
+    };
     if watch {
         return get_watch(data_dir, name, output, out);
     }
@@ -319,6 +385,29 @@ fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>)
         }
         other => store_failed(&path, other),
     })
+}
+
+/// A request refused or failed against a shared store, in kubectl's words.
+fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
+    use crate::runtime::RuntimeError;
+    use grace_core::{DeleteError, UpdateError};
+    match e {
+        RuntimeError::NotFound(_)
+        | RuntimeError::Delete(DeleteError::NotFound)
+        | RuntimeError::Update(UpdateError::NotFound) => {
+            CommandError::failed(format!("object \"{name}\" not found"))
+        }
+        RuntimeError::AlreadyExists(_) => {
+            CommandError::failed(format!("object \"{name}\" already exists"))
+        }
+        RuntimeError::Delete(DeleteError::Conflict(c)) => {
+            CommandError::failed(format!("object \"{name}\": {c}"))
+        }
+        RuntimeError::Delete(d) => CommandError::invalid(format!("object \"{name}\": {d}")),
+        RuntimeError::Update(u) => CommandError::invalid(format!("object \"{name}\": {u}")),
+        RuntimeError::Object(m) => CommandError::invalid(m),
+        RuntimeError::Store(s) => CommandError::failed(format!("store: {s}")),
+    }
 }
 
 fn store_failed(path: &Path, e: StoreError) -> CommandError {

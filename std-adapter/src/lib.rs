@@ -15,6 +15,8 @@ pub mod clock;
 pub mod demo;
 pub mod kubectl;
 pub mod manifest;
+#[cfg(feature = "etcd")]
+pub mod node_agent;
 pub mod process;
 pub mod run;
 pub mod runtime;

@@ -52,6 +52,20 @@ enum Command {
         /// grace instead of keeping its deadline (D6).
         #[arg(long)]
         reset_full_grace: bool,
+        /// With --etcd: seconds after the agent's last sign of life until
+        /// its node counts as lost.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
+        lease_ttl: u64,
+    },
+    /// Declare a node gone for good (D7): its agent, should it come back,
+    /// may no longer act, and its objects are deleted as PodGC does on a
+    /// deleted node (R82). Needs --etcd; refused while the node's agent
+    /// is alive.
+    Fence {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The node.
+        node: String,
     },
     /// Create an object from a JSON file (`-` for standard input).
     Apply {
@@ -127,6 +141,65 @@ struct StoreArgs {
     /// The data directory (store and agent socket).
     #[arg(long, default_value = "grace-data")]
     data_dir: PathBuf,
+    /// Use a store shared by agents on several nodes instead: etcd at
+    /// these endpoints (comma-separated, such as http://127.0.0.1:2379).
+    /// Needs a build with the `etcd` feature.
+    #[arg(long, value_name = "ENDPOINTS")]
+    etcd: Option<String>,
+    /// The key prefix of the store in etcd (one prefix, one store).
+    #[arg(long, default_value = "/grace/")]
+    etcd_prefix: String,
+}
+
+/// A store command's store, opened.
+enum Opened<'a> {
+    Dir(&'a std::path::Path),
+    #[cfg(feature = "etcd")]
+    Etcd(grace_std::store::EtcdStore),
+}
+
+impl StoreArgs {
+    fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
+        let Some(endpoints) = &self.etcd else {
+            return Ok(Opened::Dir(&self.data_dir));
+        };
+        #[cfg(feature = "etcd")]
+        {
+            let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+            let options = grace_std::store::EtcdOptions {
+                prefix: self.etcd_prefix.clone(),
+                ..grace_std::store::EtcdOptions::new(endpoints.clone())
+            };
+            grace_std::store::EtcdStore::connect_with(options)
+                .map(Opened::Etcd)
+                .map_err(|e| kubectl::CommandError::failed(format!("--etcd {endpoints:?}: {e}")))
+        }
+        #[cfg(not(feature = "etcd"))]
+        Err(kubectl::CommandError::invalid(format!(
+            "--etcd {endpoints}: this grace was built without the `etcd` feature \
+             (cargo install grace-std --features etcd)"
+        )))
+    }
+}
+
+impl Opened<'_> {
+    fn target(&self) -> kubectl::Target<'_> {
+        match self {
+            Opened::Dir(dir) => kubectl::Target::Agent(dir),
+            #[cfg(feature = "etcd")]
+            Opened::Etcd(store) => kubectl::Target::Shared(store),
+        }
+    }
+}
+
+/// Runs a store command on the store `args` names.
+fn on_store(
+    command: &str,
+    args: &StoreArgs,
+    run: impl FnOnce(kubectl::Target<'_>) -> Result<(), kubectl::CommandError>,
+) -> ExitCode {
+    let result = args.open().and_then(|opened| run(opened.target()));
+    finish(command, result)
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -186,13 +259,15 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Fence { store, node } => fence(&store, &node),
         Command::Agent {
             store,
             node,
             reset_full_grace,
+            lease_ttl,
         } => {
             let options = grace_std::agent::AgentOptions {
-                data_dir: store.data_dir,
+                data_dir: store.data_dir.clone(),
                 node,
                 recovery: if reset_full_grace {
                     grace_std::Recovery::ResetFullGrace
@@ -204,6 +279,9 @@ fn main() -> ExitCode {
                 eprintln!("grace agent: {e}");
                 return ExitCode::from(2);
             }
+            if store.etcd.is_some() {
+                return shared_agent(&store, options, lease_ttl);
+            }
             match grace_std::agent::run(&options, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -212,10 +290,9 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Apply { store, file } => finish(
-            "apply",
-            kubectl::apply(&store.data_dir, &file, &mut std::io::stdout()),
-        ),
+        Command::Apply { store, file } => on_store("apply", &store, |target| {
+            kubectl::apply(target, &file, &mut std::io::stdout())
+        }),
         Command::Delete {
             store,
             name,
@@ -238,16 +315,15 @@ fn main() -> ExitCode {
                 uid,
                 resource_version,
             };
-            finish(
-                "delete",
+            on_store("delete", &store, |target| {
                 kubectl::delete(
-                    &store.data_dir,
+                    target,
                     &name,
                     &flags,
                     &mut std::io::stdout(),
                     &mut std::io::stderr(),
-                ),
-            )
+                )
+            })
         }
         Command::Get {
             store,
@@ -259,30 +335,23 @@ fn main() -> ExitCode {
                 OutputArg::Table => kubectl::Output::Table,
                 OutputArg::Json => kubectl::Output::Json,
             };
-            finish(
-                "get",
+            on_store("get", &store, |target| {
                 kubectl::get(
-                    &store.data_dir,
+                    target,
                     name.as_deref(),
                     output,
                     watch,
                     &mut std::io::stdout(),
-                ),
-            )
+                )
+            })
         }
         Command::Patch {
             store,
             name,
             remove_finalizer,
-        } => finish(
-            "patch",
-            kubectl::remove_finalizer(
-                &store.data_dir,
-                &name,
-                &remove_finalizer,
-                &mut std::io::stdout(),
-            ),
-        ),
+        } => on_store("patch", &store, |target| {
+            kubectl::remove_finalizer(target, &name, &remove_finalizer, &mut std::io::stdout())
+        }),
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
             match grace_std::demo::run(&mut out, data_dir.as_deref()) {
@@ -294,6 +363,75 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// `grace agent --etcd ..`: one node's agent on a shared store.
+fn shared_agent(
+    store: &StoreArgs,
+    options: grace_std::agent::AgentOptions,
+    lease_ttl: u64,
+) -> ExitCode {
+    let opened = match store.open() {
+        Ok(o) => o,
+        Err(e) => return finish("agent", Err(e)),
+    };
+    #[cfg(feature = "etcd")]
+    if let Opened::Etcd(etcd) = opened {
+        let shared = grace_std::node_agent::SharedAgentOptions {
+            node: options.node,
+            recovery: options.recovery,
+            lease_ttl: std::time::Duration::from_secs(lease_ttl),
+        };
+        return match grace_std::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("grace agent: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let _ = (opened, options, lease_ttl);
+    finish(
+        "agent",
+        Err(kubectl::CommandError::invalid("--etcd: no shared store")),
+    )
+}
+
+/// `grace fence NODE --etcd ..`.
+fn fence(store: &StoreArgs, node: &str) -> ExitCode {
+    if store.etcd.is_none() {
+        return finish(
+            "fence",
+            Err(kubectl::CommandError::invalid(
+                "fence needs --etcd: with one machine there is no other node to fence",
+            )),
+        );
+    }
+    let opened = match store.open() {
+        Ok(o) => o,
+        Err(e) => return finish("fence", Err(e)),
+    };
+    #[cfg(feature = "etcd")]
+    if let Opened::Etcd(etcd) = &opened {
+        return match grace_std::node_agent::fence(etcd, node, false) {
+            Ok(names) => {
+                println!("node \"{node}\" fenced; objects deleted: {}", names.len());
+                for name in names {
+                    println!("object \"{name}\" deleted (node gone)");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("grace fence: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    let _ = (opened, node);
+    finish(
+        "fence",
+        Err(kubectl::CommandError::invalid("--etcd: no shared store")),
+    )
 }
 
 /// Prints a store command's error on one line; its exit code.

@@ -156,7 +156,10 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
     agent.handle_timeouts().expect("handled");
     assert_eq!(w.recorder.take(), [Action::SendKill { container: 0 }]);
     let _ = agent.container_exited("web", 0).expect("reported");
-    assert_eq!(w.recorder.take(), [Action::ContainerStopped { container: 0 }]);
+    assert_eq!(
+        w.recorder.take(),
+        [Action::ContainerStopped { container: 0 }]
+    );
     // The final delete (the runtime's own store write, R75).
     assert_eq!(w.stored("web"), None);
     assert_eq!(agent.names().count(), 0);
@@ -192,7 +195,10 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
     agent.handle_timeouts().expect("handled");
     assert_eq!(w.recorder.take(), [Action::SendKill { container: 0 }]);
     let _ = agent.container_exited("web", 0).expect("reported");
-    assert_eq!(w.recorder.take(), [Action::ContainerStopped { container: 0 }]);
+    assert_eq!(
+        w.recorder.take(),
+        [Action::ContainerStopped { container: 0 }]
+    );
     assert_eq!(agent.names().count(), 0, "forgotten once stopped");
     assert_eq!(w.stored("web"), None);
 }

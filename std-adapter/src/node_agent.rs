@@ -1,0 +1,334 @@
+//! `grace agent --etcd ENDPOINTS --node NODE`: one node's agent on a store
+//! shared with the agents of other nodes.
+//!
+//! - It runs only the objects bound to its node: its runtime is opened on
+//!   the node's view of the store ([`NodeScoped`]). Requests are decided
+//!   by whoever makes them ([`crate::api_server`]: the CLI); the agent
+//!   follows the store's watch and takes every change to its objects
+//!   ([`Runtime::observe`]): a new object is started, a deletion carried
+//!   out, a removal stops the workload.
+//! - Liveness: it holds a lease and keeps its node's liveness key bound to
+//!   it ([`EtcdStore::register_node`]). If it stops reporting (crashed,
+//!   frozen, cut off) the lease expires and the node is lost for everyone
+//!   else: its objects stay as they are (R80) until it returns, a force
+//!   delete (D4), or fencing (D7). A returning agent whose lease expired
+//!   takes a new one and registers again; its runtime carries on, taking
+//!   whatever was written meanwhile.
+//! - Fencing: it reads its node's fencing epoch at start, and again before
+//!   it handles anything after a pause of a third of its lease's TTL or
+//!   more (and at least that often). Once the epoch has moved (`grace
+//!   fence`), the node was declared gone and its objects removed: the
+//!   agent takes no further step for them — it SIGKILLs the processes it
+//!   still runs (orphans now) and exits with an error. Its writes could
+//!   not land anyway: every object the fencing touched has a new revision,
+//!   and the runtime writes with compare-and-swap.
+//! - A store outage is waited out: failed steps are logged and retried
+//!   (the runtime reads back what it could not confirm, see
+//!   [`crate::runtime::RETRY`]); the watch reopens where it stopped.
+
+use std::io::Write;
+use std::sync::mpsc;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::agent::{RunClock, start};
+use crate::clock::Clock;
+use crate::process::{ProcessActuator, WorldEvent};
+use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
+use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
+
+/// How to run an agent on a shared store.
+#[derive(Clone, Debug)]
+pub struct SharedAgentOptions {
+    /// The node this agent runs objects for.
+    pub node: String,
+    /// What a restart does with a kill in progress (D6).
+    pub recovery: Recovery,
+    /// The TTL of the agent's lease: how long after its last sign of life
+    /// its node counts as lost.
+    pub lease_ttl: StdDuration,
+}
+
+enum Input {
+    /// A change event named this object.
+    Changed(String),
+    /// Changes may have been missed (the store's log was trimmed): look
+    /// at every object again.
+    Resync,
+    World(WorldEvent),
+    Stop,
+}
+
+type SharedRuntime = Runtime<NodeScoped<EtcdStore>, RunClock, ProcessActuator>;
+
+/// Runs the agent of `options.node` on `store` until SIGTERM or SIGINT
+/// (`Ok`), or until its node is fenced (an error). Logs every transition
+/// to `log`.
+pub fn run(
+    store: EtcdStore,
+    options: &SharedAgentOptions,
+    log: &mut impl Write,
+) -> Result<(), RuntimeError> {
+    let node = options.node.clone();
+    let epoch = store.fencing_epoch(&node)?;
+    let lease = store.grant_lease(options.lease_ttl)?;
+    store.register_node(&node, lease)?;
+
+    let (tx, inputs) = mpsc::channel::<Input>();
+    let mut signals = Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let stop = tx.clone();
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = stop.send(Input::Stop);
+        }
+    });
+    spawn_heartbeat(store.clone(), node.clone(), epoch, lease, options.lease_ttl);
+
+    // Changes after this revision reach the runtime through the watch.
+    let from = store.revision()?;
+    let (actuator, world) = ProcessActuator::new();
+    let mut rt: SharedRuntime = Runtime::open(
+        NodeScoped::new(store.clone(), node.clone()),
+        RunClock::new(),
+        actuator,
+        options.recovery,
+    )?;
+    let transitions = rt.subscribe();
+    let forward = tx.clone();
+    std::thread::spawn(move || {
+        for event in world {
+            if forward.send(Input::World(event)).is_err() {
+                break;
+            }
+        }
+    });
+    spawn_watch(store.clone(), from, tx);
+
+    let _ = writeln!(
+        log,
+        "grace agent: node {node}, etcd store {store:?}, fencing epoch {epoch}, lease {} s",
+        options.lease_ttl.as_secs()
+    );
+    let names: Vec<String> = rt.names().map(str::to_owned).collect();
+    for name in names {
+        let _ = rt.agent_sync(&name)?;
+    }
+    let check_every = options.lease_ttl / 3;
+    let result = serve(&mut rt, &inputs, &transitions, log, |since_check| {
+        if since_check < check_every {
+            return Ok(());
+        }
+        match store.fencing_epoch(&node) {
+            Ok(now) if now != epoch => Err(RuntimeError::Object(format!(
+                "node {node} was fenced (epoch {epoch} → {now}): its objects are not ours any more"
+            ))),
+            Ok(_) => Ok(()),
+            // Unknown: no step is taken until the epoch can be read.
+            Err(e) => Err(RuntimeError::Store(e)),
+        }
+    });
+    rt.actuator().kill_all();
+    if !matches!(result, Err(RuntimeError::Object(_))) {
+        let _ = store.revoke_lease(lease);
+    }
+    let _ = writeln!(log, "grace agent: stopped");
+    result
+}
+
+/// Keeps the lease alive every TTL / 3; once it has expired (the agent
+/// was cut off or frozen for longer than the TTL), takes a new one and
+/// registers the node again — unless the node was fenced meanwhile.
+fn spawn_heartbeat(
+    store: EtcdStore,
+    node: String,
+    epoch: u64,
+    lease: crate::store::Lease,
+    ttl: StdDuration,
+) {
+    std::thread::spawn(move || {
+        let mut lease = lease;
+        loop {
+            std::thread::sleep(ttl / 3);
+            match store.keep_alive(lease) {
+                Ok(()) => {}
+                Err(StoreError::NotFound { .. }) => {
+                    if store.fencing_epoch(&node).is_ok_and(|e| e != epoch) {
+                        return;
+                    }
+                    if let Ok(fresh) = store.grant_lease(ttl)
+                        && store.register_node(&node, fresh).is_ok()
+                    {
+                        lease = fresh;
+                    }
+                }
+                // The store is away: try again next beat.
+                Err(_) => {}
+            }
+        }
+    });
+}
+
+/// Follows the store's change log from `from`, naming each changed object
+/// to the runtime thread; reopens the watch where it stopped after an
+/// outage.
+fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
+    std::thread::spawn(move || {
+        let mut after = from;
+        loop {
+            let watch = match store.watch(after) {
+                Ok(w) => w,
+                Err(StoreError::Compacted { .. }) => {
+                    match store.revision() {
+                        Ok(now) => after = now,
+                        Err(_) => std::thread::sleep(StdDuration::from_secs(1)),
+                    }
+                    if tx.send(Input::Resync).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Err(_) => {
+                    std::thread::sleep(StdDuration::from_secs(1));
+                    continue;
+                }
+            };
+            for event in watch {
+                match event {
+                    Ok(event) => {
+                        after = event.revision;
+                        if tx.send(Input::Changed(event.name)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            std::thread::sleep(StdDuration::from_millis(200));
+        }
+    });
+}
+
+fn serve(
+    rt: &mut SharedRuntime,
+    inputs: &mpsc::Receiver<Input>,
+    transitions: &mpsc::Receiver<Transition>,
+    log: &mut impl Write,
+    mut still_ours: impl FnMut(StdDuration) -> Result<(), RuntimeError>,
+) -> Result<(), RuntimeError> {
+    let mut checked = StdInstant::now();
+    // Names that hold a new object while the old one is being stopped.
+    let mut waiting: Vec<String> = Vec::new();
+    loop {
+        for t in transitions.try_iter() {
+            let _ = writeln!(
+                log,
+                "{:>14.3}  {:<20} {}",
+                t.at.wall.as_unix_millis() as f64 / 1000.0,
+                t.object,
+                t.change
+            );
+        }
+        let _ = log.flush();
+        let wait = rt
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(rt.clock().now().mono))
+            .map_or(StdDuration::from_millis(500), |d| {
+                StdDuration::from_millis(d.as_millis().min(500))
+            });
+        let input = inputs.recv_timeout(wait);
+        // Before any step: is the node still ours?
+        match still_ours(checked.elapsed()) {
+            Ok(()) => checked = StdInstant::now(),
+            Err(RuntimeError::Store(e)) => {
+                let _ = writeln!(log, "grace agent: cannot read the fencing epoch: {e}");
+                std::thread::sleep(StdDuration::from_millis(500));
+                continue;
+            }
+            Err(fenced) => {
+                let _ = writeln!(log, "grace agent: {fenced}");
+                return Err(fenced);
+            }
+        }
+        let step = match input {
+            Ok(Input::Changed(name)) => observe(rt, &name, &mut waiting),
+            Ok(Input::Resync) => {
+                let mut names: Vec<String> = rt.names().map(str::to_owned).collect();
+                match rt.store().list() {
+                    Ok(listing) => names.extend(listing.objects.into_iter().map(|(n, ..)| n)),
+                    Err(e) => {
+                        let _ = writeln!(log, "grace agent: resync: {e}");
+                    }
+                }
+                names.sort();
+                names.dedup();
+                names
+                    .iter()
+                    .try_for_each(|name| observe(rt, name, &mut waiting))
+            }
+            Ok(Input::World(event)) => rt.handle_world_event(event),
+            Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),
+        };
+        if let Err(e) = step {
+            let _ = writeln!(log, "grace agent: {e} (retrying)");
+        }
+        if let Err(e) = rt.handle_timeouts() {
+            let _ = writeln!(log, "grace agent: {e} (retrying)");
+        }
+        let free: Vec<String> = waiting
+            .iter()
+            .filter(|n| rt.lifecycle(n).is_none())
+            .cloned()
+            .collect();
+        waiting.retain(|n| !free.contains(n));
+        for name in free {
+            if let Err(e) = observe(rt, &name, &mut waiting) {
+                let _ = writeln!(log, "grace agent: {e} (retrying)");
+            }
+        }
+    }
+}
+
+/// Takes what the store holds for `name`: starts a new object's
+/// containers; a replaced one's new object waits for the old to stop.
+fn observe(
+    rt: &mut SharedRuntime,
+    name: &str,
+    waiting: &mut Vec<String>,
+) -> Result<(), RuntimeError> {
+    match rt.observe(name)? {
+        Observed::New => start(rt, name),
+        Observed::Replaced => {
+            if !waiting.iter().any(|n| n == name) {
+                waiting.push(name.to_owned());
+            }
+        }
+        Observed::Changed | Observed::Unchanged => {}
+    }
+    Ok(())
+}
+
+/// `grace fence NODE`: declares `node` gone for good (D7). Refused while
+/// the node's agent is alive (its lease unexpired) unless `even_if_alive`.
+/// Moves the node's fencing epoch, then deletes its objects as PodGC does
+/// (R82). Returns the names handled.
+pub fn fence(
+    store: &EtcdStore,
+    node: &str,
+    even_if_alive: bool,
+) -> Result<Vec<String>, RuntimeError> {
+    if !even_if_alive && store.alive_nodes()?.iter().any(|n| n == node) {
+        return Err(RuntimeError::Object(format!(
+            "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
+        )));
+    }
+    // Moved by us or, concurrently, by another fencer: either way the
+    // agent's epoch is behind.
+    let seen = store.fencing_epoch(node)?;
+    let _ = store.bump_fencing_epoch(node, seen)?;
+    let now = crate::clock::SystemClock::new().now();
+    crate::api_server::fence_node(store, now, node)
+}

@@ -1,0 +1,352 @@
+//! Agents on several nodes sharing one etcd, as a user runs them: real
+//! `grace agent --etcd` processes for two node names, real workloads, and
+//! the CLI deciding requests against etcd. A node is lost by freezing its
+//! agent (SIGSTOP: its lease expires, as on a partition) and returns with
+//! SIGCONT.
+//!
+//! Needs a running etcd: `GRACE_ETCD_ENDPOINTS=http://127.0.0.1:23790`
+//! (`.ci/etcd` starts one). Each test keeps its keys under a prefix of its
+//! own.
+#![cfg(feature = "etcd")]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use grace_std::store::{EtcdOptions, EtcdStore, Store};
+
+const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+const IGNORED: &str = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)";
+/// The agents' lease TTL, in seconds: a frozen agent's node is lost after it.
+const TTL: u64 = 2;
+
+fn endpoints() -> String {
+    std::env::var("GRACE_ETCD_ENDPOINTS").expect("GRACE_ETCD_ENDPOINTS is set")
+}
+
+/// One test's store: its own key prefix and a temp dir for files.
+struct Cluster {
+    prefix: String,
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    fn new(test: &str) -> Cluster {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Cluster {
+            prefix: format!("/grace-test/{test}-{}-{nanos}/", std::process::id()),
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn store(&self) -> EtcdStore {
+        EtcdStore::connect_with(EtcdOptions {
+            prefix: self.prefix.clone(),
+            ..EtcdOptions::new([endpoints()])
+        })
+        .expect("etcd reachable")
+    }
+
+    fn grace(&self, args: &[&str]) -> Output {
+        Command::new(GRACE)
+            .args(args)
+            .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
+            .output()
+            .expect("grace runs")
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.grace(args);
+        assert!(
+            out.status.success(),
+            "grace {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn agent(&self, node: &str) -> Agent {
+        let log = self.dir.path().join(format!("{node}.log"));
+        let child = Command::new(GRACE)
+            .args(["agent", "--node", node, "--lease-ttl", &TTL.to_string()])
+            .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
+            .stdout(std::fs::File::create(&log).expect("log file"))
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("agent starts");
+        let store = self.store();
+        wait_for(
+            &format!("{node} registered"),
+            Duration::from_secs(10),
+            || {
+                store
+                    .alive_nodes()
+                    .expect("readable")
+                    .iter()
+                    .any(|n| n == node)
+            },
+        );
+        Agent { child, log }
+    }
+
+    fn pid_file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.pid"))
+    }
+
+    /// Applies a pod on `node` whose workload ignores SIGTERM (so only
+    /// SIGKILL ends it) and writes its pid; waits until it runs.
+    fn pod(&self, name: &str, node: &str, grace: i64) {
+        let pid = self.pid_file(name);
+        let file = self.dir.path().join(format!("{name}.json"));
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"metadata":{{"name":"{name}"}},
+                    "spec":{{"nodeName":"{node}","terminationGracePeriodSeconds":{grace},
+                            "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; trap '' TERM; while :; do sleep 0.05; done"]}}]}}}}"#,
+                pid = pid.display()
+            ),
+        )
+        .expect("file written");
+        let _ = self.ok(&["apply", "-f", file.to_str().expect("utf-8")]);
+        wait_for(&format!("{name} running"), Duration::from_secs(10), || {
+            alive(&pid)
+        });
+    }
+
+    fn status(&self, name: &str) -> Option<String> {
+        let out = self.grace(&["get", name]);
+        if !out.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .nth(1)
+            .and_then(|row| row.split_whitespace().nth(1))
+            .map(str::to_owned)
+    }
+}
+
+/// An agent process; SIGKILLed and its workloads with it when dropped
+/// (after a SIGCONT, should it be frozen).
+struct Agent {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn signal(&self, signal: &str) {
+        let _ = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for the agent to exit by itself; its status and stderr.
+    fn exit(mut self, limit: Duration) -> (std::process::ExitStatus, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("waitable") {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                return (status, err);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "agent exits within {limit:?}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// SIGTERM (the agent stops its workloads) and a clean exit.
+    fn stop(self) {
+        self.signal("-TERM");
+        let (status, err) = self.exit(Duration::from_secs(10));
+        assert!(status.success(), "agent exit {status:?}: {err}");
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.signal("-CONT");
+        self.signal("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid_file: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return false;
+    };
+    Path::new(&format!("/proc/{}", pid.trim())).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .is_ok_and(|s| s.contains(") Z "))
+}
+
+fn lost(store: &EtcdStore, node: &str) {
+    wait_for(
+        &format!("{node}'s lease expired"),
+        Duration::from_secs(TTL + 5),
+        || {
+            !store
+                .alive_nodes()
+                .expect("readable")
+                .iter()
+                .any(|n| n == node)
+        },
+    );
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r80_lost_node_waits_while_the_other_finishes_then_d4_force_delete_and_its_return() {
+    let _ = IGNORED;
+    let c = Cluster::new("lost");
+    let store = c.store();
+    let a = c.agent("node-a");
+    let b = c.agent("node-b");
+    c.pod("web-a", "node-a", 30);
+    c.pod("web-b", "node-b", 30);
+    c.pod("db-b", "node-b", 30);
+
+    // node-b is cut off: its lease runs out, nobody acts for it (R80).
+    b.signal("-STOP");
+    lost(&store, "node-b");
+    let asked = Instant::now();
+    let _ = c.ok(&["delete", "web-a", "--grace-period", "2"]);
+    let _ = c.ok(&["delete", "web-b", "--grace-period", "2"]);
+    let _ = c.ok(&["delete", "db-b", "--grace-period", "2"]);
+    // node-a's agent: SIGTERM ignored, SIGKILL after the 2 s, record gone.
+    wait_for("web-a deleted", Duration::from_secs(10), || {
+        c.status("web-a").is_none()
+    });
+    assert!(
+        asked.elapsed() >= Duration::from_secs(2),
+        "not before its grace"
+    );
+    assert!(!alive(&c.pid_file("web-a")));
+    // node-b's objects stay Terminating, their workloads untouched.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(c.status("web-b").as_deref(), Some("Terminating"));
+    assert_eq!(c.status("db-b").as_deref(), Some("Terminating"));
+    assert!(alive(&c.pid_file("web-b")) && alive(&c.pid_file("db-b")));
+
+    // D4: a force delete removes the record at once, flagged.
+    let out = c.ok(&["delete", "web-b", "--force", "--grace-period", "0"]);
+    assert!(out.contains("may still be running"), "{out}");
+    assert_eq!(c.status("web-b"), None);
+    assert!(
+        alive(&c.pid_file("web-b")),
+        "nothing on node-b has acted yet"
+    );
+
+    // node-b returns: it registers again, stops the force-deleted
+    // workload, and carries out the deletion accepted while it was away.
+    b.signal("-CONT");
+    wait_for("node-b registered again", Duration::from_secs(10), || {
+        store
+            .alive_nodes()
+            .expect("readable")
+            .iter()
+            .any(|n| n == "node-b")
+    });
+    wait_for("web-b's workload stopped", Duration::from_secs(10), || {
+        !alive(&c.pid_file("web-b"))
+    });
+    wait_for("db-b deleted", Duration::from_secs(10), || {
+        c.status("db-b").is_none()
+    });
+    assert!(!alive(&c.pid_file("db-b")));
+    let log = b.log();
+    assert!(log.contains("SIGKILL"), "{log}");
+    a.stop();
+    b.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_d7_fenced_node_objects_are_removed_and_its_returning_agent_does_not_act() {
+    let c = Cluster::new("fence");
+    let store = c.store();
+    let a = c.agent("node-a");
+    let b = c.agent("node-b");
+    c.pod("web-a", "node-a", 30);
+    c.pod("web-b", "node-b", 30);
+    let _ = c.ok(&["delete", "web-b", "--grace-period", "20"]);
+
+    // Refused while node-b's agent is alive.
+    let out = c.grace(&["fence", "node-b"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("alive"));
+
+    b.signal("-STOP");
+    lost(&store, "node-b");
+    let out = c.ok(&["fence", "node-b"]);
+    assert!(out.contains("web-b"), "{out}");
+    assert_eq!(c.status("web-b"), None, "R82: deleted with grace 0");
+    assert_eq!(c.status("web-a").as_deref(), Some("Running"));
+    let revision = store.list().expect("readable").revision;
+
+    // node-b comes back: it finds its epoch moved, writes nothing, stops
+    // the processes it still ran and exits with an error.
+    b.signal("-CONT");
+    let (status, err) = b.exit(Duration::from_secs(15));
+    assert!(!status.success());
+    assert!(err.contains("fenced"), "{err}");
+    assert!(!alive(&c.pid_file("web-b")));
+    assert_eq!(
+        store.list().expect("readable").revision,
+        revision,
+        "the fenced agent wrote nothing"
+    );
+    assert!(alive(&c.pid_file("web-a")));
+    a.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_restarted_agent_resumes_and_finishes_its_deletions() {
+    let c = Cluster::new("restart");
+    let a = c.agent("node-a");
+    c.pod("web-a", "node-a", 30);
+    let _ = c.ok(&["delete", "web-a", "--grace-period", "30"]);
+    wait_for("web-a terminating", Duration::from_secs(5), || {
+        c.status("web-a").as_deref() == Some("Terminating")
+    });
+    // The agent stops (its workloads with it) in the middle of the grace.
+    a.stop();
+    assert!(!alive(&c.pid_file("web-a")));
+    assert_eq!(c.status("web-a").as_deref(), Some("Terminating"));
+    // Restarted, it finds the workload gone and finishes the deletion.
+    let again = c.agent("node-a");
+    wait_for("web-a deleted", Duration::from_secs(10), || {
+        c.status("web-a").is_none()
+    });
+    again.stop();
+}
