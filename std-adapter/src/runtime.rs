@@ -236,7 +236,9 @@ struct RoundFailure {
 }
 
 /// The most objects one group commit ([`Runtime::handle_timeouts`],
-/// recovery at [`Runtime::open`]) writes with one store batch.
+/// recovery at [`Runtime::open`]) writes with one store batch; fewer if
+/// the store's batches hold fewer ([`Store::max_batch`]: 62 on etcd with
+/// its default `--max-txn-ops`).
 pub const ROUND: usize = 1024;
 
 /// The runtime's part of a stored object (`StoredObject::agent`).
@@ -325,6 +327,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
+        let round_size = runtime.round_size();
         let mut round = Vec::new();
         for (name, object, revision) in listing.objects {
             let (lifecycle, reset) = runtime.restore(&object, revision, now, runtime.recovery)?;
@@ -339,7 +342,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             );
             runtime.emit(now, &name, Change::Recovered { reset });
             round.push((name, None));
-            if round.len() == ROUND {
+            if round.len() == round_size {
                 runtime.commit_round(now, std::mem::take(&mut round))?;
             }
         }
@@ -543,7 +546,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .deadlines
                 .iter()
                 .take_while(|(t, _)| *t <= now.mono)
-                .take(ROUND)
+                .take(self.round_size())
                 .map(|(_, name)| name.clone())
                 .collect();
             if let Err(e) = self.timeout_round(now, due) {
@@ -900,6 +903,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             entry.lifecycle.stored_at(revision.get());
             entry.revision = Some(revision);
         }
+    }
+
+    /// How many objects one round holds: [`ROUND`], or fewer if one store
+    /// batch cannot take that many writes.
+    fn round_size(&self) -> usize {
+        ROUND.min(self.store.max_batch()).max(1)
     }
 
     /// One store batch; an empty one is not sent.

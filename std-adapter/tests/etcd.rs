@@ -354,6 +354,36 @@ fn a_batch_too_big_for_one_etcd_transaction_writes_nothing() {
 
 #[test]
 #[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
+fn a_batch_of_max_batch_writes_fits_one_transaction_even_when_the_log_is_trimmed() {
+    // The costliest batch: every write logged and the log trimmed too (the
+    // retention is the batch's size, and one change came before).
+    let s = EtcdStore::connect_with(EtcdOptions {
+        prefix: fresh_prefix("max-batch"),
+        log_retention: 62,
+        ..EtcdOptions::new(endpoints())
+    })
+    .expect(NEEDS_ETCD);
+    assert_eq!(s.max_batch(), 62, "etcd's default --max-txn-ops of 128");
+    s.create("first", obj("u")).unwrap();
+    let writes: Vec<Write> = (0..s.max_batch())
+        .map(|i| Write::Create {
+            name: format!("o{i:03}"),
+            object: obj("u"),
+        })
+        .collect();
+    let revisions = s.batch(writes).expect("a batch of max_batch writes fits");
+    assert_eq!(revisions.len(), 62);
+    assert_eq!(s.revision().unwrap(), Revision(63));
+    // Change 1 has left the log; the 62 of the batch are there.
+    assert!(matches!(
+        s.watch(Revision(0)),
+        Err(StoreError::Compacted { .. })
+    ));
+    assert_eq!(take(&mut s.watch(Revision(1)).unwrap(), 62).len(), 62);
+}
+
+#[test]
+#[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
 fn a_watch_behind_a_batch_longer_than_the_log_is_told_it_is_compacted() {
     let s = EtcdStore::connect_with(EtcdOptions {
         prefix: fresh_prefix("outrun"),

@@ -433,3 +433,83 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
     rt.handle_timeouts().expect("timeouts");
     assert_eq!(store.take(), (0, 0));
 }
+
+/// A store whose batches hold at most `max` writes, as etcd's transactions
+/// do: a larger batch is refused whole.
+#[derive(Clone, Default)]
+struct Bounded {
+    inner: Counting,
+    max: usize,
+    largest: Arc<AtomicUsize>,
+}
+
+impl Store for Bounded {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        self.inner.get(name)
+    }
+    fn list(&self) -> Result<Listing, StoreError> {
+        self.inner.list()
+    }
+    fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision()
+    }
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.largest.fetch_max(writes.len(), Ordering::SeqCst);
+        if writes.len() > self.max {
+            return Err(BatchError::backend(StoreError::Unavailable(
+                "too many operations in one transaction".into(),
+            )));
+        }
+        self.inner.batch(writes)
+    }
+    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+        self.inner.watch(from)
+    }
+    fn max_batch(&self) -> usize {
+        self.max
+    }
+}
+
+#[test]
+fn group_commit_rounds_fit_the_stores_largest_batch() {
+    const N: usize = 50;
+    let store = Bounded {
+        max: 16,
+        ..Bounded::default()
+    };
+    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let recorder = Recorder::default();
+    let mut rt = Runtime::open(
+        store.clone(),
+        clock.clone(),
+        recorder.clone(),
+        Recovery::default(),
+    )
+    .expect("runtime opens");
+    for i in 0..N {
+        let name = format!("web-{i:02}");
+        rt.create(&name, pod(&format!("u{i}"), false))
+            .expect("created");
+        let _ = rt
+            .delete(&name, &DeleteOptions::with_grace(10))
+            .expect("accepted");
+        let _ = rt.agent_sync(&name).expect("synced");
+    }
+    let _ = store.inner.take();
+    recorder.take();
+
+    clock.0.advance(secs(10));
+    rt.handle_timeouts().expect("timeouts");
+
+    // Four rounds (16 + 16 + 16 + 2), each a batch before its SIGKILLs and
+    // one after; none larger than the store takes.
+    assert_eq!(store.inner.take(), (8, 2 * N));
+    assert_eq!(store.largest.load(Ordering::SeqCst), 16);
+    let kills = recorder.take();
+    assert_eq!(kills.len(), N);
+    assert!(
+        kills
+            .iter()
+            .all(|(_, a)| *a == Action::SendKill { container: 0 })
+    );
+}

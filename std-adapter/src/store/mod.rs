@@ -59,7 +59,9 @@ mod watch;
 
 pub use self::error::{BatchError, StoreError};
 #[cfg(feature = "etcd")]
-pub use self::etcd::{DEFAULT_ETCD_PREFIX, EpochBump, EtcdOptions, EtcdStore, Lease};
+pub use self::etcd::{
+    DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdOptions, EtcdStore, Lease,
+};
 pub use self::memory::MemoryStore;
 pub use self::object::{FINALIZERS, StoredContainer, StoredObject};
 pub use self::redb::{RedbOptions, RedbStore};
@@ -214,6 +216,15 @@ pub trait Store: Send + Sync {
     /// later.
     fn watch(&self, from: Revision) -> Result<Watch, StoreError>;
 
+    /// The most writes one [`batch`](Store::batch) can hold: a larger batch
+    /// fails whole (with [`StoreError::Unavailable`]) and writes nothing.
+    /// Whoever groups writes (the runtime's group commit) MUST split its
+    /// groups to fit. Unbounded ([`usize::MAX`]) unless the backend says
+    /// otherwise; `EtcdStore` is bounded by etcd's `--max-txn-ops`.
+    fn max_batch(&self) -> usize {
+        usize::MAX
+    }
+
     /// Stores `object` under `name`, which MUST be free; else
     /// [`StoreError::AlreadyExists`]. Returns the new revision.
     fn create(&self, name: &str, object: StoredObject) -> Result<Revision, StoreError> {
@@ -269,6 +280,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         (**self).watch(from)
+    }
+    fn max_batch(&self) -> usize {
+        (**self).max_batch()
     }
 }
 

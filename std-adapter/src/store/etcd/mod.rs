@@ -28,6 +28,10 @@ pub use self::liveness::{EpochBump, Lease};
 /// The prefix an [`EtcdStore`] keeps its keys under unless told otherwise.
 pub const DEFAULT_ETCD_PREFIX: &str = "/grace/";
 
+/// etcd's default `--max-txn-ops`: the most operations one transaction may
+/// hold on a server started without that flag.
+pub const DEFAULT_MAX_TXN_OPS: usize = 128;
+
 /// At most this many objects are read per request by [`Store::list`].
 const LIST_PAGE: i64 = 500;
 
@@ -52,6 +56,12 @@ pub struct EtcdOptions {
     /// How long any one request may take before it fails with
     /// [`StoreError::Unavailable`].
     pub request_timeout: Duration,
+    /// The server's `--max-txn-ops`: the most operations one etcd
+    /// transaction may hold (etcd's default is 128). It bounds
+    /// [`Store::max_batch`]: a batch of `n` writes is one transaction of
+    /// `2 n + 3` operations. Set it to the server's value if the server was
+    /// started with another one.
+    pub max_txn_ops: usize,
 }
 
 impl EtcdOptions {
@@ -66,7 +76,8 @@ impl EtcdOptions {
 
 impl Default for EtcdOptions {
     /// etcd's default client URL on this machine, the default prefix and
-    /// retention, a 5 s connect and a 10 s request timeout.
+    /// retention, a 5 s connect and a 10 s request timeout, and etcd's
+    /// default `--max-txn-ops` ([`DEFAULT_MAX_TXN_OPS`]).
     fn default() -> Self {
         EtcdOptions {
             endpoints: vec!["http://127.0.0.1:2379".into()],
@@ -74,6 +85,7 @@ impl Default for EtcdOptions {
             log_retention: DEFAULT_LOG_RETENTION,
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
+            max_txn_ops: DEFAULT_MAX_TXN_OPS,
         }
     }
 }
@@ -97,6 +109,8 @@ impl Default for EtcdOptions {
 /// transactions of more than `--max-txn-ops` (128 by default) operations,
 /// so a batch holds at most 62 writes on a default server; a larger one
 /// fails whole with [`StoreError::Unavailable`] saying so.
+/// [`Store::max_batch`] says how many (from
+/// [`EtcdOptions::max_txn_ops`]), for whoever groups writes to keep within.
 ///
 /// Clones share the connection and the runtime.
 ///
@@ -210,6 +224,8 @@ struct Inner {
     retention: u64,
     request_timeout: Duration,
     endpoints: Vec<String>,
+    /// The most writes of one batch (one transaction).
+    max_batch: usize,
 }
 
 impl Drop for Inner {
@@ -228,6 +244,7 @@ impl std::fmt::Debug for EtcdStore {
             .field("endpoints", &self.inner.endpoints)
             .field("prefix", &self.inner.keys.prefix())
             .field("log_retention", &self.inner.retention)
+            .field("max_batch", &self.inner.max_batch)
             .finish_non_exhaustive()
     }
 }
@@ -283,6 +300,7 @@ impl EtcdStore {
                 retention: options.log_retention.max(1),
                 request_timeout: options.request_timeout,
                 endpoints: options.endpoints,
+                max_batch: (options.max_txn_ops.saturating_sub(3) / 2).max(1),
             }),
         };
         store.revision()?;
@@ -440,6 +458,12 @@ impl Store for EtcdStore {
             return Ok(Vec::new());
         }
         batch::write(&self.inner, writes)
+    }
+
+    /// `(max_txn_ops - 3) / 2`: 62 writes with etcd's default
+    /// `--max-txn-ops` of 128.
+    fn max_batch(&self) -> usize {
+        self.inner.max_batch
     }
 
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
