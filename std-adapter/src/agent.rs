@@ -150,6 +150,32 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     result
 }
 
+/// Writes the transitions reported since the last call, one line each.
+pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>, log: &mut impl Write) {
+    for t in transitions.try_iter() {
+        let _ = writeln!(
+            log,
+            "{:>14.3}  {:<20} {}",
+            t.at.wall.as_unix_millis() as f64 / 1000.0,
+            t.object,
+            t.change
+        );
+    }
+    let _ = log.flush();
+}
+
+/// How long an agent loop may wait for input: until the runtime's next
+/// deadline, at most 500 ms.
+pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
+    rt: &Runtime<S, C, A>,
+) -> StdDuration {
+    rt.poll_timeout()
+        .map(|t| t.saturating_duration_since(rt.clock().now().mono))
+        .map_or(StdDuration::from_millis(500), |d| {
+            StdDuration::from_millis(d.as_millis().min(500))
+        })
+}
+
 fn serve(
     rt: &mut AgentRuntime,
     inputs: &mpsc::Receiver<Input>,
@@ -158,22 +184,8 @@ fn serve(
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     loop {
-        for t in transitions.try_iter() {
-            let _ = writeln!(
-                log,
-                "{:>14.3}  {:<20} {}",
-                t.at.wall.as_unix_millis() as f64 / 1000.0,
-                t.object,
-                t.change
-            );
-        }
-        let _ = log.flush();
-        let wait = rt
-            .poll_timeout()
-            .map(|t| t.saturating_duration_since(rt.clock().now().mono))
-            .map_or(StdDuration::from_millis(500), |d| {
-                StdDuration::from_millis(d.as_millis().min(500))
-            });
+        log_transitions(transitions, log);
+        let wait = wait_for_next(rt);
         match inputs.recv_timeout(wait) {
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));

@@ -33,7 +33,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::agent::{RunClock, start};
+use crate::agent::{RunClock, log_transitions, start, wait_for_next};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
@@ -222,22 +222,8 @@ fn serve(
     // Names that hold a new object while the old one is being stopped.
     let mut waiting: Vec<String> = Vec::new();
     loop {
-        for t in transitions.try_iter() {
-            let _ = writeln!(
-                log,
-                "{:>14.3}  {:<20} {}",
-                t.at.wall.as_unix_millis() as f64 / 1000.0,
-                t.object,
-                t.change
-            );
-        }
-        let _ = log.flush();
-        let wait = rt
-            .poll_timeout()
-            .map(|t| t.saturating_duration_since(rt.clock().now().mono))
-            .map_or(StdDuration::from_millis(500), |d| {
-                StdDuration::from_millis(d.as_millis().min(500))
-            });
+        log_transitions(transitions, log);
+        let wait = wait_for_next(rt);
         let input = inputs.recv_timeout(wait);
         // Before any step: is the node still ours?
         match still_ours(checked.elapsed()) {
