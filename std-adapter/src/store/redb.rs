@@ -220,55 +220,67 @@ impl Inner {
         let mut log = txn.open_table(LOG).map_err(backend)?;
         let mut revision = meta_get(&meta, META_REVISION).map_err(BatchError::backend)?;
         let mut revisions = Vec::with_capacity(writes.len());
+        // Each object is encoded once, into `object`; its change-log event
+        // is built around those bytes in `event` (for a delete: around the
+        // bytes stored). Both buffers serve the whole batch.
+        let mut object = Vec::new();
+        let mut event = Vec::new();
         for (index, write) in writes.into_iter().enumerate() {
             let at = |error| BatchError {
                 index: Some(index),
                 error,
             };
-            let name = write.name().to_owned();
+            let name = write.name();
             // Only a delete needs the stored object (its uid, its event):
             // an update may overwrite an object that no longer decodes.
-            let current = match objects.get(name.as_str()).map_err(backend)? {
+            let current = match objects.get(name).map_err(backend)? {
                 Some(guard) => {
                     let (rev, bytes) = guard.value();
-                    let object = match write {
-                        Write::Delete { .. } => Some(decode_object(&name, bytes).map_err(at)?),
+                    let uid = match write {
+                        Write::Delete { .. } => {
+                            let stored = decode_object(name, bytes).map_err(at)?;
+                            object.clear();
+                            object.extend_from_slice(bytes);
+                            Some(stored.meta.uid)
+                        }
                         Write::Create { .. } | Write::Update { .. } => None,
                     };
-                    Some((object, Revision(rev)))
+                    Some((uid, Revision(rev)))
                 }
                 None => None,
             };
             let uid_and_rev = current
                 .as_ref()
-                .map(|(o, r)| (o.as_ref().map_or("", StoredObject::uid), *r));
+                .map(|(uid, rev)| (uid.as_ref().map_or("", |u| u.as_str()), *rev));
             check(&write, uid_and_rev).map_err(at)?;
             revision = revision
                 .checked_add(1)
                 .ok_or_else(|| at(StoreError::Unavailable("revision counter exhausted".into())))?;
             let rev = Revision(revision);
-            let event = match (write, current) {
-                (Write::Create { object, .. }, _) => {
-                    put(&mut objects, EventKind::Created, name, object, rev)
+            match write {
+                Write::Create {
+                    name,
+                    object: written,
+                } => {
+                    put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
+                    encode_event(&mut event, EventKind::Created, &name, rev, &object)
                 }
-                (Write::Update { object, .. }, _) => {
-                    put(&mut objects, EventKind::Updated, name, object, rev)
+                Write::Update {
+                    name,
+                    object: written,
+                    ..
+                } => {
+                    put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
+                    encode_event(&mut event, EventKind::Updated, &name, rev, &object)
                 }
-                (Write::Delete { .. }, Some((Some(object), _))) => {
+                // `check` passed: the object is stored, its bytes in `object`.
+                Write::Delete { name, .. } => {
                     objects.remove(name.as_str()).map_err(backend)?;
-                    Ok(Event {
-                        kind: EventKind::Deleted,
-                        name,
-                        revision: rev,
-                        object,
-                    })
+                    encode_event(&mut event, EventKind::Deleted, &name, rev, &object)
                 }
-                // `check` refused a delete of a missing name.
-                (Write::Delete { .. }, _) => Err(StoreError::NotFound { name }),
             }
             .map_err(at)?;
-            let bytes = encode(&event).map_err(at)?;
-            log.insert(revision, bytes.as_slice()).map_err(backend)?;
+            log.insert(revision, event.as_slice()).map_err(backend)?;
             revisions.push(rev);
         }
         meta.insert(META_REVISION, revision).map_err(backend)?;
@@ -284,25 +296,45 @@ impl Inner {
     }
 }
 
-/// Writes `object` under `name` at `rev`; the event that says so.
+/// Writes `object` under `name` at `rev`, encoded into `bytes`.
 fn put(
     objects: &mut ::redb::Table<'_, &str, (u64, &[u8])>,
-    kind: EventKind,
-    name: String,
+    name: &str,
     mut object: StoredObject,
     rev: Revision,
-) -> Result<Event, StoreError> {
+    bytes: &mut Vec<u8>,
+) -> Result<(), StoreError> {
     object.meta.resource_version = rev.0;
-    let bytes = encode(&object)?;
+    bytes.clear();
+    serde_json::to_writer(&mut *bytes, &object).map_err(encode_error)?;
     objects
-        .insert(name.as_str(), (rev.0, bytes.as_slice()))
+        .insert(name, (rev.0, bytes.as_slice()))
         .map_err(redb_error)?;
-    Ok(Event {
-        kind,
-        name,
-        revision: rev,
-        object,
-    })
+    Ok(())
+}
+
+/// The JSON of the [`Event`] `{kind, name, revision, object}` into `out`,
+/// with the object already encoded as `object`: the same bytes as
+/// `serde_json::to_vec` of the event (a test checks it), without encoding
+/// the object a second time.
+fn encode_event(
+    out: &mut Vec<u8>,
+    kind: EventKind,
+    name: &str,
+    revision: Revision,
+    object: &[u8],
+) -> Result<(), StoreError> {
+    use std::io::Write as _;
+    out.clear();
+    out.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut *out, &kind).map_err(encode_error)?;
+    out.extend_from_slice(b",\"name\":");
+    serde_json::to_writer(&mut *out, name).map_err(encode_error)?;
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, ",\"revision\":{revision},\"object\":");
+    out.extend_from_slice(object);
+    out.push(b'}');
+    Ok(())
 }
 
 impl Store for RedbStore {
@@ -424,8 +456,8 @@ fn meta_get(meta: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u
     Ok(meta.get(key).map_err(redb_error)?.map_or(0, |g| g.value()))
 }
 
-fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(format!("cannot encode: {e}")))
+fn encode_error(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!("cannot encode: {e}"))
 }
 
 fn decode_object(name: &str, bytes: &[u8]) -> Result<StoredObject, StoreError> {
@@ -445,4 +477,44 @@ fn redb_error(e: impl Into<::redb::Error>) -> StoreError {
 /// A redb failure that belongs to no write in particular.
 fn backend(e: impl Into<::redb::Error>) -> BatchError {
     BatchError::backend(redb_error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use grace_core::{Name, Record};
+
+    use super::*;
+    use crate::store::StoredContainer;
+
+    /// An event built around the object's bytes is the event serde writes.
+    #[test]
+    fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
+        let mut object = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
+        object.meta.resource_version = 42;
+        object.node = Some("node-\"a\"".into());
+        object.containers = vec![StoredContainer {
+            name: "app".into(),
+            command: vec!["/bin/app".into()],
+            ..StoredContainer::default()
+        }];
+        object.agent = Some(serde_json::json!({"epoch": "é\n", "lifecycle": [1, 2]}));
+        let bytes = serde_json::to_vec(&object).expect("encodes");
+        for kind in [EventKind::Created, EventKind::Updated, EventKind::Deleted] {
+            for name in ["web-0", "pods/\"odd\" \\ näme\t"] {
+                let revision = Revision(u64::MAX);
+                let mut built = vec![b'x'; 3];
+                encode_event(&mut built, kind, name, revision, &bytes).expect("encodes");
+                let event = Event {
+                    kind,
+                    name: name.into(),
+                    revision,
+                    object: object.clone(),
+                };
+                assert_eq!(
+                    String::from_utf8(built).expect("utf-8"),
+                    serde_json::to_string(&event).expect("encodes")
+                );
+            }
+        }
+    }
 }
