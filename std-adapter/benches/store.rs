@@ -7,8 +7,14 @@
 //! create; four updates with the persisted lifecycle (delete accepted,
 //! endpoints removed, SIGTERM owed, SIGTERM sent); the update once its
 //! container exited; the final delete with its uid precondition. The
-//! objects and their kill states are built by grace-core beforehand, so
-//! only the store is timed. A transition is one write.
+//! objects, their kill states and every write are built beforehand, so only
+//! the store is timed. A transition is one write.
+//!
+//! Groups are as large as the runtime's group commit makes them on each
+//! store: `runtime::ROUND` (1024) objects, or fewer if one batch of the
+//! store holds fewer (`Store::max_batch`: 62 writes on etcd with its
+//! default `--max-txn-ops`). One client, one batch at a time, as the
+//! runtime writes. For comparison, redb also runs with etcd's group size.
 //!
 //! ```sh
 //! cargo bench -p grace-std --bench store                  # redb only
@@ -16,13 +22,15 @@
 //!     cargo bench -p grace-std --features etcd --bench store
 //! ```
 //!
-//! `GRACE_BENCH_OBJECTS` (256) objects are deleted per run,
-//! `GRACE_BENCH_BATCH` (32) per group. Without the `etcd` feature or
-//! without `GRACE_ETCD_ENDPOINTS`, etcd is skipped with a message.
+//! `GRACE_BENCH_OBJECTS` (2048) objects are deleted in groups,
+//! `GRACE_BENCH_SINGLE` (256) with each write alone; `GRACE_BENCH_BATCH`
+//! caps the group size. Without the `etcd` feature or without
+//! `GRACE_ETCD_ENDPOINTS`, etcd is skipped with a message.
 
 use std::time::{Duration, Instant};
 
 use grace_core::{ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Record, Strategy};
+use grace_std::runtime::ROUND;
 use grace_std::store::{
     FINALIZERS, Preconditions, RedbStore, Revision, Store, StoredContainer, StoredObject, Write,
 };
@@ -30,12 +38,29 @@ use grace_std::store::{
 /// The writes of one object's deletion, in order.
 const WRITES_PER_OBJECT: usize = 7;
 
+/// The sizes of a run.
+#[derive(Clone, Copy)]
+struct Sizes {
+    /// Objects deleted in groups.
+    grouped: usize,
+    /// Objects deleted with each write alone.
+    single: usize,
+    /// The most objects per group, whatever the store takes.
+    cap: usize,
+}
+
 fn main() {
-    let objects = env_number("GRACE_BENCH_OBJECTS", 256);
-    let batch = env_number("GRACE_BENCH_BATCH", 32).max(1);
+    let sizes = Sizes {
+        grouped: env_number("GRACE_BENCH_OBJECTS", 2048),
+        single: env_number("GRACE_BENCH_SINGLE", 256),
+        cap: env_number("GRACE_BENCH_BATCH", usize::MAX).max(1),
+    };
     println!(
-        "{objects} graceful deletions ({} store writes) per run, groups of {batch}",
-        objects * WRITES_PER_OBJECT
+        "{} graceful deletions ({} store writes) in groups, {} ({} writes) with each write alone",
+        sizes.grouped,
+        sizes.grouped * WRITES_PER_OBJECT,
+        sizes.single,
+        sizes.single * WRITES_PER_OBJECT,
     );
     encoding_cost();
     println!();
@@ -46,22 +71,36 @@ fn main() {
 
     let dir = tempfile::tempdir().expect("temp dir");
     let redb = RedbStore::open(dir.path().join("bench.redb")).expect("redb opens");
-    let redb_rates = run_both("redb", &redb, objects, batch);
-    drop(redb);
+    let redb_rates = run_both("redb", &redb, sizes);
 
-    let etcd_rates = etcd(objects, batch);
-    if let Some((etcd_alone, etcd_grouped)) = etcd_rates {
+    let etcd_rates = etcd(sizes);
+    if let Some(etcd) = &etcd_rates {
+        // redb with etcd's group size, for comparison.
+        let same = run_grouped("redb", &redb, sizes.grouped, etcd.group, "same");
         println!();
         println!(
-            "redb ÷ etcd, transitions per second: {:.1}× each write alone, {:.1}× with group commit",
-            redb_rates.0 / etcd_alone,
-            redb_rates.1 / etcd_grouped
+            "redb ÷ etcd, transitions per second: {:.1}× each write alone, {:.1}× with group \
+             commit (groups of {} and {}); {:.1}× with groups of {} on both",
+            redb_rates.alone / etcd.alone,
+            redb_rates.grouped / etcd.grouped,
+            redb_rates.group,
+            etcd.group,
+            same / etcd.grouped,
+            etcd.group,
         );
     }
 }
 
+/// One store's rates, in transitions per second.
+struct Rates {
+    alone: f64,
+    grouped: f64,
+    /// The group size used.
+    group: usize,
+}
+
 #[cfg(feature = "etcd")]
-fn etcd(objects: usize, batch: usize) -> Option<(f64, f64)> {
+fn etcd(sizes: Sizes) -> Option<Rates> {
     use grace_std::store::{EtcdOptions, EtcdStore};
     let Ok(endpoints) = std::env::var("GRACE_ETCD_ENDPOINTS") else {
         println!();
@@ -76,7 +115,7 @@ fn etcd(objects: usize, batch: usize) -> Option<(f64, f64)> {
         ..EtcdOptions::new(endpoints.split(',').map(str::trim))
     };
     match EtcdStore::connect_with(options) {
-        Ok(store) => Some(run_both("etcd", &store, objects, batch)),
+        Ok(store) => Some(run_both("etcd", &store, sizes)),
         Err(e) => {
             println!();
             println!("etcd skipped: {e}");
@@ -86,28 +125,43 @@ fn etcd(objects: usize, batch: usize) -> Option<(f64, f64)> {
 }
 
 #[cfg(not(feature = "etcd"))]
-fn etcd(_objects: usize, _batch: usize) -> Option<(f64, f64)> {
+fn etcd(_sizes: Sizes) -> Option<Rates> {
     println!();
     println!("etcd skipped: build with `--features etcd` and set GRACE_ETCD_ENDPOINTS");
     None
 }
 
-/// Runs the workload with single commits and with group commits (after a
-/// short warm-up); the two rates in transitions per second.
-fn run_both(label: &str, store: &dyn Store, objects: usize, batch: usize) -> (f64, f64) {
-    let warm_up: Vec<Deletion> = (0..batch.min(objects))
-        .map(|i| deletion("warm", i))
-        .collect();
-    run(store, &warm_up, batch);
+/// Runs the workload with single commits and with group commits of the
+/// runtime's size for this store (after a short warm-up).
+fn run_both(label: &str, store: &dyn Store, sizes: Sizes) -> Rates {
+    let group = ROUND.min(store.max_batch()).min(sizes.cap).max(1);
+    let warm_up: Vec<Deletion> = (0..group.min(64)).map(|i| deletion("warm", i)).collect();
+    run(store, plan(&warm_up, group));
 
-    let single: Vec<Deletion> = (0..objects).map(|i| deletion("single", i)).collect();
-    let alone = run(store, &single, 1);
+    let single: Vec<Deletion> = (0..sizes.single).map(|i| deletion("single", i)).collect();
+    let alone = run(store, plan(&single, 1));
     alone.print(label, "each write alone");
 
-    let grouped: Vec<Deletion> = (0..objects).map(|i| deletion("grouped", i)).collect();
-    let together = run(store, &grouped, batch);
-    together.print(label, &format!("groups of {batch}"));
-    (alone.rate(), together.rate())
+    let grouped = run_grouped(label, store, sizes.grouped, group, "grouped");
+    Rates {
+        alone: alone.rate(),
+        grouped,
+        group,
+    }
+}
+
+/// Deletes `objects` objects in groups of `group`; the rate.
+fn run_grouped(
+    label: &str,
+    store: &dyn Store,
+    objects: usize,
+    group: usize,
+    run_name: &str,
+) -> f64 {
+    let deletions: Vec<Deletion> = (0..objects).map(|i| deletion(run_name, i)).collect();
+    let timings = run(store, plan(&deletions, group));
+    timings.print(label, &format!("groups of {group}"));
+    timings.rate()
 }
 
 /// What every write costs both stores before any I/O: the object as JSON
@@ -226,35 +280,47 @@ fn show(d: Duration) -> String {
     }
 }
 
-/// Deletes every object of `deletions`, `group` objects at a time: each
-/// step of the deletion is one commit for the whole group (one write per
-/// commit when `group` is 1).
-fn run(store: &dyn Store, deletions: &[Deletion], group: usize) -> Timings {
-    let mut commits = Vec::new();
-    let started = Instant::now();
+/// Every batch of the run, in order: `group` objects at a time, each step
+/// of their deletion one batch for the whole group (one write per batch
+/// when `group` is 1). Updates name `Revision::ZERO` until the run fills
+/// in the revision the previous step wrote.
+fn plan(deletions: &[Deletion], group: usize) -> Vec<Vec<Write>> {
+    let mut batches = Vec::new();
     for chunk in deletions.chunks(group) {
-        let mut revisions = vec![Revision::ZERO; chunk.len()];
         for step in 0..WRITES_PER_OBJECT {
-            let writes: Vec<Write> = chunk
-                .iter()
-                .zip(&revisions)
-                .map(|(d, &expected)| write(d, step, expected))
-                .collect();
-            let commit = Instant::now();
-            let written = store.batch(writes).expect("the workload's writes succeed");
-            commits.push(commit.elapsed());
-            revisions = written;
+            batches.push(chunk.iter().map(|d| write(d, step)).collect());
         }
     }
+    batches
+}
+
+/// Applies the batches of a [`plan`], each update naming the revision its
+/// object's previous write got.
+fn run(store: &dyn Store, batches: Vec<Vec<Write>>) -> Timings {
+    let transitions = batches.iter().map(Vec::len).sum();
+    let mut commits = Vec::with_capacity(batches.len());
+    let mut revisions: Vec<Revision> = Vec::new();
+    let started = Instant::now();
+    for mut writes in batches {
+        for (write, &previous) in writes.iter_mut().zip(&revisions) {
+            if let Write::Update { expected, .. } = write {
+                *expected = previous;
+            }
+        }
+        let commit = Instant::now();
+        revisions = store.batch(writes).expect("the workload's writes succeed");
+        commits.push(commit.elapsed());
+    }
     Timings {
-        transitions: deletions.len() * WRITES_PER_OBJECT,
+        transitions,
         total: started.elapsed(),
         commits,
     }
 }
 
-/// Write `step` of a deletion; `expected` is the revision of the previous.
-fn write(d: &Deletion, step: usize, expected: Revision) -> Write {
+/// Write `step` of a deletion (an update's expected revision is filled in
+/// by [`run`]).
+fn write(d: &Deletion, step: usize) -> Write {
     let name = d.name.clone();
     match step {
         0 => Write::Create {
@@ -264,7 +330,7 @@ fn write(d: &Deletion, step: usize, expected: Revision) -> Write {
         s if s < WRITES_PER_OBJECT - 1 => Write::Update {
             name,
             object: d.stages[s].clone(),
-            expected,
+            expected: Revision::ZERO,
         },
         _ => Write::Delete {
             name,

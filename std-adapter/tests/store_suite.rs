@@ -520,6 +520,90 @@ fn old_revisions_are_compacted(open: &dyn Fn(u64) -> Box<dyn Store>) {
     assert_eq!(s.list().unwrap().objects.len(), 10);
 }
 
+/// `open(retention)` as above: an object whose last write has left the
+/// change log is read, listed, updated and deleted whole, and a batch longer
+/// than the log keeps every object it wrote.
+fn objects_outlive_the_log_entries_of_their_writes(open: &dyn Fn(u64) -> Box<dyn Store>) {
+    let s = open(3);
+    let written = full_obj("ua");
+    let ra = s.create("a", written.clone()).unwrap();
+    let mut rb = s.create("b", obj("ub")).unwrap();
+    for _ in 0..4 {
+        rb = s.update("b", obj("ub"), rb).unwrap();
+    }
+    // a's create has left the log.
+    assert!(matches!(s.watch(ra), Err(StoreError::Compacted { .. })));
+    let expected = StoredObject {
+        meta: grace_core::Record {
+            resource_version: ra.get(),
+            ..written.meta.clone()
+        },
+        ..written.clone()
+    };
+    assert_eq!(s.get("a").unwrap(), Some((expected.clone(), ra)));
+    let listing = s.list().unwrap();
+    assert_eq!(listing.objects[0], ("a".to_owned(), expected.clone(), ra));
+    // Deleted whole: its event carries the object as last stored.
+    let mut w = s.watch(rb).unwrap();
+    let pre = Preconditions {
+        uid: Some("ua".into()),
+        revision: Some(ra),
+    };
+    let gone = s.delete("a", pre).unwrap();
+    let event = take(&mut w, 1).remove(0);
+    assert_eq!(
+        (
+            event.kind,
+            event.name.as_str(),
+            event.revision,
+            &event.object
+        ),
+        (EventKind::Deleted, "a", gone, &expected)
+    );
+
+    // A batch of five writes (two of one object) with a log of three.
+    let writes = vec![
+        Write::Create {
+            name: "c".into(),
+            object: obj("uc"),
+        },
+        Write::Create {
+            name: "d".into(),
+            object: obj("ud"),
+        },
+        Write::Update {
+            name: "b".into(),
+            object: full_obj("ub"),
+            expected: rb,
+        },
+        Write::Create {
+            name: "e".into(),
+            object: obj("ue"),
+        },
+        Write::Create {
+            name: "f".into(),
+            object: obj("uf"),
+        },
+    ];
+    let revs = s.batch(writes).unwrap();
+    let uids: Vec<(String, String, Revision)> = s
+        .list()
+        .unwrap()
+        .objects
+        .into_iter()
+        .map(|(n, o, r)| (n, o.uid().to_owned(), r))
+        .collect();
+    let expected: Vec<(String, String, Revision)> = ["b", "c", "d", "e", "f"]
+        .iter()
+        .zip([revs[2], revs[0], revs[1], revs[3], revs[4]])
+        .map(|(n, r)| (n.to_string(), format!("u{n}"), r))
+        .collect();
+    assert_eq!(uids, expected);
+    let (b, _) = s.get("b").unwrap().expect("stored");
+    assert_eq!(b.containers, full_obj("ub").containers);
+    s.update("c", obj("uc"), revs[0]).unwrap();
+}
+
 fn a_store_is_send_sync_and_object_safe<S: Store + 'static>(s: S) {
     fn send_sync<T: Send + Sync>(_: &T) {}
     send_sync(&s);
@@ -584,6 +668,19 @@ $(#[$attr])*
             fn old_revisions_are_compacted() {
                 let guards = std::cell::RefCell::new(Vec::new());
                 super::old_revisions_are_compacted(&|retention| {
+                    let (guard, s) = ($open)(retention);
+                    guards
+                        .borrow_mut()
+                        .push(Box::new(guard) as Box<dyn std::any::Any>);
+                    Box::new(s) as Box<dyn Store>
+                });
+            }
+
+            #[test]
+$(#[$attr])*
+            fn objects_outlive_the_log_entries_of_their_writes() {
+                let guards = std::cell::RefCell::new(Vec::new());
+                super::objects_outlive_the_log_entries_of_their_writes(&|retention| {
                     let (guard, s) = ($open)(retention);
                     guards
                         .borrow_mut()

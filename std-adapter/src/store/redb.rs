@@ -5,13 +5,22 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `objects` | name | (revision, object as JSON) |
+//! | `objects` | name | (revision, object as JSON, or nothing: see below) |
 //! | `meta` | `"format"`, `"revision"`, `"compacted"` | u64 |
 //! | `log` | revision | the change as a JSON [`Event`] |
 //!
 //! Every batch (and so every single write) is one write transaction: the
 //! objects, the new revision and the change log move together, and
 //! `Durability::Immediate` makes the commit durable before it returns.
+//!
+//! An object is written once (format 2): its bytes go into the change-log
+//! entry of the write, and `objects` holds its revision with no bytes,
+//! meaning "the object is the one of the log entry at this revision". Only
+//! when that entry leaves the log (the retention) while it still holds the
+//! object's current state are the bytes moved into `objects`. Every commit
+//! thus writes each object's bytes once instead of twice, which is what
+//! bounds a group commit on disk. (Format 1 kept the bytes in both; its
+//! files are read as they are and marked format 2 when opened.)
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -33,12 +42,15 @@ const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 
 /// `meta` key: the layout of the tables, [`FORMAT`].
 const META_FORMAT: &str = "format";
+/// The layout that kept every object's bytes in `objects` as well as in
+/// the log: its data is valid format 2 data.
+const FORMAT_BYTES_TWICE: u64 = 1;
 /// `meta` key: the revision of the last write.
 const META_REVISION: &str = "revision";
 /// `meta` key: every change up to this revision has left the log.
 const META_COMPACTED: &str = "compacted";
-/// The table layout this code reads and writes.
-const FORMAT: u64 = 1;
+/// The table layout this code writes (it reads [`FORMAT_BYTES_TWICE`] too).
+const FORMAT: u64 = 2;
 
 /// At most this many events are handed to a watch per read.
 const READ_CHUNK: usize = 256;
@@ -164,12 +176,15 @@ fn init(db: &Database) -> Result<Revision, StoreError> {
             .map(|g| g.value());
         match format {
             Some(FORMAT) => {}
-            None => {
+            // A new file, or one of format 1, which is read as it is; from
+            // now on its objects may be in the log only.
+            None | Some(FORMAT_BYTES_TWICE) => {
                 meta.insert(META_FORMAT, FORMAT).map_err(redb_error)?;
             }
             Some(other) => {
                 return Err(StoreError::Corrupt(format!(
-                    "store format {other}; this version reads format {FORMAT}"
+                    "store format {other}; this version reads formats \
+                     {FORMAT_BYTES_TWICE} and {FORMAT}"
                 )));
             }
         }
@@ -220,55 +235,70 @@ impl Inner {
         let mut log = txn.open_table(LOG).map_err(backend)?;
         let mut revision = meta_get(&meta, META_REVISION).map_err(BatchError::backend)?;
         let mut revisions = Vec::with_capacity(writes.len());
+        // Each object is encoded once, into `object`; its change-log event
+        // is built around those bytes in `event` (for a delete: around the
+        // bytes stored). Both buffers serve the whole batch.
+        let mut object = Vec::new();
+        let mut event = Vec::new();
         for (index, write) in writes.into_iter().enumerate() {
             let at = |error| BatchError {
                 index: Some(index),
                 error,
             };
-            let name = write.name().to_owned();
+            let name = write.name();
             // Only a delete needs the stored object (its uid, its event):
             // an update may overwrite an object that no longer decodes.
-            let current = match objects.get(name.as_str()).map_err(backend)? {
+            let current = match objects.get(name).map_err(backend)? {
                 Some(guard) => {
-                    let (rev, bytes) = guard.value();
-                    let object = match write {
-                        Write::Delete { .. } => Some(decode_object(&name, bytes).map_err(at)?),
+                    let (rev, inline) = guard.value();
+                    let uid = match write {
+                        Write::Delete { .. } => {
+                            with_object(&log, name, rev, inline, |bytes| {
+                                object.clear();
+                                object.extend_from_slice(bytes);
+                                Ok(())
+                            })
+                            .map_err(at)?;
+                            Some(decode_object(name, &object).map_err(at)?.meta.uid)
+                        }
                         Write::Create { .. } | Write::Update { .. } => None,
                     };
-                    Some((object, Revision(rev)))
+                    Some((uid, Revision(rev)))
                 }
                 None => None,
             };
             let uid_and_rev = current
                 .as_ref()
-                .map(|(o, r)| (o.as_ref().map_or("", StoredObject::uid), *r));
+                .map(|(uid, rev)| (uid.as_ref().map_or("", |u| u.as_str()), *rev));
             check(&write, uid_and_rev).map_err(at)?;
             revision = revision
                 .checked_add(1)
                 .ok_or_else(|| at(StoreError::Unavailable("revision counter exhausted".into())))?;
             let rev = Revision(revision);
-            let event = match (write, current) {
-                (Write::Create { object, .. }, _) => {
-                    put(&mut objects, EventKind::Created, name, object, rev)
+            match write {
+                Write::Create {
+                    name,
+                    object: written,
+                } => {
+                    put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
+                    encode_event(&mut event, EventKind::Created, &name, rev, &object)
                 }
-                (Write::Update { object, .. }, _) => {
-                    put(&mut objects, EventKind::Updated, name, object, rev)
+                Write::Update {
+                    name,
+                    object: written,
+                    ..
+                } => {
+                    put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
+                    encode_event(&mut event, EventKind::Updated, &name, rev, &object)
                 }
-                (Write::Delete { .. }, Some((Some(object), _))) => {
+                // `check` passed: the object is stored, its bytes in `object`.
+                Write::Delete { name, .. } => {
                     objects.remove(name.as_str()).map_err(backend)?;
-                    Ok(Event {
-                        kind: EventKind::Deleted,
-                        name,
-                        revision: rev,
-                        object,
-                    })
+                    encode_event(&mut event, EventKind::Deleted, &name, rev, &object)
                 }
-                // `check` refused a delete of a missing name.
-                (Write::Delete { .. }, _) => Err(StoreError::NotFound { name }),
             }
             .map_err(at)?;
-            let bytes = encode(&event).map_err(at)?;
-            log.insert(revision, bytes.as_slice()).map_err(backend)?;
+            log.insert(revision, event.as_slice()).map_err(backend)?;
             revisions.push(rev);
         }
         meta.insert(META_REVISION, revision).map_err(backend)?;
@@ -276,6 +306,8 @@ impl Inner {
         let compacted = meta_get(&meta, META_COMPACTED).map_err(BatchError::backend)?;
         let cutoff = revision.saturating_sub(self.retention);
         if cutoff > compacted {
+            keep_objects_of(&mut objects, &log, compacted + 1..=cutoff)
+                .map_err(BatchError::backend)?;
             log.retain_in(compacted + 1..=cutoff, |_, _| false)
                 .map_err(backend)?;
             meta.insert(META_COMPACTED, cutoff).map_err(backend)?;
@@ -284,36 +316,146 @@ impl Inner {
     }
 }
 
-/// Writes `object` under `name` at `rev`; the event that says so.
+/// Before the log entries of `trimmed` go: the objects whose current state
+/// is only in one of them get their bytes in `objects`.
+fn keep_objects_of(
+    objects: &mut ::redb::Table<'_, &str, (u64, &[u8])>,
+    log: &::redb::Table<'_, u64, &[u8]>,
+    trimmed: std::ops::RangeInclusive<u64>,
+) -> Result<(), StoreError> {
+    let mut kept = Vec::new();
+    for entry in log.range(trimmed).map_err(redb_error)? {
+        let (rev, bytes) = entry.map_err(redb_error)?;
+        let (rev, bytes) = (rev.value(), bytes.value());
+        let (kind, name, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
+        if kind == EventKind::Deleted {
+            continue;
+        }
+        let current = objects
+            .get(name.as_str())
+            .map_err(redb_error)?
+            .is_some_and(|g| g.value() == (rev, &[][..]));
+        if current {
+            kept.push((name, rev, bytes[object].to_vec()));
+        }
+    }
+    for (name, rev, bytes) in kept {
+        objects
+            .insert(name.as_str(), (rev, bytes.as_slice()))
+            .map_err(redb_error)?;
+    }
+    Ok(())
+}
+
+/// Calls `f` with the bytes of the object stored under `name` at `rev`:
+/// `inline` (its bytes in `objects`), or if that is empty, the object of
+/// the log entry of `rev`.
+fn with_object<T>(
+    log: &impl ReadableTable<u64, &'static [u8]>,
+    name: &str,
+    rev: u64,
+    inline: &[u8],
+    f: impl FnOnce(&[u8]) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    if !inline.is_empty() {
+        return f(inline);
+    }
+    let entry = log.get(rev).map_err(redb_error)?.ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "object {name:?}: its bytes are not in the change log at revision {rev}"
+        ))
+    })?;
+    let bytes = entry.value();
+    let (_, _, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
+    f(&bytes[object])
+}
+
+/// The kind, the name and where the object is in a change-log entry, as
+/// [`encode_event`] writes it (and serde did for format 1: the same
+/// bytes): `{"kind":K,"name":N,"revision":R,"object":O}`.
+fn event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<usize>)> {
+    /// One JSON value at the start of `bytes`, and how many bytes it took.
+    fn value<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Option<(T, usize)> {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
+        let value = values.next()?.ok()?;
+        Some((value, values.byte_offset()))
+    }
+    /// `literal` at `at`, which moves past it.
+    fn expect(entry: &[u8], at: &mut usize, literal: &[u8]) -> Option<()> {
+        let found = entry.get(*at..)?.starts_with(literal);
+        *at += literal.len();
+        found.then_some(())
+    }
+    let mut at = 0;
+    expect(entry, &mut at, b"{\"kind\":")?;
+    let (kind, used) = value::<EventKind>(entry.get(at..)?)?;
+    at += used;
+    expect(entry, &mut at, b",\"name\":")?;
+    let (name, used) = value::<String>(entry.get(at..)?)?;
+    at += used;
+    expect(entry, &mut at, b",\"revision\":")?;
+    let (_, used) = value::<u64>(entry.get(at..)?)?;
+    at += used;
+    expect(entry, &mut at, b",\"object\":")?;
+    let end = entry.len().checked_sub(1)?;
+    (entry.last() == Some(&b'}') && at < end).then_some((kind, name, at..end))
+}
+
+fn bad_entry(rev: u64) -> StoreError {
+    StoreError::Corrupt(format!("change log entry {rev} is not an event"))
+}
+
+/// Writes `object` under `name` at `rev`, encoded into `bytes` for its
+/// change-log entry, which holds it (`objects` holds only `rev`).
 fn put(
     objects: &mut ::redb::Table<'_, &str, (u64, &[u8])>,
-    kind: EventKind,
-    name: String,
+    name: &str,
     mut object: StoredObject,
     rev: Revision,
-) -> Result<Event, StoreError> {
+    bytes: &mut Vec<u8>,
+) -> Result<(), StoreError> {
     object.meta.resource_version = rev.0;
-    let bytes = encode(&object)?;
-    objects
-        .insert(name.as_str(), (rev.0, bytes.as_slice()))
-        .map_err(redb_error)?;
-    Ok(Event {
-        kind,
-        name,
-        revision: rev,
-        object,
-    })
+    bytes.clear();
+    serde_json::to_writer(&mut *bytes, &object).map_err(encode_error)?;
+    objects.insert(name, (rev.0, &[][..])).map_err(redb_error)?;
+    Ok(())
+}
+
+/// The JSON of the [`Event`] `{kind, name, revision, object}` into `out`,
+/// with the object already encoded as `object`: the same bytes as
+/// `serde_json::to_vec` of the event (a test checks it), without encoding
+/// the object a second time.
+fn encode_event(
+    out: &mut Vec<u8>,
+    kind: EventKind,
+    name: &str,
+    revision: Revision,
+    object: &[u8],
+) -> Result<(), StoreError> {
+    use std::io::Write as _;
+    out.clear();
+    out.extend_from_slice(b"{\"kind\":");
+    serde_json::to_writer(&mut *out, &kind).map_err(encode_error)?;
+    out.extend_from_slice(b",\"name\":");
+    serde_json::to_writer(&mut *out, name).map_err(encode_error)?;
+    // Writing to a Vec cannot fail.
+    let _ = write!(out, ",\"revision\":{revision},\"object\":");
+    out.extend_from_slice(object);
+    out.push(b'}');
+    Ok(())
 }
 
 impl Store for RedbStore {
     fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
         let txn = self.inner.read()?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
+        let log = txn.open_table(LOG).map_err(redb_error)?;
         let found = objects.get(name).map_err(redb_error)?;
         match found {
             Some(guard) => {
-                let (rev, bytes) = guard.value();
-                Ok(Some((decode_object(name, bytes)?, Revision(rev))))
+                let (rev, inline) = guard.value();
+                let object = with_object(&log, name, rev, inline, |b| decode_object(name, b))?;
+                Ok(Some((object, Revision(rev))))
             }
             None => Ok(None),
         }
@@ -323,6 +465,7 @@ impl Store for RedbStore {
         let txn = self.inner.read()?;
         let meta = txn.open_table(META).map_err(redb_error)?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
+        let log = txn.open_table(LOG).map_err(redb_error)?;
         let mut listing = Listing {
             revision: Revision(meta_get(&meta, META_REVISION)?),
             objects: Vec::new(),
@@ -330,8 +473,8 @@ impl Store for RedbStore {
         for entry in objects.iter().map_err(redb_error)? {
             let (name, value) = entry.map_err(redb_error)?;
             let name = name.value().to_owned();
-            let (rev, bytes) = value.value();
-            let object = decode_object(&name, bytes)?;
+            let (rev, inline) = value.value();
+            let object = with_object(&log, &name, rev, inline, |b| decode_object(&name, b))?;
             listing.objects.push((name, object, Revision(rev)));
         }
         Ok(listing)
@@ -424,8 +567,8 @@ fn meta_get(meta: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u
     Ok(meta.get(key).map_err(redb_error)?.map_or(0, |g| g.value()))
 }
 
-fn encode<T: serde::Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(format!("cannot encode: {e}")))
+fn encode_error(e: serde_json::Error) -> StoreError {
+    StoreError::Corrupt(format!("cannot encode: {e}"))
 }
 
 fn decode_object(name: &str, bytes: &[u8]) -> Result<StoredObject, StoreError> {
@@ -445,4 +588,118 @@ fn redb_error(e: impl Into<::redb::Error>) -> StoreError {
 /// A redb failure that belongs to no write in particular.
 fn backend(e: impl Into<::redb::Error>) -> BatchError {
     BatchError::backend(redb_error(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use grace_core::{Name, Record};
+
+    use super::*;
+    use crate::store::StoredContainer;
+
+    /// An event built around the object's bytes is the event serde writes.
+    #[test]
+    fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
+        let mut object = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
+        object.meta.resource_version = 42;
+        object.node = Some("node-\"a\"".into());
+        object.containers = vec![StoredContainer {
+            name: "app".into(),
+            command: vec!["/bin/app".into()],
+            ..StoredContainer::default()
+        }];
+        object.agent = Some(serde_json::json!({"epoch": "é\n", "lifecycle": [1, 2]}));
+        let bytes = serde_json::to_vec(&object).expect("encodes");
+        for kind in [EventKind::Created, EventKind::Updated, EventKind::Deleted] {
+            for name in ["web-0", "pods/\"odd\" \\ näme\t"] {
+                let revision = Revision(u64::MAX);
+                let mut built = vec![b'x'; 3];
+                encode_event(&mut built, kind, name, revision, &bytes).expect("encodes");
+                let event = Event {
+                    kind,
+                    name: name.into(),
+                    revision,
+                    object: object.clone(),
+                };
+                assert_eq!(
+                    String::from_utf8(built.clone()).expect("utf-8"),
+                    serde_json::to_string(&event).expect("encodes")
+                );
+                // And read back: the kind, the name, the object's bytes.
+                let (k, n, at) = event_parts(&built).expect("an event");
+                assert_eq!((k, n.as_str(), &built[at]), (kind, name, &bytes[..]));
+            }
+        }
+        assert_eq!(event_parts(b"{\"kind\":\"Created\",\"name\":\"a\"}"), None);
+        assert_eq!(event_parts(b"not json"), None);
+    }
+
+    /// A file of format 1 (every object's bytes in `objects` and in the
+    /// log) is read as it is, marked format 2, and written on.
+    #[test]
+    fn a_format_1_file_is_read_and_written_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("old.redb");
+        let object = |uid: &str, rev: u64| {
+            let mut o = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
+            o.meta.resource_version = rev;
+            o
+        };
+        {
+            let db = Database::create(&path).expect("creates");
+            let txn = db.begin_write().expect("writes");
+            {
+                let mut meta = txn.open_table(META).expect("table");
+                let mut objects = txn.open_table(OBJECTS).expect("table");
+                let mut log = txn.open_table(LOG).expect("table");
+                meta.insert(META_FORMAT, FORMAT_BYTES_TWICE)
+                    .expect("insert");
+                meta.insert(META_REVISION, 2).expect("insert");
+                for (rev, name, uid) in [(1, "a", "ua"), (2, "b", "ub")] {
+                    let o = object(uid, rev);
+                    let bytes = serde_json::to_vec(&o).expect("encodes");
+                    objects
+                        .insert(name, (rev, bytes.as_slice()))
+                        .expect("insert");
+                    let event = Event {
+                        kind: EventKind::Created,
+                        name: name.into(),
+                        revision: Revision(rev),
+                        object: o,
+                    };
+                    let bytes = serde_json::to_vec(&event).expect("encodes");
+                    log.insert(rev, bytes.as_slice()).expect("insert");
+                }
+            }
+            txn.commit().expect("commits");
+        }
+        let options = RedbOptions {
+            log_retention: 2,
+            ..RedbOptions::default()
+        };
+        let store = RedbStore::open_with(&path, options).expect("opens");
+        let format = {
+            let txn = store.inner.read().expect("reads");
+            let meta = txn.open_table(META).expect("table");
+            meta_get(&meta, META_FORMAT).expect("reads")
+        };
+        assert_eq!(format, FORMAT);
+        assert_eq!(
+            store.get("a").unwrap(),
+            Some((object("ua", 1), Revision(1)))
+        );
+        // Both old log entries leave the log; the objects stay whole.
+        let r3 = store.update("b", object("ub", 0), Revision(2)).unwrap();
+        store.create("c", object("uc", 0)).unwrap();
+        store.update("b", object("ub", 0), r3).unwrap();
+        let listed: Vec<(String, StoredObject, Revision)> = store.list().unwrap().objects;
+        assert_eq!(listed[0], ("a".into(), object("ua", 1), Revision(1)));
+        assert_eq!(listed.len(), 3);
+        let pre = crate::store::Preconditions {
+            uid: Some("ua".into()),
+            revision: None,
+        };
+        store.delete("a", pre).unwrap();
+        assert_eq!(store.get("a").unwrap(), None);
+    }
 }
