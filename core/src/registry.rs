@@ -152,12 +152,13 @@ impl DeletionPatch {
             || self.gc.is_some()
     }
 
-    /// Whether finalizers hold the patched record (R27).
+    /// Whether finalizers hold the patched record (R27); `view` is the
+    /// stored list's.
     #[inline]
-    fn held<const F: usize>(&self, stored: &Record<F>) -> bool {
+    fn held<const F: usize>(&self, stored: &Record<F>, view: &GcView) -> bool {
         match self.gc {
             None => !stored.finalizers.is_empty(),
-            Some(gc) => gc.orphan || gc.foreground || others(&stored.finalizers) > 0,
+            Some(gc) => gc.orphan || gc.foreground || view.others > 0,
         }
     }
 
@@ -250,14 +251,15 @@ pub(crate) fn plan_delete<const F: usize>(
         return Ok(plan(DeleteOutcome::Pending, false, false, patch));
     }
 
-    patch.gc = gc_change(&stored.finalizers, strategy, options)?;
+    let view = GcView::of(&stored.finalizers);
+    patch.gc = gc_change(&view, strategy, options, F)?;
     // R28: graceful, finalizers already there, or a GC change ⇒ update first.
     if !(bd.graceful || !stored.finalizers.is_empty() || patch.gc.is_some()) {
         // R32: removed as it is, without a write.
         return Ok(plan(DeleteOutcome::Deleted, false, true, patch));
     }
     // R27: finalizers are looked at again after the GC adjustment.
-    let held = patch.held(stored);
+    let held = patch.held(stored, &view);
     if !bd.graceful {
         if !held {
             // R30, R40: the update is abandoned, the stored object removed.
@@ -411,11 +413,13 @@ pub fn gc_finalizers<const F: usize>(
     strategy: &Strategy,
     options: &DeleteOptions,
 ) -> Result<Option<Finalizers<F>>, DeleteError> {
-    Ok(gc_change(existing, strategy, options)?.map(|gc| {
-        let mut next = existing.clone();
-        gc.apply(&mut next);
-        next
-    }))
+    Ok(
+        gc_change(&GcView::of(existing), strategy, options, F)?.map(|gc| {
+            let mut next = existing.clone();
+            gc.apply(&mut next);
+            next
+        }),
+    )
 }
 
 /// Which garbage-collection finalizers an object is to carry.
@@ -426,6 +430,11 @@ struct GcSet {
 }
 
 impl GcSet {
+    const NONE: GcSet = GcSet {
+        orphan: false,
+        foreground: false,
+    };
+
     /// The other finalizers in their order, then `orphan`, then
     /// `foregroundDeletion`, as wanted. [`gc_change`] checked the room.
     fn apply<const F: usize>(self, finalizers: &mut Finalizers<F>) {
@@ -446,98 +455,90 @@ impl GcSet {
     }
 }
 
-/// How many finalizers are not the garbage collector's.
-#[inline]
-fn others<const F: usize>(finalizers: &Finalizers<F>) -> usize {
-    finalizers
-        .iter()
-        .filter(|n| n.as_str() != FINALIZER_ORPHAN && n.as_str() != FINALIZER_FOREGROUND)
-        .count()
+/// What the garbage collector reads in a finalizer list, in one pass.
+#[derive(Copy, Clone, Debug)]
+struct GcView {
+    /// Which of its finalizers are there.
+    present: GcSet,
+    /// Which of them comes first: `Some(true)` for `orphan`, `Some(false)`
+    /// for `foregroundDeletion`, `None` when neither is there.
+    first_is_orphan: Option<bool>,
+    /// How many finalizers are not the garbage collector's.
+    others: usize,
 }
 
-/// [`gc_finalizers`] as the set wanted, without building the list.
+impl GcView {
+    #[inline]
+    fn of<const F: usize>(finalizers: &Finalizers<F>) -> Self {
+        let mut view = GcView {
+            present: GcSet::NONE,
+            first_is_orphan: None,
+            others: 0,
+        };
+        for name in finalizers.iter() {
+            match name.as_str() {
+                FINALIZER_ORPHAN => {
+                    view.present.orphan = true;
+                    view.first_is_orphan.get_or_insert(true);
+                }
+                FINALIZER_FOREGROUND => {
+                    view.present.foreground = true;
+                    view.first_is_orphan.get_or_insert(false);
+                }
+                _ => view.others = view.others.saturating_add(1),
+            }
+        }
+        view
+    }
+}
+
+/// [`gc_finalizers`] as the set wanted, without building the list; `room`
+/// is the list's capacity.
 #[inline]
-fn gc_change<const F: usize>(
-    existing: &Finalizers<F>,
+fn gc_change(
+    view: &GcView,
     strategy: &Strategy,
     options: &DeleteOptions,
+    room: usize,
 ) -> Result<Option<GcSet>, DeleteError> {
     if !strategy.gc_enabled {
         return Ok(None); // R36
     }
-    let wanted = GcSet {
-        orphan: should_orphan(existing, strategy, options),
-        foreground: should_delete_in_foreground(existing, strategy, options),
-    };
-    let present = GcSet {
-        orphan: existing.contains(FINALIZER_ORPHAN),
-        foreground: existing.contains(FINALIZER_FOREGROUND),
-    };
+    let wanted = gc_wanted(view, strategy, options);
     // R39: the old list, in its old order, when the set is unchanged. Then
     // the new list is no longer than the old one.
-    if wanted == present {
+    if wanted == view.present {
         return Ok(None);
     }
-    if others(existing).saturating_add(wanted.len()) > F {
+    if view.others.saturating_add(wanted.len()) > room {
         return Err(DeleteError::TooManyFinalizers);
     }
     Ok(Some(wanted))
 }
 
-/// R37: whether the `orphan` finalizer is wanted. First match wins.
+/// R37, R38: which garbage-collection finalizers are wanted. For each, the
+/// first rule that applies wins: a type outside garbage collection wants
+/// neither; then `orphanDependents`; then the propagation policy (an
+/// unrecognized one decides only against `foregroundDeletion`); then
+/// whichever of the two comes first in the list; then, for `orphan`, the
+/// type's default (R38's trap: the usual default is not foreground).
 #[inline]
-fn should_orphan<const F: usize>(
-    existing: &Finalizers<F>,
-    strategy: &Strategy,
-    options: &DeleteOptions,
-) -> bool {
+fn gc_wanted(view: &GcView, strategy: &Strategy, options: &DeleteOptions) -> GcSet {
     if strategy.default_gc_policy == GcPolicy::Unsupported {
-        return false;
+        return GcSet::NONE;
     }
-    if let Some(orphan) = options.orphan_dependents {
-        return orphan;
-    }
-    match options.propagation_policy {
-        Some(Propagation::Orphan) => return true,
-        Some(Propagation::Background | Propagation::Foreground) => return false,
-        Some(Propagation::Unrecognized) | None => {}
-    }
-    for name in existing.iter() {
-        if name.as_str() == FINALIZER_ORPHAN {
-            return true;
-        }
-        if name.as_str() == FINALIZER_FOREGROUND {
-            return false;
-        }
-    }
-    strategy.default_gc_policy == GcPolicy::OrphanDependents
-}
-
-/// R38: whether the `foregroundDeletion` finalizer is wanted.
-#[inline]
-fn should_delete_in_foreground<const F: usize>(
-    existing: &Finalizers<F>,
-    strategy: &Strategy,
-    options: &DeleteOptions,
-) -> bool {
-    if strategy.default_gc_policy == GcPolicy::Unsupported {
-        return false;
-    }
-    if options.orphan_dependents.is_some() {
-        return false;
-    }
-    if let Some(policy) = options.propagation_policy {
-        return policy == Propagation::Foreground;
-    }
-    for name in existing.iter() {
-        if name.as_str() == FINALIZER_FOREGROUND {
-            return true;
-        }
-        if name.as_str() == FINALIZER_ORPHAN {
-            return false;
-        }
-    }
-    false
+    let orphan_by_list = view
+        .first_is_orphan
+        .unwrap_or(strategy.default_gc_policy == GcPolicy::OrphanDependents);
+    let (orphan, foreground) = match (options.orphan_dependents, options.propagation_policy) {
+        (Some(orphan), _) => (orphan, false),
+        (None, Some(Propagation::Orphan)) => (true, false),
+        (None, Some(Propagation::Background)) => (false, false),
+        (None, Some(Propagation::Foreground)) => (false, true),
+        (None, Some(Propagation::Unrecognized)) => (orphan_by_list, false),
+        (None, None) => (orphan_by_list, view.first_is_orphan == Some(false)),
+    };
+    GcSet { orphan, foreground }
 }
 
 /// A change to the finalizer list through an update (not a delete).
