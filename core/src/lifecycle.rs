@@ -751,8 +751,8 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// Carries out a delete decision on the stored record, in place.
     fn apply_delete(&mut self, plan: &DeletePlan, force: bool) {
-        if plan.write {
-            self.write(|record| plan.patch.apply(record));
+        if let Some(patch) = plan.write {
+            self.write(|record| patch.apply(record));
         }
         if plan.remove {
             self.remove(force);
