@@ -114,7 +114,7 @@ enum BeforeDelete {
     NotGraceful,
     /// A deletion is in progress and nothing changes (R14, R17); `grace`
     /// is the grace the decision used.
-    Pending { grace: Option<i64> },
+    Pending { grace: i64 },
     /// Graceful: the deletion fields to write, and the grace the decision
     /// used (the request's, which R16 may not have written).
     Graceful { deletion: Deletion, grace: i64 },
@@ -240,7 +240,7 @@ pub(crate) fn plan_delete<const F: usize>(
                 outcome: DeleteOutcome::Pending,
                 write: None,
                 remove: false,
-                grace_period_seconds: grace,
+                grace_period_seconds: Some(grace),
             });
         }
         BeforeDelete::NotGraceful => (None, requested),
@@ -362,15 +362,11 @@ fn redelete(
     };
     let Some(requested) = requested else {
         // R17: no grace asked ⇒ the existing one, and pending.
-        return BeforeDelete::Pending {
-            grace: Some(existing),
-        };
+        return BeforeDelete::Pending { grace: existing };
     };
     if requested >= existing {
         // R14: only a shorter grace is taken.
-        return BeforeDelete::Pending {
-            grace: Some(requested),
-        };
+        return BeforeDelete::Pending { grace: requested };
     }
     // R15: counted from when the deletion was first asked for, computed
     // exactly in wide integers (D2).
