@@ -513,6 +513,16 @@ fn gc_change(
     if !strategy.gc_enabled {
         return Ok(None); // R36
     }
+    // The usual request: it names no propagation, the list holds neither
+    // GC finalizer, and the type does not orphan by default, so neither is
+    // wanted and none is there (R37, R38, R39).
+    if options.orphan_dependents.is_none()
+        && options.propagation_policy.is_none()
+        && view.first_is_orphan.is_none()
+        && strategy.default_gc_policy != GcPolicy::OrphanDependents
+    {
+        return Ok(None);
+    }
     let wanted = gc_wanted(view, strategy, options);
     // R39: the old list, in its old order, when the set is unchanged. Then
     // the new list is no longer than the old one.
