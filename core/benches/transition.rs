@@ -235,6 +235,24 @@ fn transition(c: &mut Criterion) {
             BatchSize::NumIterations(BATCH),
         )
     });
+    // Not a machine: what handing a 24-byte `Option<Action>` through
+    // `black_box` and into criterion's outputs costs by itself, on the same
+    // states. The action is written field by field and read back whole,
+    // which the CPU cannot forward from its store buffer; the bare
+    // machine's one-byte action is forwarded.
+    group.bench_function("floor: Some(SendKill) through black_box", |b| {
+        b.iter_batched_ref(
+            || template.clone(),
+            |pod| {
+                let action = black_box(Some(Action::SendKill {
+                    container: black_box(0),
+                }));
+                black_box(&*pod);
+                action
+            },
+            BatchSize::NumIterations(BATCH),
+        )
+    });
     let bare = BareKill {
         fenced: false,
         stage: BareStage::Stopping {

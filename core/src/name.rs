@@ -42,6 +42,7 @@ impl Name {
     }
 
     /// The name as a string slice.
+    #[inline]
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }
@@ -49,6 +50,7 @@ impl Name {
 
 impl Deref for Name {
     type Target = str;
+    #[inline]
     fn deref(&self) -> &str {
         self.0.as_str()
     }
@@ -62,6 +64,7 @@ impl TryFrom<&str> for Name {
 }
 
 impl PartialEq<str> for Name {
+    #[inline]
     fn eq(&self, other: &str) -> bool {
         self.as_str() == other
     }

@@ -150,6 +150,7 @@ impl<const F: usize> Finalizers<F> {
     }
 
     /// Whether `name` is in the list.
+    #[inline]
     pub fn contains(&self, name: &str) -> bool {
         self.0.iter().any(|n| n.as_str() == name)
     }
@@ -162,16 +163,19 @@ impl<const F: usize> Finalizers<F> {
     }
 
     /// The names, in order.
+    #[inline]
     pub fn iter(&self) -> impl Iterator<Item = &Name> {
         self.0.iter()
     }
 
     /// How many there are.
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// True when nothing holds the object.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -98,10 +98,26 @@ impl fmt::Display for DeleteError {
 
 impl core::error::Error for DeleteError {}
 
-/// `BeforeDelete`'s answer.
-struct BeforeDelete {
-    graceful: bool,
-    pending: bool,
+/// The deletion fields a delete writes: its timestamp and grace, and the
+/// generation (bumped once when deletion starts, R25, R31).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Deletion {
+    timestamp: Timestamp,
+    grace_period_seconds: i64,
+    generation: i64,
+}
+
+/// `BeforeDelete`'s answer (R9–R25).
+enum BeforeDelete {
+    /// No graceful strategy, or nothing graceful left to wait for (R11,
+    /// R13): finalizers alone decide.
+    NotGraceful,
+    /// A deletion is in progress and nothing changes (R14, R17); `grace`
+    /// is the grace the decision used.
+    Pending { grace: i64 },
+    /// Graceful: the deletion fields to write, and the grace the decision
+    /// used (the request's, which R16 may not have written).
+    Graceful { deletion: Deletion, grace: i64 },
 }
 
 /// What a delete writes: the deletion fields and, when they change, the
@@ -110,33 +126,17 @@ struct BeforeDelete {
 /// stored record in place.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DeletionPatch {
-    deletion_timestamp: Option<Timestamp>,
-    deletion_grace_period_seconds: Option<i64>,
-    generation: i64,
+    deletion: Deletion,
     gc: Option<GcSet>,
 }
 
 impl DeletionPatch {
-    /// The stored fields, as `BeforeDelete` starts from them.
-    #[inline]
-    fn of<const F: usize>(stored: &Record<F>) -> Self {
-        DeletionPatch {
-            deletion_timestamp: stored.deletion_timestamp,
-            // R10: a stored negative grace reads as 1, in memory only.
-            deletion_grace_period_seconds: stored
-                .deletion_grace_period_seconds
-                .map(|g| if g < 0 { 1 } else { g }),
-            generation: stored.generation,
-            gc: None,
-        }
-    }
-
     /// Writes the patch into `record`.
     #[inline]
     pub(crate) fn apply<const F: usize>(&self, record: &mut Record<F>) {
-        record.deletion_timestamp = self.deletion_timestamp;
-        record.deletion_grace_period_seconds = self.deletion_grace_period_seconds;
-        record.generation = self.generation;
+        record.deletion_timestamp = Some(self.deletion.timestamp);
+        record.deletion_grace_period_seconds = Some(self.deletion.grace_period_seconds);
+        record.generation = self.deletion.generation;
         if let Some(gc) = self.gc {
             gc.apply(&mut record.finalizers);
         }
@@ -145,39 +145,37 @@ impl DeletionPatch {
     /// Whether the patched record differs from `stored`.
     #[inline]
     fn changes<const F: usize>(&self, stored: &Record<F>) -> bool {
-        self.deletion_timestamp != stored.deletion_timestamp
-            || self.deletion_grace_period_seconds != stored.deletion_grace_period_seconds
-            || self.generation != stored.generation
+        stored.deletion_timestamp != Some(self.deletion.timestamp)
+            || stored.deletion_grace_period_seconds != Some(self.deletion.grace_period_seconds)
+            || stored.generation != self.deletion.generation
             // A GC change is only recorded when the set differs (R39).
             || self.gc.is_some()
     }
+}
 
-    /// Whether finalizers hold the patched record (R27).
-    #[inline]
-    fn held<const F: usize>(&self, stored: &Record<F>) -> bool {
-        match self.gc {
-            None => !stored.finalizers.is_empty(),
-            Some(gc) => gc.orphan || gc.foreground || others(&stored.finalizers) > 0,
-        }
+/// `markAsDeleting` (R31): the non-graceful path's "deleting now".
+#[inline]
+fn mark_as_deleting<const F: usize>(stored: &Record<F>, now: WallTime) -> Deletion {
+    let now_ts = now.floor_to_timestamp();
+    let (timestamp, generation) = match stored.deletion_timestamp {
+        None => (now_ts, bump(stored.generation)),
+        Some(ts) if ts.as_millis_wide() > now.as_millis_wide() => (now_ts, stored.generation),
+        Some(ts) => (ts, stored.generation),
+    };
+    Deletion {
+        timestamp,
+        grace_period_seconds: 0,
+        generation,
     }
+}
 
-    /// `markAsDeleting` (R31): the non-graceful path's "deleting now".
-    #[inline]
-    fn mark_as_deleting(&mut self, now: WallTime) {
-        let now_ts = now.floor_to_timestamp();
-        match self.deletion_timestamp {
-            None => {
-                if self.generation > 0 {
-                    self.generation = self.generation.saturating_add(1);
-                }
-                self.deletion_timestamp = Some(now_ts);
-            }
-            Some(ts) if ts.as_millis_wide() > now.as_millis_wide() => {
-                self.deletion_timestamp = Some(now_ts);
-            }
-            Some(_) => {}
-        }
-        self.deletion_grace_period_seconds = Some(0);
+/// R25, R31: the generation, bumped once when deletion starts, if positive.
+#[inline]
+fn bump(generation: i64) -> i64 {
+    if generation > 0 {
+        generation.saturating_add(1)
+    } else {
+        generation
     }
 }
 
@@ -186,11 +184,10 @@ impl DeletionPatch {
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct DeletePlan {
     pub(crate) outcome: DeleteOutcome,
-    /// Write the patch (before removal, if `remove`).
-    pub(crate) write: bool,
+    /// What to write (before removal, if `remove`); `None`: nothing.
+    pub(crate) write: Option<DeletionPatch>,
     pub(crate) remove: bool,
     pub(crate) grace_period_seconds: Option<i64>,
-    pub(crate) patch: DeletionPatch,
 }
 
 /// Decides a delete request against the stored record (`Store.Delete`, R2–R44).
@@ -207,13 +204,13 @@ pub fn decide_delete<const F: usize>(
     // R33: the state written, or the stored state when nothing is (R26,
     // R30, R32); a kept record that does not change is not written.
     let mut record = stored.clone();
-    if plan.write {
-        plan.patch.apply(&mut record);
+    if let Some(patch) = plan.write {
+        patch.apply(&mut record);
     }
     Ok(DeleteDecision {
         outcome: plan.outcome,
         record,
-        write: plan.write,
+        write: plan.write.is_some(),
         remove: plan.remove,
         grace_period_seconds: plan.grace_period_seconds,
     })
@@ -232,52 +229,64 @@ pub(crate) fn plan_delete<const F: usize>(
     check_preconditions(stored, options)?;
 
     // R9: a negative request means 1 from here on.
-    let mut grace = options
+    let requested = options
         .grace_period_seconds
         .map(|g| if g < 0 { 1 } else { g });
-    let mut patch = DeletionPatch::of(stored);
-    let bd = before_delete(stored, &mut patch, strategy, &mut grace, now);
-    let plan = |outcome, write, remove, patch| DeletePlan {
+    let (graceful, grace) = match before_delete(stored, strategy, requested, now) {
+        // R26: nothing written; the stored object is returned as it is
+        // (R10's normalisation stays in memory).
+        BeforeDelete::Pending { grace } => {
+            return Ok(DeletePlan {
+                outcome: DeleteOutcome::Pending,
+                write: None,
+                remove: false,
+                grace_period_seconds: Some(grace),
+            });
+        }
+        BeforeDelete::NotGraceful => (None, requested),
+        BeforeDelete::Graceful { deletion, grace } => (Some(deletion), Some(grace)),
+    };
+    let plan = |outcome, write, remove| DeletePlan {
         outcome,
         write,
         remove,
         grace_period_seconds: grace,
-        patch,
     };
-    if bd.pending {
-        // R26: nothing written; the stored object is returned as it is
-        // (R10's normalisation stays in memory).
-        return Ok(plan(DeleteOutcome::Pending, false, false, patch));
-    }
 
-    patch.gc = gc_change(&stored.finalizers, strategy, options)?;
+    let view = GcView::of(&stored.finalizers);
+    let gc = gc_change(&view, strategy, options, F)?;
     // R28: graceful, finalizers already there, or a GC change ⇒ update first.
-    if !(bd.graceful || !stored.finalizers.is_empty() || patch.gc.is_some()) {
+    if graceful.is_none() && stored.finalizers.is_empty() && gc.is_none() {
         // R32: removed as it is, without a write.
-        return Ok(plan(DeleteOutcome::Deleted, false, true, patch));
+        return Ok(plan(DeleteOutcome::Deleted, None, true));
     }
     // R27: finalizers are looked at again after the GC adjustment.
-    let held = patch.held(stored);
-    if !bd.graceful {
-        if !held {
+    let held = match gc {
+        None => !stored.finalizers.is_empty(),
+        Some(gc) => gc.orphan || gc.foreground || view.others > 0,
+    };
+    let deletion = match graceful {
+        None if !held => {
             // R30, R40: the update is abandoned, the stored object removed.
-            return Ok(plan(DeleteOutcome::Deleted, false, true, patch));
+            return Ok(plan(DeleteOutcome::Deleted, None, true));
         }
         // R30, R31: kept, marked as deleting now.
-        patch.mark_as_deleting(now);
-    } else if !held && grace.unwrap_or(0) <= 0 {
-        // R29 (by the request's grace, not the stored one): written, then
-        // removed.
-        return Ok(plan(DeleteOutcome::Deleted, true, true, patch));
-    }
-    // Kept, and written only if something changed.
-    let write = patch.changes(stored);
-    let outcome = if write {
-        DeleteOutcome::Graceful
-    } else {
-        DeleteOutcome::Pending
+        None => mark_as_deleting(stored, now),
+        Some(deletion) if !held && grace.unwrap_or(0) <= 0 => {
+            // R29 (by the request's grace, not the stored one): written,
+            // then removed.
+            let patch = DeletionPatch { deletion, gc };
+            return Ok(plan(DeleteOutcome::Deleted, Some(patch), true));
+        }
+        Some(deletion) => deletion,
     };
-    Ok(plan(outcome, write, false, patch))
+    // Kept, and written only if something changed.
+    let patch = DeletionPatch { deletion, gc };
+    Ok(if patch.changes(stored) {
+        plan(DeleteOutcome::Graceful, Some(patch), false)
+    } else {
+        plan(DeleteOutcome::Pending, None, false)
+    })
 }
 
 /// R7: each precondition given must match the stored object.
@@ -299,85 +308,87 @@ fn check_preconditions<const F: usize>(
     Ok(())
 }
 
-/// `rest.BeforeDelete` after validation and preconditions (R9–R25).
-/// Changes the `patch` (the stored fields, R10 applied) and the request's
-/// `grace` as Kubernetes does.
+/// `rest.BeforeDelete` after validation and preconditions (R9–R25), with
+/// the request's grace `requested` (R9 applied).
 #[inline]
 fn before_delete<const F: usize>(
     stored: &Record<F>,
-    patch: &mut DeletionPatch,
     strategy: &Strategy,
-    grace: &mut Option<i64>,
+    requested: Option<i64>,
     now: WallTime,
 ) -> BeforeDelete {
     if strategy.kind == Kind::Generic {
         // R11: no graceful strategy; only finalizers can hold the object.
-        return BeforeDelete {
-            graceful: false,
-            pending: false,
-        };
+        return BeforeDelete::NotGraceful;
     }
-    if let Some(ts) = patch.deletion_timestamp {
-        let existing = match patch.deletion_grace_period_seconds {
-            // R13: nothing graceful left to wait for: delete now.
-            None | Some(0) => {
-                return BeforeDelete {
-                    graceful: false,
-                    pending: false,
-                };
-            }
-            Some(existing) => existing,
-        };
-        let Some(requested) = *grace else {
-            // R17: no grace asked ⇒ the existing one, and pending.
-            *grace = Some(existing);
-            return BeforeDelete {
-                graceful: false,
-                pending: true,
-            };
-        };
-        if requested >= existing {
-            // R14: only a shorter grace is taken.
-            return BeforeDelete {
-                graceful: false,
-                pending: true,
-            };
+    if let Some(ts) = stored.deletion_timestamp {
+        return redelete(
+            ts,
+            stored.deletion_grace_period_seconds,
+            stored.generation,
+            requested,
+            now,
+        );
+    }
+    let period = pod_grace_period(stored, requested); // R22
+    BeforeDelete::Graceful {
+        deletion: Deletion {
+            // R24: ts = now + grace, saturating at the RFC 3339 maximum (D2).
+            timestamp: now.floor_to_timestamp().saturating_add_seconds(period),
+            grace_period_seconds: period,
+            // R25
+            generation: bump(stored.generation),
+        },
+        grace: period,
+    }
+}
+
+/// [`before_delete`] for a pod whose deletion is already in progress since
+/// `ts`, with the stored grace and generation (R10, R12–R17): only a
+/// shorter grace changes anything. Out of line: the first deletion is the
+/// path to keep short.
+fn redelete(
+    ts: Timestamp,
+    stored_grace: Option<i64>,
+    generation: i64,
+    requested: Option<i64>,
+    now: WallTime,
+) -> BeforeDelete {
+    // R10: a stored negative grace reads as 1, in memory only.
+    let existing = match stored_grace.map(|g| if g < 0 { 1 } else { g }) {
+        // R13: nothing graceful left to wait for: delete now.
+        None | Some(0) => return BeforeDelete::NotGraceful,
+        Some(existing) => existing,
+    };
+    let Some(requested) = requested else {
+        // R17: no grace asked ⇒ the existing one, and pending.
+        return BeforeDelete::Pending { grace: existing };
+    };
+    if requested >= existing {
+        // R14: only a shorter grace is taken.
+        return BeforeDelete::Pending { grace: requested };
+    }
+    // R15: counted from when the deletion was first asked for, computed
+    // exactly in wide integers (D2).
+    let mut new_ts = i128::from(ts.as_unix_seconds())
+        .saturating_sub(i128::from(existing))
+        .saturating_add(i128::from(requested));
+    let mut new_grace = requested;
+    // R16: never into the past; strict comparison on the real instant.
+    if new_ts.saturating_mul(1000) < now.as_millis_wide() {
+        new_ts = i128::from(now.floor_to_timestamp().as_unix_seconds());
+        if new_grace != 0 {
+            new_grace = 1;
         }
-        // R15: counted from when the deletion was first asked for, computed
-        // exactly in wide integers (D2).
-        let mut new_ts = i128::from(ts.as_unix_seconds())
-            .saturating_sub(i128::from(existing))
-            .saturating_add(i128::from(requested));
-        let mut new_grace = requested;
-        // R16: never into the past; strict comparison on the real instant.
-        if new_ts.saturating_mul(1000) < now.as_millis_wide() {
-            new_ts = i128::from(now.floor_to_timestamp().as_unix_seconds());
-            if new_grace != 0 {
-                new_grace = 1;
-            }
-        }
-        patch.deletion_timestamp = Some(saturate_timestamp(new_ts, now.floor_to_timestamp()));
-        patch.deletion_grace_period_seconds = Some(new_grace);
-        // R12: re-deletes never bump the generation.
-        return BeforeDelete {
-            graceful: true,
-            pending: false,
-        };
     }
-    let period = pod_grace_period(stored, *grace);
-    *grace = Some(period); // R22
-    // R24: ts = now + grace, saturating at the RFC 3339 maximum (D2).
-    let now_ts = now.floor_to_timestamp();
-    let ts = i128::from(now_ts.as_unix_seconds()).saturating_add(i128::from(period));
-    patch.deletion_timestamp = Some(saturate_timestamp(ts, now_ts));
-    patch.deletion_grace_period_seconds = Some(period);
-    // R25
-    if patch.generation > 0 {
-        patch.generation = patch.generation.saturating_add(1);
-    }
-    BeforeDelete {
-        graceful: true,
-        pending: false,
+    BeforeDelete::Graceful {
+        deletion: Deletion {
+            timestamp: saturate_timestamp(new_ts, now.floor_to_timestamp()),
+            grace_period_seconds: new_grace,
+            // R12: re-deletes never bump the generation.
+            generation,
+        },
+        grace: requested,
     }
 }
 
@@ -411,11 +422,13 @@ pub fn gc_finalizers<const F: usize>(
     strategy: &Strategy,
     options: &DeleteOptions,
 ) -> Result<Option<Finalizers<F>>, DeleteError> {
-    Ok(gc_change(existing, strategy, options)?.map(|gc| {
-        let mut next = existing.clone();
-        gc.apply(&mut next);
-        next
-    }))
+    Ok(
+        gc_change(&GcView::of(existing), strategy, options, F)?.map(|gc| {
+            let mut next = existing.clone();
+            gc.apply(&mut next);
+            next
+        }),
+    )
 }
 
 /// Which garbage-collection finalizers an object is to carry.
@@ -426,6 +439,11 @@ struct GcSet {
 }
 
 impl GcSet {
+    const NONE: GcSet = GcSet {
+        orphan: false,
+        foreground: false,
+    };
+
     /// The other finalizers in their order, then `orphan`, then
     /// `foregroundDeletion`, as wanted. [`gc_change`] checked the room.
     fn apply<const F: usize>(self, finalizers: &mut Finalizers<F>) {
@@ -446,98 +464,100 @@ impl GcSet {
     }
 }
 
-/// How many finalizers are not the garbage collector's.
-#[inline]
-fn others<const F: usize>(finalizers: &Finalizers<F>) -> usize {
-    finalizers
-        .iter()
-        .filter(|n| n.as_str() != FINALIZER_ORPHAN && n.as_str() != FINALIZER_FOREGROUND)
-        .count()
+/// What the garbage collector reads in a finalizer list, in one pass.
+#[derive(Copy, Clone, Debug)]
+struct GcView {
+    /// Which of its finalizers are there.
+    present: GcSet,
+    /// Which of them comes first: `Some(true)` for `orphan`, `Some(false)`
+    /// for `foregroundDeletion`, `None` when neither is there.
+    first_is_orphan: Option<bool>,
+    /// How many finalizers are not the garbage collector's.
+    others: usize,
 }
 
-/// [`gc_finalizers`] as the set wanted, without building the list.
+impl GcView {
+    #[inline]
+    fn of<const F: usize>(finalizers: &Finalizers<F>) -> Self {
+        let mut view = GcView {
+            present: GcSet::NONE,
+            first_is_orphan: None,
+            others: 0,
+        };
+        for name in finalizers.iter() {
+            match name.as_str() {
+                FINALIZER_ORPHAN => {
+                    view.present.orphan = true;
+                    view.first_is_orphan.get_or_insert(true);
+                }
+                FINALIZER_FOREGROUND => {
+                    view.present.foreground = true;
+                    view.first_is_orphan.get_or_insert(false);
+                }
+                _ => view.others = view.others.saturating_add(1),
+            }
+        }
+        view
+    }
+}
+
+/// [`gc_finalizers`] as the set wanted, without building the list; `room`
+/// is the list's capacity.
 #[inline]
-fn gc_change<const F: usize>(
-    existing: &Finalizers<F>,
+fn gc_change(
+    view: &GcView,
     strategy: &Strategy,
     options: &DeleteOptions,
+    room: usize,
 ) -> Result<Option<GcSet>, DeleteError> {
     if !strategy.gc_enabled {
         return Ok(None); // R36
     }
-    let wanted = GcSet {
-        orphan: should_orphan(existing, strategy, options),
-        foreground: should_delete_in_foreground(existing, strategy, options),
-    };
-    let present = GcSet {
-        orphan: existing.contains(FINALIZER_ORPHAN),
-        foreground: existing.contains(FINALIZER_FOREGROUND),
-    };
-    // R39: the old list, in its old order, when the set is unchanged. Then
-    // the new list is no longer than the old one.
-    if wanted == present {
+    // The usual request: it names no propagation, the list holds neither
+    // GC finalizer, and the type does not orphan by default, so neither is
+    // wanted and none is there (R37, R38, R39).
+    if options.orphan_dependents.is_none()
+        && options.propagation_policy.is_none()
+        && view.first_is_orphan.is_none()
+        && strategy.default_gc_policy != GcPolicy::OrphanDependents
+    {
         return Ok(None);
     }
-    if others(existing).saturating_add(wanted.len()) > F {
+    let wanted = gc_wanted(view, strategy, options);
+    // R39: the old list, in its old order, when the set is unchanged. Then
+    // the new list is no longer than the old one.
+    if wanted == view.present {
+        return Ok(None);
+    }
+    if view.others.saturating_add(wanted.len()) > room {
         return Err(DeleteError::TooManyFinalizers);
     }
     Ok(Some(wanted))
 }
 
-/// R37: whether the `orphan` finalizer is wanted. First match wins.
+/// R37, R38: which garbage-collection finalizers are wanted. For each, the
+/// first rule that applies wins: a type outside garbage collection wants
+/// neither; then `orphanDependents`; then the propagation policy (an
+/// unrecognized one decides only against `foregroundDeletion`); then
+/// whichever of the two comes first in the list; then, for `orphan`, the
+/// type's default (R38's trap: the usual default is not foreground).
 #[inline]
-fn should_orphan<const F: usize>(
-    existing: &Finalizers<F>,
-    strategy: &Strategy,
-    options: &DeleteOptions,
-) -> bool {
+fn gc_wanted(view: &GcView, strategy: &Strategy, options: &DeleteOptions) -> GcSet {
     if strategy.default_gc_policy == GcPolicy::Unsupported {
-        return false;
+        return GcSet::NONE;
     }
-    if let Some(orphan) = options.orphan_dependents {
-        return orphan;
-    }
-    match options.propagation_policy {
-        Some(Propagation::Orphan) => return true,
-        Some(Propagation::Background | Propagation::Foreground) => return false,
-        Some(Propagation::Unrecognized) | None => {}
-    }
-    for name in existing.iter() {
-        if name.as_str() == FINALIZER_ORPHAN {
-            return true;
-        }
-        if name.as_str() == FINALIZER_FOREGROUND {
-            return false;
-        }
-    }
-    strategy.default_gc_policy == GcPolicy::OrphanDependents
-}
-
-/// R38: whether the `foregroundDeletion` finalizer is wanted.
-#[inline]
-fn should_delete_in_foreground<const F: usize>(
-    existing: &Finalizers<F>,
-    strategy: &Strategy,
-    options: &DeleteOptions,
-) -> bool {
-    if strategy.default_gc_policy == GcPolicy::Unsupported {
-        return false;
-    }
-    if options.orphan_dependents.is_some() {
-        return false;
-    }
-    if let Some(policy) = options.propagation_policy {
-        return policy == Propagation::Foreground;
-    }
-    for name in existing.iter() {
-        if name.as_str() == FINALIZER_FOREGROUND {
-            return true;
-        }
-        if name.as_str() == FINALIZER_ORPHAN {
-            return false;
-        }
-    }
-    false
+    let orphan_by_list = view
+        .first_is_orphan
+        .unwrap_or(strategy.default_gc_policy == GcPolicy::OrphanDependents);
+    let (orphan, foreground) = match (options.orphan_dependents, options.propagation_policy) {
+        (Some(orphan), _) => (orphan, false),
+        (None, Some(Propagation::Orphan)) => (true, false),
+        (None, Some(Propagation::Background)) => (false, false),
+        (None, Some(Propagation::Foreground)) => (false, true),
+        (None, Some(Propagation::Unrecognized)) => (orphan_by_list, false),
+        (None, None) => (orphan_by_list, view.first_is_orphan == Some(false)),
+    };
+    GcSet { orphan, foreground }
 }
 
 /// A change to the finalizer list through an update (not a delete).

@@ -230,6 +230,23 @@ impl Now {
     }
 }
 
+impl Timestamp {
+    /// `self + seconds`, clamped as [`saturate_timestamp`] clamps it with
+    /// `self` as the floor: never past [`MAX_TIMESTAMP_SECONDS`] unless
+    /// `self` already is, never below `i64::MIN` (D2). In `i64` alone: the
+    /// saturating sum is clamped to `i64`'s range, which holds the ceiling.
+    #[inline]
+    pub(crate) const fn saturating_add_seconds(self, seconds: i64) -> Timestamp {
+        let ceiling = if self.0 > MAX_TIMESTAMP_SECONDS {
+            self.0
+        } else {
+            MAX_TIMESTAMP_SECONDS
+        };
+        let sum = self.0.saturating_add(seconds);
+        Timestamp(if sum > ceiling { ceiling } else { sum })
+    }
+}
+
 /// `seconds_wide` clamped into the stored timestamp range: never past
 /// [`MAX_TIMESTAMP_SECONDS`] unless `floor` (the current second) is already
 /// later, never below `i64::MIN` (D2).
@@ -329,6 +346,34 @@ mod tests {
         );
         let late = Timestamp::from_unix_seconds(i64::MAX);
         assert_eq!(saturate_timestamp(i128::MAX, late), late);
+    }
+
+    #[test]
+    fn d2_adding_seconds_saturates_like_the_wide_sum() {
+        let edges = [
+            i64::MIN,
+            i64::MIN + 1,
+            -1,
+            0,
+            1,
+            1000,
+            MAX_TIMESTAMP_SECONDS - 1,
+            MAX_TIMESTAMP_SECONDS,
+            MAX_TIMESTAMP_SECONDS + 1,
+            i64::MAX - 1,
+            i64::MAX,
+        ];
+        for base in edges {
+            for seconds in edges {
+                let base = Timestamp::from_unix_seconds(base);
+                let wide = i128::from(base.as_unix_seconds()) + i128::from(seconds);
+                assert_eq!(
+                    base.saturating_add_seconds(seconds),
+                    saturate_timestamp(wide, base),
+                    "{base:?} + {seconds}"
+                );
+            }
+        }
     }
 
     #[cfg(feature = "embassy-time")]

@@ -1239,6 +1239,124 @@ fn r39_gc_finalizers_are_appended_orphan_then_foreground() {
     assert_eq!(list(&switched), ["x", FINALIZER_FOREGROUND]);
 }
 
+/// R37–R39 as `deletionFinalizersForGarbageCollection` writes them: one
+/// scan of the list per rule, first match wins; the new list is the others
+/// in their order, then `orphan`, then `foregroundDeletion`.
+fn gc_finalizers_by_scans(
+    existing: &[&str],
+    strategy: &Strategy,
+    options: &DeleteOptions,
+) -> Result<Option<Vec<String>>, DeleteError> {
+    if !strategy.gc_enabled {
+        return Ok(None);
+    }
+    let supported = strategy.default_gc_policy != GcPolicy::Unsupported;
+    let first_of = |wanted: &str, other: &str| {
+        existing
+            .iter()
+            .find(|n| **n == wanted || **n == other)
+            .map(|n| *n == wanted)
+    };
+    let orphan = supported
+        && match (options.orphan_dependents, options.propagation_policy) {
+            (Some(o), _) => o,
+            (None, Some(Propagation::Orphan)) => true,
+            (None, Some(Propagation::Background | Propagation::Foreground)) => false,
+            (None, Some(Propagation::Unrecognized) | None) => {
+                first_of(FINALIZER_ORPHAN, FINALIZER_FOREGROUND)
+                    .unwrap_or(strategy.default_gc_policy == GcPolicy::OrphanDependents)
+            }
+        };
+    let foreground = supported
+        && options.orphan_dependents.is_none()
+        && match options.propagation_policy {
+            Some(p) => p == Propagation::Foreground,
+            None => first_of(FINALIZER_FOREGROUND, FINALIZER_ORPHAN).unwrap_or(false),
+        };
+    let present = (
+        existing.contains(&FINALIZER_ORPHAN),
+        existing.contains(&FINALIZER_FOREGROUND),
+    );
+    if (orphan, foreground) == present {
+        return Ok(None);
+    }
+    let mut next: Vec<String> = existing
+        .iter()
+        .filter(|n| **n != FINALIZER_ORPHAN && **n != FINALIZER_FOREGROUND)
+        .map(|n| n.to_string())
+        .collect();
+    if orphan {
+        next.push(FINALIZER_ORPHAN.to_string());
+    }
+    if foreground {
+        next.push(FINALIZER_FOREGROUND.to_string());
+    }
+    if next.len() > F {
+        return Err(DeleteError::TooManyFinalizers);
+    }
+    Ok(Some(next))
+}
+
+#[test]
+fn r37_r38_r39_gc_finalizers_match_the_rule_scans_for_every_small_case() {
+    let names = [FINALIZER_ORPHAN, FINALIZER_FOREGROUND, "x"];
+    // Every list of up to F names drawn from the three, repeats included.
+    let mut lists: Vec<Vec<&str>> = vec![vec![]];
+    for len in 1..=F {
+        let mut longer = Vec::new();
+        for l in lists.iter().filter(|l| l.len() == len - 1) {
+            for n in names {
+                let mut l = l.clone();
+                l.push(n);
+                longer.push(l);
+            }
+        }
+        lists.extend(longer);
+    }
+    let propagations = [
+        None,
+        Some(Propagation::Orphan),
+        Some(Propagation::Background),
+        Some(Propagation::Foreground),
+        Some(Propagation::Unrecognized),
+    ];
+    let mut cases = 0;
+    for list_names in &lists {
+        let existing = fins(list_names);
+        for default_gc_policy in [
+            GcPolicy::DeleteDependents,
+            GcPolicy::OrphanDependents,
+            GcPolicy::Unsupported,
+        ] {
+            for gc_enabled in [false, true] {
+                let strategy = Strategy {
+                    default_gc_policy,
+                    gc_enabled,
+                    ..Strategy::GENERIC
+                };
+                for orphan_dependents in [None, Some(false), Some(true)] {
+                    for propagation_policy in propagations {
+                        let options = DeleteOptions {
+                            orphan_dependents,
+                            propagation_policy,
+                            ..DeleteOptions::default()
+                        };
+                        let got = gc_finalizers(&existing, &strategy, &options)
+                            .map(|f| f.map(|f| list(&f).iter().map(|s| s.to_string()).collect()));
+                        assert_eq!(
+                            got,
+                            gc_finalizers_by_scans(list_names, &strategy, &options),
+                            "{list_names:?} {strategy:?} {options:?}"
+                        );
+                        cases += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(cases, lists.len() * 3 * 2 * 3 * 5);
+}
+
 #[test]
 fn r40_background_on_the_only_orphan_finalizer_deletes_at_once() {
     let stored = with_finalizers(generic(), &[FINALIZER_ORPHAN]);
