@@ -60,7 +60,7 @@ pub use self::error::{BatchError, StoreError};
 #[cfg(feature = "etcd")]
 pub use self::etcd::{DEFAULT_ETCD_PREFIX, EpochBump, EtcdOptions, EtcdStore, Lease};
 pub use self::memory::MemoryStore;
-pub use self::object::{FINALIZERS, StoredContainer, StoredObject};
+pub use self::object::{FINALIZERS, KillState, StoredContainer, StoredObject};
 pub use self::redb::{RedbOptions, RedbStore};
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
 
