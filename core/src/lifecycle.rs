@@ -287,8 +287,8 @@ pub struct AgentState {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
-    derive(serde::Serialize, serde::Deserialize),
-    serde(from = "persist::Persisted<F, C>", into = "persist::Persisted<F, C>")
+    derive(serde::Deserialize),
+    serde(from = "persist::Persisted<F, C>")
 )]
 pub struct Lifecycle<const F: usize, const C: usize> {
     record: Record<F>,

@@ -3,7 +3,8 @@
 //! writes per commit), in the same run, on a temp dir.
 //!
 //! Each transition is one compare-and-swap update of an object carrying a
-//! runtime agent record (a pod with one container, its kill state as JSON),
+//! runtime kill state (a pod with one container, its lifecycle encoded as
+//! the runtime encodes it),
 //! the write the runtime makes per input.
 //!
 //! `cargo bench -p grace-std --bench group_commit` (`GRACE_BENCH_N` to
@@ -12,7 +13,7 @@
 use std::time::Instant as StdInstant;
 
 use grace_core::{DeleteOptions, Name, Now, Record, Strategy};
-use grace_std::runtime::ObjectLifecycle;
+use grace_std::runtime::{KillRecord, ObjectLifecycle};
 use grace_std::store::{RedbStore, Revision, Store, StoredContainer, StoredObject, Write};
 
 /// Objects written round-robin (each transition updates one of them).
@@ -37,7 +38,11 @@ fn object(i: usize) -> StoredObject {
     let now = Now::from_unix_millis(1_700_000_000_000);
     let _ = lifecycle.handle_delete(now, &DeleteOptions::with_grace(30));
     let _ = lifecycle.handle_agent_sync(now);
-    object.agent = Some(serde_json::json!({ "epoch": "bench", "lifecycle": lifecycle }));
+    let record = KillRecord {
+        epoch: "bench".into(),
+        lifecycle,
+    };
+    object.agent = Some(record.encode().expect("encodes"));
     object
 }
 

@@ -29,10 +29,10 @@
 
 use std::time::{Duration, Instant};
 
-use grace_core::{ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Record, Strategy};
-use grace_std::runtime::ROUND;
+use grace_core::{ContainerSpec, DeleteOptions, Name, Now, Record, Strategy};
+use grace_std::runtime::{KillRecord, ObjectLifecycle, ROUND};
 use grace_std::store::{
-    FINALIZERS, Preconditions, RedbStore, Revision, Store, StoredContainer, StoredObject, Write,
+    Preconditions, RedbStore, Revision, Store, StoredContainer, StoredObject, Write,
 };
 
 /// The writes of one object's deletion, in order.
@@ -207,20 +207,21 @@ fn deletion(run: &str, i: usize) -> Deletion {
         sidecar: false,
         command: vec!["/bin/app".into(), "--port=8080".into()],
     }];
-    let mut lifecycle: Lifecycle<FINALIZERS, 2> = Lifecycle::new(
+    let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,
         object.meta.clone(),
         &[ContainerSpec::default()],
     )
     .expect("one container fits");
     let at = |s: i64| Now::from_unix_millis(1_700_000_000_000 + s * 1000);
-    let snapshot = |lifecycle: &Lifecycle<FINALIZERS, 2>| {
+    let snapshot = |lifecycle: &ObjectLifecycle| {
         let mut stage = object.clone();
         stage.meta = lifecycle.record().clone();
-        stage.agent = Some(serde_json::json!({
-            "epoch": "4b2c6a1e-0f1d-4a57-9d7e-5c3b2f1a0e9d",
-            "lifecycle": lifecycle,
-        }));
+        let record = KillRecord {
+            epoch: "boot:4b2c6a1e-0f1d-4a57-9d7e-5c3b2f1a0e9d".into(),
+            lifecycle: lifecycle.clone(),
+        };
+        stage.agent = Some(record.encode().expect("encodes"));
         stage
     };
     let mut stages = vec![object.clone()];

@@ -1,36 +1,43 @@
 //! 100 000 terminating objects: the runtime's deadline queue vs one tokio
 //! task per object sleeping until its deadline, in the same run.
 //!
-//! Both sides hold the same per-object state, a grace-std
-//! [`ObjectLifecycle`] (a pod with one container, deleted with its own
-//! grace of 1 s to 1 h and synced, so SIGTERM is sent and SIGKILL is due),
-//! and both do the same transition when the deadline fires:
-//! `handle_timeout` and draining the owed actions (one `SendKill`).
+//! Every side starts from the same per-object state (a pod with one
+//! container, deleted with its own grace of 1 s to 1 h and synced, so
+//! SIGTERM is sent and SIGKILL is due) and, when the deadline fires, does
+//! `handle_timeout` and carries out the owed action (one `SendKill`,
+//! counted by the same actuator).
 //!
 //! - grace: a [`Runtime`] on a store that keeps nothing ([`NullStore`]: the
-//!   runtime's own memory is measured, not a store's copy) with an
-//!   actuator that counts kills. Its deadline path still builds and
-//!   JSON-encodes the write-ahead records it hands the store.
-//! - baseline: a tokio `current_thread` runtime with the clock paused; one
-//!   spawned task per object owns its lifecycle and sleeps until the
-//!   deadline.
+//!   runtime's own memory is measured, not a store's copy). Write-ahead: it
+//!   writes every object's kill state before the kill and again after it,
+//!   a round of up to `ROUND` objects per store batch.
+//! - same work, one task per object: a tokio `current_thread` runtime with
+//!   the clock paused; one spawned task per object owns its lifecycle and
+//!   spec and sleeps until the deadline, then does what the runtime does
+//!   for it — writes the object with its kill state (same encoding, same
+//!   kind of store) before the kill, carries the kill out, writes it again
+//!   — one store write at a time: no batching across tasks.
+//! - bare, one task per object: the same tasks doing only the transition
+//!   (`handle_timeout` and the action), persisting nothing.
 //!
 //! Memory is live heap bytes (a counting global allocator) after all
-//! 100 000 are set up. CPU time is this thread's CPU time to drive every
+//! objects are set up. CPU time is this thread's CPU time to drive every
 //! object through its deadline, with the clock moved in 60 steps of 60 s.
 //!
-//! `cargo bench -p grace-std --bench timers` (`GRACE_BENCH_N` to change n).
+//! `cargo bench -p grace-std --bench timers` (`GRACE_BENCH_N` to change n;
+//! `GRACE_BENCH_ONLY=grace|same|bare` runs one side alone, for profilers).
 
 use std::alloc::System;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration as StdDuration;
 
 use grace_core::{Action, ContainerSpec, DeleteOptions, Duration, Name, Now, Record, Strategy};
-use grace_std::clock::ManualClock;
-use grace_std::runtime::{Actuator, ObjectLifecycle, Recovery, Runtime};
+use grace_std::clock::{Clock, ManualClock};
+use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::{
-    BatchError, Listing, Revision, Store, StoreError, StoredContainer, StoredObject, Watch, Write,
+    BatchError, KillState, Listing, Revision, Store, StoreError, StoredContainer, StoredObject,
+    Watch, Write,
 };
 use rustix::time::{ClockId, clock_gettime};
 use stats_alloc::{INSTRUMENTED_SYSTEM, Region, StatsAlloc};
@@ -56,6 +63,12 @@ fn live(region: &Region<'_, System>) -> i64 {
     let allocated = i64::try_from(c.bytes_allocated).expect("fits");
     let freed = i64::try_from(c.bytes_deallocated).expect("fits");
     allocated - freed + i64::try_from(c.bytes_reallocated).expect("fits")
+}
+
+/// Heap allocations (and reallocations) since `region` was taken.
+fn allocations(region: &Region<'_, System>) -> usize {
+    let c = region.change();
+    c.allocations + c.reallocations
 }
 
 /// This thread's CPU time.
@@ -128,6 +141,8 @@ fn pod(i: usize) -> StoredObject {
 struct Measured {
     bytes_per_object: f64,
     cpu: StdDuration,
+    /// Heap allocations per object while driving them (reallocations too).
+    allocations: f64,
     kills: usize,
 }
 
@@ -150,22 +165,32 @@ fn grace(n: usize) -> Measured {
         let _ = rt.agent_sync(&name).expect("synced");
     }
     let bytes = live(&region);
+    let allocated = allocations(&region);
     let start = cpu();
-    for _ in 0..STEPS {
-        rt.clock().advance(Duration::from_millis(STEP_S * 1000));
-        rt.handle_timeouts().expect("handled");
-    }
+    drive(&mut rt);
     let spent = cpu() - start;
+    let allocated = allocations(&region) - allocated;
     let kills = rt.actuator().0;
     drop(rt);
     Measured {
         bytes_per_object: bytes as f64 / n as f64,
         cpu: spent,
+        allocations: allocated as f64 / n as f64,
         kills,
     }
 }
 
-// ---- baseline: one tokio task per object ---------------------------------------
+/// Moves the clock through every deadline (a function of its own, for
+/// profilers: `valgrind --tool=callgrind --toggle-collect='timers::drive'`).
+#[inline(never)]
+fn drive(rt: &mut Runtime<NullStore, ManualClock, CountKills>) {
+    for _ in 0..STEPS {
+        rt.clock().advance(Duration::from_millis(STEP_S * 1000));
+        rt.handle_timeouts().expect("handled");
+    }
+}
+
+// ---- baselines: one tokio task per object -------------------------------------
 
 fn now_at(since_start: StdDuration) -> Now {
     let ms = i64::try_from(since_start.as_millis()).expect("small");
@@ -185,37 +210,134 @@ fn terminating(i: usize) -> ObjectLifecycle {
     lifecycle
 }
 
-fn tasks(n: usize) -> Measured {
+/// What a task-per-object runtime shares between its tasks (a
+/// single-threaded `LocalSet`, so `Rc` and `RefCell`).
+struct Shared {
+    store: NullStore,
+    actuator: RefCell<CountKills>,
+    /// The clock epoch written with every kill state.
+    epoch: String,
+    /// One encoding buffer for all tasks, as the runtime has one.
+    buf: RefCell<Vec<u8>>,
+}
+
+/// One task's object: its name, lifecycle, the rest of its stored object,
+/// and the revision of its last write.
+struct Object {
+    name: String,
+    lifecycle: ObjectLifecycle,
+    node: Option<String>,
+    containers: Vec<StoredContainer>,
+    revision: Revision,
+}
+
+impl Object {
+    fn new(i: usize) -> Object {
+        let pod = pod(i);
+        Object {
+            name: format!("p{i}"),
+            lifecycle: terminating(i),
+            node: pod.node,
+            containers: pod.containers,
+            revision: Revision(1),
+        }
+    }
+
+    /// The stored object for the lifecycle as it is, with `agent`.
+    fn stored(&self, agent: KillState) -> StoredObject {
+        StoredObject {
+            meta: self.lifecycle.record().clone(),
+            strategy: Strategy::POD,
+            node: self.node.clone(),
+            containers: self.containers.clone(),
+            agent: Some(agent),
+        }
+    }
+
+    /// Write-ahead: writes the lifecycle with its kill state (one store
+    /// write); returns the kill state written. `reuse` is the object as
+    /// last written, to update rather than build anew.
+    fn persist(&mut self, shared: &Shared, reuse: Option<StoredObject>) -> KillState {
+        let state =
+            KillRecord::encode_with(&mut shared.buf.borrow_mut(), &shared.epoch, &self.lifecycle)
+                .expect("encodes");
+        let object = match reuse {
+            Some(mut object) => {
+                object.meta.clone_from(self.lifecycle.record());
+                object.agent = Some(state.clone());
+                object
+            }
+            None => self.stored(state.clone()),
+        };
+        let revision = shared
+            .store
+            .update(&self.name, object, self.revision)
+            .expect("written");
+        self.lifecycle.stored_at(revision.get());
+        self.revision = revision;
+        state
+    }
+
+    /// What the runtime does at the deadline, for this one object: the
+    /// transition, the kill state written before the action, the action,
+    /// the kill state written again.
+    #[inline(never)]
+    fn timeout(&mut self, shared: &Shared, now: Now) {
+        let before = self.lifecycle.clone();
+        self.lifecycle.handle_timeout(now);
+        if self.lifecycle == before {
+            return;
+        }
+        let written = self.persist(shared, None);
+        let mut shown = None;
+        let mut acted = false;
+        while let Some(action) = self.lifecycle.poll_action() {
+            acted = true;
+            let shown = shown.get_or_insert_with(|| self.stored(written.clone()));
+            let _ = shared
+                .actuator
+                .borrow_mut()
+                .perform(&self.name, shown, &action);
+        }
+        if acted {
+            self.persist(shared, shown);
+        }
+    }
+}
+
+/// Spawns one task per object; `job` runs at its deadline. Returns the
+/// live heap per object once every task is waiting, the CPU time to drive
+/// all through their deadlines and the allocations per object meanwhile.
+fn tasks<T: 'static>(
+    n: usize,
+    state: impl Fn(usize) -> T,
+    job: impl Fn(&mut T, Now) + Clone + 'static,
+) -> (f64, StdDuration, f64) {
     let region = Region::new(GLOBAL);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("runtime");
-    let kills = Rc::new(Cell::new(0usize));
     let done = Rc::new(Cell::new(0usize));
     let local = tokio::task::LocalSet::new();
-    let (bytes, spent) = local.block_on(&rt, async {
+    let (bytes, spent, allocated) = local.block_on(&rt, async {
         let origin = tokio::time::Instant::now();
         for i in 0..n {
-            let mut lifecycle = terminating(i);
-            let kills = Rc::clone(&kills);
+            let mut state = state(i);
+            let job = job.clone();
             let done = Rc::clone(&done);
             let grace = StdDuration::from_secs(u64::try_from(grace_for(i)).expect("positive"));
             tokio::task::spawn_local(async move {
                 tokio::time::sleep_until(origin + grace).await;
-                lifecycle.handle_timeout(now_at(origin.elapsed()));
-                while let Some(action) = lifecycle.poll_action() {
-                    if matches!(action, Action::SendKill { .. }) {
-                        kills.set(kills.get() + 1);
-                    }
-                }
+                job(&mut state, now_at(origin.elapsed()));
                 done.set(done.get() + 1);
             });
         }
         // Every task polled once: its timer is registered.
         tokio::task::yield_now().await;
         let bytes = live(&region);
+        let allocated = allocations(&region);
         let start = cpu();
         for _ in 0..STEPS {
             tokio::time::advance(StdDuration::from_secs(STEP_S)).await;
@@ -223,22 +345,67 @@ fn tasks(n: usize) -> Measured {
         while done.get() < n {
             tokio::task::yield_now().await;
         }
-        (bytes, cpu() - start)
+        let spent = cpu() - start;
+        (bytes, spent, allocations(&region) - allocated)
+    });
+    drop(local);
+    drop(rt);
+    (bytes as f64 / n as f64, spent, allocated as f64 / n as f64)
+}
+
+/// Each task only does the transition and counts the kill.
+fn bare_tasks(n: usize) -> Measured {
+    let kills = Rc::new(Cell::new(0usize));
+    let counted = Rc::clone(&kills);
+    let (bytes_per_object, cpu, allocations) = tasks(n, terminating, move |lifecycle, now| {
+        lifecycle.handle_timeout(now);
+        while let Some(action) = lifecycle.poll_action() {
+            if matches!(action, Action::SendKill { .. }) {
+                counted.set(counted.get() + 1);
+            }
+        }
     });
     Measured {
-        bytes_per_object: bytes as f64 / n as f64,
-        cpu: spent,
+        bytes_per_object,
+        cpu,
+        allocations,
         kills: kills.get(),
     }
 }
 
-/// CPU time of encoding `count` agent records as the runtime does (the
-/// lifecycle as a JSON tree), for the share of grace's time it is.
+/// Each task does the runtime's work for its object, one write at a time.
+fn same_work_tasks(n: usize) -> Measured {
+    let shared = Rc::new(Shared {
+        store: NullStore::default(),
+        actuator: RefCell::new(CountKills::default()),
+        epoch: ManualClock::at_unix_millis(START_MS).epoch(),
+        buf: RefCell::new(Vec::new()),
+    });
+    let job = {
+        let shared = Rc::clone(&shared);
+        move |object: &mut Object, now: Now| object.timeout(&shared, now)
+    };
+    let (bytes_per_object, cpu, allocations) = tasks(n, Object::new, job);
+    let kills = shared.actuator.borrow().0;
+    Measured {
+        bytes_per_object,
+        cpu,
+        allocations,
+        kills,
+    }
+}
+
+/// CPU time of encoding `count` kill states as the runtime does.
 fn encoding(count: usize) -> StdDuration {
     let lifecycle = terminating(1);
+    let epoch = ManualClock::at_unix_millis(START_MS).epoch();
+    let mut buf = Vec::new();
     let start = cpu();
     for _ in 0..count {
-        std::hint::black_box(serde_json::to_value(&lifecycle).expect("encodes"));
+        std::hint::black_box(
+            KillRecord::encode_with(&mut buf, &epoch, std::hint::black_box(&lifecycle))
+                .expect("encodes"),
+        );
     }
     cpu() - start
 }
@@ -251,35 +418,40 @@ fn main() {
     let lifecycle = std::mem::size_of::<ObjectLifecycle>();
     println!("timers: n = {n}, ObjectLifecycle = {lifecycle} bytes");
 
-    let base = tasks(n);
-    let ours = grace(n);
-    assert_eq!(base.kills, n, "baseline: every object killed once");
-    assert_eq!(ours.kills, n, "grace: every object killed once");
-    let json = encoding(2 * n);
-
-    let l = lifecycle as f64;
     let ms = |d: StdDuration| d.as_secs_f64() * 1e3;
+    let show = |what: &str, m: &Measured| {
+        assert_eq!(m.kills, n, "{what} every object killed once");
+        println!(
+            "{what:<34} {:>6.0} B/object live heap, {:>8.1} ms CPU, {:>5.1} allocations/object",
+            m.bytes_per_object,
+            ms(m.cpu),
+            m.allocations,
+        );
+    };
+    // One side alone, for profilers.
+    match std::env::var("GRACE_BENCH_ONLY").as_deref() {
+        Ok("grace") => return show("grace (Runtime, deadline queue):", &grace(n)),
+        Ok("same") => return show("tasks doing the same work:", &same_work_tasks(n)),
+        Ok("bare") => return show("bare tasks (transition only):", &bare_tasks(n)),
+        _ => {}
+    }
+    let bare = bare_tasks(n);
+    let same = same_work_tasks(n);
+    let ours = grace(n);
+    let encode = encoding(2 * n);
+
+    show("grace (Runtime, deadline queue):", &ours);
+    show("tasks doing the same work:", &same);
+    show("bare tasks (transition only):", &bare);
     println!(
-        "baseline (tokio task per object): {:.0} B/object live heap ({:.0} besides the lifecycle), {:.1} ms CPU",
-        base.bytes_per_object,
-        base.bytes_per_object - l,
-        ms(base.cpu)
+        "  encoding 2 kill states per object, timed alone: {:.1} ms CPU",
+        ms(encode)
     );
-    println!(
-        "grace (Runtime, deadline queue):  {:.0} B/object live heap ({:.0} besides the lifecycle), {:.1} ms CPU",
-        ours.bytes_per_object,
-        ours.bytes_per_object - l,
-        ms(ours.cpu)
-    );
-    println!(
-        "  of which encoding 2 agent records per object (serde_json::to_value): {:.1} ms CPU",
-        ms(json)
-    );
-    println!(
-        "ratios grace/baseline: memory {:.2}x (besides the lifecycle {:.2}x), CPU {:.2}x (without the encoding {:.2}x)",
-        ours.bytes_per_object / base.bytes_per_object,
-        (ours.bytes_per_object - l) / (base.bytes_per_object - l),
-        ms(ours.cpu) / ms(base.cpu),
-        (ms(ours.cpu) - ms(json)) / ms(base.cpu),
-    );
+    for (what, base) in [("same-work", &same), ("bare", &bare)] {
+        println!(
+            "ratios grace/{what} baseline: memory {:.2}x, CPU {:.2}x",
+            ours.bytes_per_object / base.bytes_per_object,
+            ms(ours.cpu) / ms(base.cpu),
+        );
+    }
 }

@@ -32,6 +32,7 @@ pub enum Target<'a> {
     /// decided here, against the store.
     Shared(&'a dyn Store),
 }
+use crate::runtime::KillRecord;
 
 /// A failed command: what to print, and the exit code.
 #[derive(Debug)]
@@ -346,10 +347,10 @@ fn print_items(
     match output {
         Output::Json => {
             let text = match (name, items.first()) {
-                (Some(_), Some(item)) => serde_json::to_string_pretty(item),
+                (Some(_), Some(item)) => serde_json::to_string_pretty(&readable(item)),
                 _ => serde_json::to_string_pretty(&serde_json::json!({
                     "revision": revision,
-                    "items": items,
+                    "items": items.iter().map(readable).collect::<Vec<_>>(),
                 })),
             }
             .map_err(|e| CommandError::failed(e.to_string()))?;
@@ -491,7 +492,23 @@ fn get_watch(
 }
 
 fn json_line(kind: &str, item: &Item) -> String {
-    serde_json::json!({ "type": kind, "object": item }).to_string()
+    serde_json::json!({ "type": kind, "object": readable(item) }).to_string()
+}
+
+/// `item` as JSON with its kill state decoded (`{"epoch": …, "lifecycle":
+/// {…}}`); one that does not decode stays as stored (a base64 string).
+fn readable(item: &Item) -> serde_json::Value {
+    let mut json = serde_json::to_value(item).unwrap_or(serde_json::Value::Null);
+    let decoded = item
+        .object
+        .agent
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok())
+        .and_then(|record| serde_json::to_value(record).ok());
+    if let (Some(decoded), Some(agent)) = (decoded, json.pointer_mut("/object/agent")) {
+        *agent = decoded;
+    }
+    json
 }
 
 fn header() -> String {

@@ -24,22 +24,28 @@
 //! [`Recovery::ResetFullGrace`] the kill starts again with the full grace,
 //! as the kubelet does after a restart ("at least grace").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
     Handled, Instant, Lifecycle, Now, OtherObject, Phase, Record, Strategy, UpdateError,
     UpdateOutcome, decide_delete,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, Preconditions, Revision, Store, StoreError, StoredContainer,
+    BatchError, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError, StoredContainer,
     StoredObject, Write,
 };
+
+mod objects;
+mod persisted;
+
+use objects::{Id, Objects};
+use persisted::Codec;
+pub use persisted::{KillRecord, KillStateError};
 
 /// The most containers an object may have.
 pub const CONTAINERS: usize = 8;
@@ -241,26 +247,11 @@ struct RoundFailure {
 /// its default `--max-txn-ops`).
 pub const ROUND: usize = 1024;
 
-/// The runtime's part of a stored object (`StoredObject::agent`).
-#[derive(Serialize, Deserialize)]
-struct AgentRecord {
-    /// The clock epoch the lifecycle's instants belong to.
-    epoch: String,
-    lifecycle: ObjectLifecycle,
-}
-
-/// What the runtime keeps per object. The lifecycle is the one copy of the
-/// record and the kill state: the stored object is rebuilt from it and the
-/// spec when it is written (with its agent record) or asked for.
-struct Entry {
-    lifecycle: ObjectLifecycle,
-    spec: Spec,
-    /// The store revision of our last write; `None` once removed.
-    revision: Option<Revision>,
-    deadline: Option<Instant>,
-}
-
-/// The parts of a stored object that its lifecycle does not hold.
+/// The parts of a stored object that its lifecycle does not hold. The
+/// lifecycle is the one copy of the record and the kill state: the stored
+/// object is rebuilt from it and the spec when it is written (with its kill
+/// state) or asked for.
+#[derive(Default)]
 struct Spec {
     strategy: Strategy,
     node: Option<String>,
@@ -276,14 +267,14 @@ impl Spec {
         }
     }
 
-    /// The stored object for `lifecycle`, without agent record.
-    fn object(&self, lifecycle: &ObjectLifecycle) -> StoredObject {
+    /// The stored object for `lifecycle`, with the kill state `agent`.
+    fn object(&self, lifecycle: &ObjectLifecycle, agent: Option<KillState>) -> StoredObject {
         StoredObject {
             meta: lifecycle.record().clone(),
             strategy: self.strategy,
             node: self.node.clone(),
             containers: self.containers.clone(),
-            agent: None,
+            agent,
         }
     }
 }
@@ -295,11 +286,12 @@ pub struct Runtime<S, C, A> {
     actuator: A,
     recovery: Recovery,
     epoch: String,
-    /// Boxed: B-tree nodes hold eleven slots and are often half full, so
-    /// unboxed entries (a lifecycle is over a kilobyte) would waste more
-    /// memory than they use.
-    objects: BTreeMap<String, Box<Entry>>,
-    deadlines: BTreeSet<(Instant, String)>,
+    /// Every tracked object, its lifecycle packed between inputs.
+    objects: Objects,
+    /// Each queued object's deadline and id.
+    deadlines: BTreeSet<(Instant, Id)>,
+    /// Encodes the kill states written.
+    codec: Codec,
     /// Names whose stored state is unknown (a write failed and the store
     /// could not be read since): read back before their next use.
     unsure: BTreeSet<String>,
@@ -319,8 +311,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             actuator,
             recovery,
             epoch,
-            objects: BTreeMap::new(),
+            objects: Objects::default(),
             deadlines: BTreeSet::new(),
+            codec: Codec::default(),
             unsure: BTreeSet::new(),
             retry_at: None,
             subscribers: Vec::new(),
@@ -331,22 +324,20 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let mut round = Vec::new();
         for (name, object, revision) in listing.objects {
             let (lifecycle, reset) = runtime.restore(&object, revision, now, runtime.recovery)?;
-            runtime.objects.insert(
-                name.clone(),
-                Box::new(Entry {
-                    lifecycle,
-                    spec: Spec::of(object),
-                    revision: Some(revision),
-                    deadline: None,
-                }),
-            );
+            let id = runtime
+                .objects
+                .insert(&name, lifecycle, Spec::of(object), Some(revision));
             runtime.emit(now, &name, Change::Recovered { reset });
-            round.push((name, None));
+            round.push((id, None));
             if round.len() == round_size {
-                runtime.commit_round(now, std::mem::take(&mut round))?;
+                let done = runtime.commit_round(now, std::mem::take(&mut round));
+                runtime.objects.close();
+                done?;
             }
         }
-        runtime.commit_round(now, round)?;
+        let done = runtime.commit_round(now, round);
+        runtime.objects.close();
+        done?;
         Ok(runtime)
     }
 
@@ -372,9 +363,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         &mut self.actuator
     }
 
-    /// The lifecycle of a tracked object.
-    pub fn lifecycle(&self, name: &str) -> Option<&ObjectLifecycle> {
-        self.objects.get(name).map(|e| &e.lifecycle)
+    /// The lifecycle of a tracked object: decoded on each call from the
+    /// compact form the runtime keeps it in.
+    pub fn lifecycle(&self, name: &str) -> Option<ObjectLifecycle> {
+        let id = self.objects.id(name)?;
+        self.objects.read(id, |_, l| l.clone()).ok().flatten()
     }
 
     /// The stored object as last written by the runtime (its containers,
@@ -382,27 +375,36 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// lifecycle, which is the runtime's only copy of the record; `agent`
     /// is `None` (the kill state is [`lifecycle`](Self::lifecycle)).
     pub fn object(&self, name: &str) -> Option<StoredObject> {
-        self.objects.get(name).map(|e| e.spec.object(&e.lifecycle))
+        let id = self.objects.id(name)?;
+        self.objects
+            .read(id, |entry, l| entry.spec.object(l, None))
+            .ok()
+            .flatten()
     }
 
     /// Names of the objects tracked (stored, or removed with a workload
-    /// still being stopped).
+    /// still being stopped), in bytewise order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.objects.keys().map(String::as_str)
+        self.objects.names()
     }
 
     /// Stores and tracks a new object.
     pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        let done = self.create_open(name, object);
+        self.objects.close();
+        done
+    }
+
+    fn create_open(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
         if self.unsure.contains(name) {
             self.resync(name)?;
         }
-        if self.objects.contains_key(name) {
+        if self.objects.id(name).is_some() {
             return Err(RuntimeError::AlreadyExists(name.to_owned()));
         }
         let lifecycle = fresh(&object, &[])?;
         let spec = Spec::of(object);
-        let mut written = spec.object(&lifecycle);
-        written.agent = Some(self.agent_record(&lifecycle)?);
+        let written = spec.object(&lifecycle, Some(self.agent_record(&lifecycle)?));
         let revision = match self.store.create(name, written) {
             Ok(r) => r,
             Err(StoreError::AlreadyExists { .. }) => {
@@ -416,15 +418,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let mut lifecycle = lifecycle;
         lifecycle.stored_at(revision.get());
-        self.objects.insert(
-            name.to_owned(),
-            Box::new(Entry {
-                lifecycle,
-                spec,
-                revision: Some(revision),
-                deadline: None,
-            }),
-        );
+        self.objects.insert(name, lifecycle, spec, Some(revision));
         Ok(())
     }
 
@@ -503,7 +497,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// The earliest deadline of all objects, or the next attempt to read
     /// back objects the store could not answer for.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let next = self.deadlines.first().map(|(t, _)| *t);
+        let next = self.deadlines.first().map(|&(t, _)| t);
         match (next, self.retry_at) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -534,22 +528,25 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     failed.get_or_insert(e);
                 }
             }
+            self.objects.close();
         }
         loop {
-            let Some(first) = self.deadlines.first().cloned() else {
+            let Some(first) = self.deadlines.first().copied() else {
                 return failed.map_or(Ok(()), Err);
             };
             if first.0 > now.mono {
                 return failed.map_or(Ok(()), Err);
             }
-            let due: Vec<String> = self
+            let due: Vec<Id> = self
                 .deadlines
                 .iter()
-                .take_while(|(t, _)| *t <= now.mono)
+                .take_while(|&&(t, _)| t <= now.mono)
                 .take(self.round_size())
-                .map(|(_, name)| name.clone())
+                .map(|&(_, id)| id)
                 .collect();
-            if let Err(e) = self.timeout_round(now, due) {
+            let done = self.timeout_round(now, due);
+            self.objects.close();
+            if let Err(e) = done {
                 return Err(failed.unwrap_or(e));
             }
             // A lifecycle always moves a handled deadline past now; if one
@@ -561,39 +558,41 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// One round of [`handle_timeouts`](Self::handle_timeouts).
-    fn timeout_round(&mut self, now: Now, due: Vec<String>) -> Result<(), RuntimeError> {
+    fn timeout_round(&mut self, now: Now, due: Vec<Id>) -> Result<(), RuntimeError> {
+        // The packed lifecycles from before the round: to go back to.
         let mut befores = Vec::with_capacity(due.len());
-        for name in due {
-            let Some(entry) = self.objects.get_mut(&name) else {
+        let mut round = Vec::with_capacity(due.len());
+        for id in due {
+            let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
                 continue;
             };
-            let before = entry.lifecycle.clone();
-            entry.lifecycle.handle_timeout(now);
-            if entry.lifecycle != before {
-                befores.push((name, before));
+            let before = lifecycle.clone();
+            lifecycle.handle_timeout(now);
+            if *lifecycle != before {
+                round.push((id, Some(before.phase())));
+                befores.push(packed);
             }
         }
-        let round: Vec<(String, Option<Phase>)> = befores
-            .iter()
-            .map(|(name, before)| (name.clone(), Some(before.phase())))
-            .collect();
-        match self.write_ahead(&round, true) {
+        match self.write_ahead(&round, Vec::new()) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the
                 // store's state (the last one known while it cannot be read).
                 let one_object = failure.index.is_some();
-                for (name, before) in befores {
-                    if let Some(entry) = self.objects.get_mut(&name) {
-                        entry.lifecycle = before;
+                let mut names = Vec::with_capacity(round.len());
+                for (&(id, _), before) in round.iter().zip(befores) {
+                    let name = self.objects.get(id).map(|e| Arc::clone(&e.name));
+                    self.objects.revert(id, before);
+                    if let Some(name) = name {
+                        let _ = self.resync(&name);
+                        names.push(name);
                     }
-                    let _ = self.resync(&name);
                 }
                 if !one_object || round.len() < 2 {
                     return Err(failure.error);
                 }
                 let mut first_error = None;
-                for (name, _) in round {
+                for name in names {
                     let handled = self.input(&name, |l, now| {
                         l.handle_timeout(now);
                         Ok(())
@@ -613,18 +612,27 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        let done = self.input_open(name, f);
+        self.objects.close();
+        done
+    }
+
+    fn input_open<R>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
         if self.unsure.contains(name) {
             self.resync(name)?;
         }
         let now = self.clock.now();
-        let entry = self
-            .objects
-            .get_mut(name)
+        let lifecycle = self
+            .lifecycle_mut(name)?
             .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
-        let before = entry.lifecycle.clone();
-        let result = f(&mut entry.lifecycle, now);
-        if result.is_err() || entry.lifecycle == before {
-            entry.lifecycle = before;
+        let before = lifecycle.clone();
+        let result = f(lifecycle, now);
+        if result.is_err() || *lifecycle == before {
+            *lifecycle = before;
             return result;
         }
         let from = before.phase();
@@ -633,13 +641,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             // store's state. Until it can be read, show the last state known
             // to be stored.
             if self.resync(name).is_err()
-                && let Some(entry) = self.objects.get_mut(name)
+                && let Ok(Some(lifecycle)) = self.lifecycle_mut(name)
             {
-                entry.lifecycle = before;
+                *lifecycle = before;
             }
             return Err(e);
         }
         result
+    }
+
+    /// The lifecycle of `name`, opened to work on.
+    fn lifecycle_mut(&mut self, name: &str) -> Result<Option<&mut ObjectLifecycle>, RuntimeError> {
+        match self.objects.id(name) {
+            Some(id) => self.objects.open(id),
+            None => Ok(None),
+        }
     }
 
     /// Reads `name` back from the store after a write whose outcome is
@@ -664,7 +680,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.unsure.remove(name);
         let Some((object, revision)) = stored else {
             // Not stored: the create was not applied, or the removal was.
-            if let Some(entry) = self.objects.get_mut(name) {
+            if let Some(entry) = self.objects.named_mut(name) {
                 entry.revision = None;
             }
             self.reschedule(name);
@@ -673,25 +689,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let (lifecycle, _) =
             self.restore(&object, revision, now, Recovery::HonourOriginalDeadline)?;
         self.unschedule(name);
-        self.objects.insert(
-            name.to_owned(),
-            Box::new(Entry {
-                lifecycle,
-                spec: Spec::of(object),
-                revision: Some(revision),
-                deadline: None,
-            }),
-        );
+        self.objects
+            .insert(name, lifecycle, Spec::of(object), Some(revision));
         self.emit(now, name, Change::Recovered { reset: false });
         self.commit(name, now, None)
     }
 
     /// Write-ahead for one object: persist, act, persist again.
     fn commit(&mut self, name: &str, now: Now, from: Option<Phase>) -> Result<(), RuntimeError> {
-        let written = self.persist(name)?;
-        let to = self.objects.get(name).map(|e| e.lifecycle.phase());
-        if self.act(name, now, written.as_ref())? {
-            self.persist(name)?;
+        let Some(id) = self.objects.id(name) else {
+            return Ok(());
+        };
+        let written = self.persist(id)?;
+        let to = self.phase(id);
+        if self.act(id, now, written)?.0 {
+            self.persist(id)?;
         }
         // Reported after the actions it follows from (the removal, say).
         if let (Some(from), Some(to)) = (from, to)
@@ -699,50 +711,47 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         {
             self.emit(now, name, Change::Phase { from, to });
         }
-        self.reschedule(name);
+        self.reschedule_id(id);
         Ok(())
     }
 
-    /// Write-ahead for many objects (`(name, phase before the input)`):
-    /// one batch before any action, the actions, one batch after.
+    /// Write-ahead for many objects (`(id, phase before the input)`): one
+    /// batch before any action, the actions, one batch after.
     fn commit_round(
         &mut self,
         now: Now,
-        round: Vec<(String, Option<Phase>)>,
+        round: Vec<(Id, Option<Phase>)>,
     ) -> Result<(), RuntimeError> {
-        let written = self.write_ahead(&round, true).map_err(|f| f.error)?;
+        let written = self.write_ahead(&round, Vec::new()).map_err(|f| f.error)?;
         self.act_round(now, round, written)
     }
 
-    /// Writes the lifecycles of `round` with one batch and, if `keep`,
-    /// returns the objects as written (for the actuator). Nothing is
-    /// written if it fails; `index` then says whether one object was the
-    /// cause.
+    /// Writes the lifecycles of `round` with one batch and returns the kill
+    /// state written for each (`None`: not written, its record is removed).
+    /// `reuse` holds, for some, the object as last written (see
+    /// [`record_write`](Self::record_write)). Nothing is written if it
+    /// fails; `index` then says whether one object was the cause.
     fn write_ahead(
         &mut self,
-        round: &[(String, Option<Phase>)],
-        keep: bool,
-    ) -> Result<Vec<Option<StoredObject>>, RoundFailure> {
+        round: &[(Id, Option<Phase>)],
+        reuse: Vec<Option<StoredObject>>,
+    ) -> Result<Vec<Option<KillState>>, RoundFailure> {
         let mut writes = Vec::with_capacity(round.len());
-        let mut objects = Vec::with_capacity(round.len());
-        for (name, _) in round {
+        let mut states = Vec::with_capacity(round.len());
+        let mut reuse = reuse.into_iter();
+        for &(id, _) in round {
             let write = self
-                .record_write(name)
+                .record_write(id, reuse.next().flatten())
                 .map_err(|error| RoundFailure { index: None, error })?;
-            if let Some((object, expected)) = write {
-                let (sent, kept) = if keep {
-                    (object.clone(), Some(object))
-                } else {
-                    (object, None)
-                };
+            if let Some((name, object, expected)) = write {
+                states.push(object.agent.clone());
                 writes.push(Write::Update {
-                    name: name.clone(),
-                    object: sent,
+                    name,
+                    object,
                     expected,
                 });
-                objects.push((true, kept));
             } else {
-                objects.push((false, None));
+                states.push(None);
             }
         }
         let revisions = self.batch(writes).map_err(|e| RoundFailure {
@@ -752,17 +761,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let mut revisions = revisions.into_iter();
         Ok(round
             .iter()
-            .zip(objects)
-            .map(|((name, _), (wrote, object))| {
-                if !wrote {
-                    return None;
-                }
+            .zip(states)
+            .map(|(&(id, _), state)| {
+                let state = state?;
                 let revision = revisions.next()?;
-                self.stored(name, revision);
-                object.map(|mut object| {
-                    object.meta.resource_version = revision.get();
-                    object
-                })
+                self.stored(id, revision);
+                Some(state)
             })
             .collect())
     }
@@ -773,135 +777,159 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     fn act_round(
         &mut self,
         now: Now,
-        round: Vec<(String, Option<Phase>)>,
-        written: Vec<Option<StoredObject>>,
+        round: Vec<(Id, Option<Phase>)>,
+        written: Vec<Option<KillState>>,
     ) -> Result<(), RuntimeError> {
         let mut acted = Vec::new();
+        let mut shown = Vec::new();
         let mut refused = None;
-        for ((name, _), written) in round.iter().zip(written) {
-            match self.act(name, now, written.as_ref()) {
-                Ok(true) => acted.push((name.clone(), None)),
-                Ok(false) => {}
+        for (&(id, _), written) in round.iter().zip(written) {
+            match self.act(id, now, written) {
+                Ok((true, object)) => {
+                    acted.push((id, None));
+                    shown.push(object);
+                }
+                Ok((false, _)) => {}
                 // Its stored state still owes what failed: not written.
                 Err(e) => {
                     refused.get_or_insert(e);
                 }
             }
         }
+        // The objects shown to the actuator are written again, updated.
         let after = self
-            .write_ahead(&acted, false)
+            .write_ahead(&acted, shown)
             .map(drop)
             .map_err(|f| f.error)
             .and(refused.map_or(Ok(()), Err));
-        for (name, from) in round {
-            let to = self.objects.get(&name).map(|e| e.lifecycle.phase());
+        // Named before rescheduling, which forgets finished objects.
+        let unsure: Vec<Arc<str>> = match after {
+            Ok(()) => Vec::new(),
+            Err(_) => acted.iter().filter_map(|&(id, _)| self.name(id)).collect(),
+        };
+        for (id, from) in round {
+            let to = self.phase(id);
             if let (Some(from), Some(to)) = (from, to)
                 && from != to
+                && let Some(name) = self.name(id)
             {
                 self.emit(now, &name, Change::Phase { from, to });
             }
-            self.reschedule(&name);
+            self.reschedule_id(id);
         }
-        if after.is_err() {
-            // The batch may have been applied with its answer lost: take
-            // the store's state, as `input` does after a failed write.
-            for (name, _) in &acted {
-                let _ = self.resync(name);
-            }
+        // The batch may have been applied with its answer lost: take the
+        // store's state, as `input` does after a failed write.
+        for name in unsure {
+            let _ = self.resync(&name);
         }
         after
     }
 
-    /// Carries out every action the object owes; `written` is the object
-    /// as just persisted (with its agent record) for the actuator. Returns
-    /// whether anything was done. A removal the store refuses is an error,
-    /// returned before anything records it as done.
+    /// Carries out every action the object owes; `written` is the kill
+    /// state just persisted, for the object shown to the actuator. Returns
+    /// whether anything was done, and the object shown (if one was). A
+    /// removal the store refuses is an error, returned before anything
+    /// records it as done.
     fn act(
         &mut self,
-        name: &str,
+        id: Id,
         now: Now,
-        written: Option<&StoredObject>,
-    ) -> Result<bool, RuntimeError> {
+        written: Option<KillState>,
+    ) -> Result<(bool, Option<StoredObject>), RuntimeError> {
         let mut acted = false;
-        while let Some(entry) = self.objects.get_mut(name) {
-            let Some(action) = entry.lifecycle.poll_action() else {
+        // The object as written, for the actuator; built once, when first
+        // needed (taking actions changes nothing it shows).
+        let mut shown: Option<StoredObject> = None;
+        while let Some(open) = self.objects.opened(id)? {
+            let Some(action) = open.lifecycle.poll_action() else {
                 break;
             };
             acted = true;
+            let name = Arc::clone(open.name);
             let outcome = match action {
                 Action::Remove { .. } => {
                     let preconditions = Preconditions {
-                        uid: Some(entry.lifecycle.record().uid.as_str().to_owned()),
+                        uid: Some(open.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
-                    match self.store.delete(name, preconditions) {
+                    match self.store.delete(&name, preconditions) {
                         // Done before a crash, or by someone else (the name
                         // may even hold another object now): the same end.
                         Ok(_)
                         | Err(StoreError::NotFound { .. } | StoreError::UidMismatch { .. }) => {
-                            entry.revision = None;
+                            if let Some(entry) = self.objects.get_mut(id) {
+                                entry.revision = None;
+                            }
                             Ok(())
                         }
                         Err(e) => {
                             // Not recorded as done: the stored state still
                             // owes the removal (and what came before it).
-                            self.emit(now, name, Change::ActionFailed(action, e.to_string()));
+                            self.emit(now, &name, Change::ActionFailed(action, e.to_string()));
                             return Err(e.into());
                         }
                     }
                 }
                 _ => {
-                    let built;
-                    let stored = match written {
+                    let stored = match &mut shown {
                         Some(object) => object,
-                        None => {
-                            built = entry.spec.object(&entry.lifecycle);
-                            &built
-                        }
+                        None => shown.insert(open.spec.object(open.lifecycle, written.clone())),
                     };
-                    self.actuator.perform(name, stored, &action)
+                    self.actuator.perform(&name, stored, &action)
                 }
             };
             match outcome {
-                Ok(()) => self.emit(now, name, Change::Action(action)),
-                Err(e) => self.emit(now, name, Change::ActionFailed(action, e)),
+                Ok(()) => self.emit(now, &name, Change::Action(action)),
+                Err(e) => self.emit(now, &name, Change::ActionFailed(action, e)),
             }
         }
-        Ok(acted)
+        Ok((acted, shown))
     }
 
     /// Writes the object's lifecycle (if its record is still stored);
-    /// returns the object as written, agent record included.
-    fn persist(&mut self, name: &str) -> Result<Option<StoredObject>, RuntimeError> {
-        let Some((object, expected)) = self.record_write(name)? else {
+    /// returns the kill state written.
+    fn persist(&mut self, id: Id) -> Result<Option<KillState>, RuntimeError> {
+        let Some((name, object, expected)) = self.record_write(id, None)? else {
             return Ok(None);
         };
-        let mut object = object;
-        let revision = self.store.update(name, object.clone(), expected)?;
-        self.stored(name, revision);
-        object.meta.resource_version = revision.get();
-        Ok(Some(object))
+        let written = object.agent.clone();
+        let revision = self.store.update(&name, object, expected)?;
+        self.stored(id, revision);
+        Ok(written)
     }
 
-    /// The object to write for `name`'s lifecycle and the revision it
-    /// replaces; `None` once its record is removed.
-    fn record_write(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, RuntimeError> {
-        let Some(entry) = self.objects.get(name) else {
-            return Ok(None);
-        };
-        let Some(expected) = entry.revision else {
-            return Ok(None);
-        };
-        let mut object = entry.spec.object(&entry.lifecycle);
-        object.agent = Some(self.agent_record(&entry.lifecycle)?);
-        Ok(Some((object, expected)))
+    /// The name, object and expected revision of the write of the object's
+    /// lifecycle; `None` once its record is removed. `reuse` is the object
+    /// as last written, to update rather than build anew.
+    fn record_write(
+        &mut self,
+        id: Id,
+        reuse: Option<StoredObject>,
+    ) -> Result<Option<(String, StoredObject, Revision)>, RuntimeError> {
+        let (codec, epoch) = (&mut self.codec, &self.epoch);
+        let write = self.objects.read(id, |entry, lifecycle| {
+            let Some(expected) = entry.revision else {
+                return Ok(None);
+            };
+            let agent = codec.state(epoch, lifecycle).map_err(cannot_encode)?;
+            let object = match reuse {
+                Some(mut object) => {
+                    object.meta.clone_from(lifecycle.record());
+                    object.agent = Some(agent);
+                    object
+                }
+                None => entry.spec.object(lifecycle, Some(agent)),
+            };
+            Ok(Some((entry.name.to_string(), object, expected)))
+        })?;
+        write.unwrap_or(Ok(None))
     }
 
-    /// Notes that `name`'s lifecycle was written at `revision`.
-    fn stored(&mut self, name: &str, revision: Revision) {
-        if let Some(entry) = self.objects.get_mut(name) {
-            entry.lifecycle.stored_at(revision.get());
-            entry.revision = Some(revision);
+    /// Notes that the object's lifecycle was written at `revision`.
+    fn stored(&mut self, id: Id, revision: Revision) {
+        if let Ok(Some(open)) = self.objects.opened(id) {
+            open.lifecycle.stored_at(revision.get());
+            *open.revision = Some(revision);
         }
     }
 
@@ -919,34 +947,59 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.store.batch(writes)
     }
 
+    /// The object's name.
+    fn name(&self, id: Id) -> Option<Arc<str>> {
+        self.objects.get(id).map(|e| Arc::clone(&e.name))
+    }
+
+    /// The object's phase.
+    fn phase(&self, id: Id) -> Option<Phase> {
+        self.objects.read(id, |_, l| l.phase()).ok().flatten()
+    }
+
     /// Takes the object's deadline out of the queue.
     fn unschedule(&mut self, name: &str) {
-        if let Some(old) = self.objects.get_mut(name).and_then(|e| e.deadline.take()) {
-            self.deadlines.remove(&(old, name.to_owned()));
+        if let Some(id) = self.objects.id(name) {
+            self.unschedule_id(id);
+        }
+    }
+
+    fn unschedule_id(&mut self, id: Id) {
+        if let Some(old) = self.objects.get_mut(id).and_then(|e| e.deadline.take()) {
+            self.deadlines.remove(&(old, id));
         }
     }
 
     /// Brings the deadline queue up to date; forgets a finished object.
     fn reschedule(&mut self, name: &str) {
-        self.unschedule(name);
-        let Some(entry) = self.objects.get_mut(name) else {
+        if let Some(id) = self.objects.id(name) {
+            self.reschedule_id(id);
+        }
+    }
+
+    fn reschedule_id(&mut self, id: Id) {
+        self.unschedule_id(id);
+        let Ok(Some((next, finished))) = self.objects.read(id, |entry, lifecycle| {
+            let next = lifecycle.poll_timeout();
+            let finished = entry.revision.is_none()
+                && next.is_none()
+                && lifecycle
+                    .containers()
+                    .iter()
+                    .all(|c| c.stage() == grace_core::Stage::Stopped);
+            (next, finished)
+        }) else {
             return;
         };
-        let next = entry.lifecycle.poll_timeout();
-        let finished = entry.revision.is_none()
-            && next.is_none()
-            && entry
-                .lifecycle
-                .containers()
-                .iter()
-                .all(|c| c.stage() == grace_core::Stage::Stopped);
         if finished {
-            self.objects.remove(name);
+            self.objects.remove(id);
             return;
         }
-        entry.deadline = next;
+        if let Some(entry) = self.objects.get_mut(id) {
+            entry.deadline = next;
+        }
         if let Some(t) = next {
-            self.deadlines.insert((t, name.to_owned()));
+            self.deadlines.insert((t, id));
         }
     }
 
@@ -959,30 +1012,32 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// written ahead as always. Callers follow the store's watch and call
     /// this for every name a change event names.
     pub fn observe(&mut self, name: &str) -> Result<Observed, RuntimeError> {
+        let done = self.observe_open(name);
+        self.objects.close();
+        done
+    }
+
+    fn observe_open(&mut self, name: &str) -> Result<Observed, RuntimeError> {
         if self.unsure.contains(name) {
             self.resync(name)?;
             return Ok(Observed::Changed);
         }
         let now = self.clock.now();
         let stored = self.store.get(name)?;
-        let Some(entry) = self.objects.get_mut(name) else {
+        let Some(id) = self.objects.id(name) else {
             let Some((object, revision)) = stored else {
                 return Ok(Observed::Unchanged);
             };
             let (lifecycle, _) =
                 self.restore(&object, revision, now, Recovery::HonourOriginalDeadline)?;
-            self.objects.insert(
-                name.to_owned(),
-                Box::new(Entry {
-                    lifecycle,
-                    spec: Spec::of(object),
-                    revision: Some(revision),
-                    deadline: None,
-                }),
-            );
+            self.objects
+                .insert(name, lifecycle, Spec::of(object), Some(revision));
             self.emit(now, name, Change::Observed);
             self.commit(name, now, None)?;
             return Ok(Observed::New);
+        };
+        let Some(entry) = self.objects.opened(id)? else {
+            return Ok(Observed::Unchanged);
         };
         let from = entry.lifecycle.phase();
         let observed = match &stored {
@@ -991,7 +1046,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 return Ok(Observed::Unchanged);
             }
             None => {
-                entry.revision = None;
+                *entry.revision = None;
                 let _ = entry.lifecycle.handle_record_observed(now, None);
                 Observed::Changed
             }
@@ -1002,13 +1057,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 {
                     Ok(_) => {
                         entry.lifecycle.stored_at(revision.get());
-                        entry.revision = Some(*revision);
+                        *entry.revision = Some(*revision);
                         Observed::Changed
                     }
                     Err(OtherObject) => {
                         // The old object is gone from the store; its
                         // workload is stopped before the new one is taken.
-                        entry.revision = None;
+                        *entry.revision = None;
                         let _ = entry.lifecycle.handle_record_observed(now, None);
                         Observed::Replaced
                     }
@@ -1030,8 +1085,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     ) -> Result<(ObjectLifecycle, bool), RuntimeError> {
         let saved = object
             .agent
-            .clone()
-            .and_then(|v| serde_json::from_value::<AgentRecord>(v).ok());
+            .as_ref()
+            .and_then(|state| KillRecord::decode(state).ok());
         let Some(saved) = saved else {
             let mut lifecycle = fresh(object, &[])?;
             lifecycle.stored_at(revision.get());
@@ -1087,15 +1142,16 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok((lifecycle, false))
     }
 
-    fn agent_record(&self, lifecycle: &ObjectLifecycle) -> Result<serde_json::Value, RuntimeError> {
-        serde_json::to_value(AgentRecord {
-            epoch: self.epoch.clone(),
-            lifecycle: lifecycle.clone(),
-        })
-        .map_err(|e| RuntimeError::Object(format!("cannot encode the kill state: {e}")))
+    fn agent_record(&mut self, lifecycle: &ObjectLifecycle) -> Result<KillState, RuntimeError> {
+        self.codec
+            .state(&self.epoch, lifecycle)
+            .map_err(cannot_encode)
     }
 
     fn emit(&mut self, at: Now, object: &str, change: Change) {
+        if self.subscribers.is_empty() {
+            return;
+        }
         let transition = Transition {
             at,
             object: object.to_owned(),
@@ -1107,13 +1163,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 }
 
 /// Which of a stored object's containers its agent has reported stopped
-/// (from its agent record; none if it has none): what the pod's status
-/// tells an API server.
+/// (from its kill state; none if it has none or it cannot be read): what
+/// the pod's status tells an API server.
 pub(crate) fn stopped_containers(object: &StoredObject) -> Vec<bool> {
     object
         .agent
-        .clone()
-        .and_then(|v| serde_json::from_value::<AgentRecord>(v).ok())
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok())
         .map(|saved| {
             saved
                 .lifecycle
@@ -1123,6 +1179,10 @@ pub(crate) fn stopped_containers(object: &StoredObject) -> Vec<bool> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+fn cannot_encode(e: KillStateError) -> RuntimeError {
+    RuntimeError::Object(format!("cannot encode the kill state: {e}"))
 }
 
 /// A lifecycle for a stored object as it stands (its containers running,

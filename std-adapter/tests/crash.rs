@@ -17,7 +17,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use grace_core::{Action, DeleteOptions, Name, Phase, Record, Stage};
 use grace_std::clock::{Clock, SystemClock};
-use grace_std::runtime::{Actuator, ObjectLifecycle, Recovery, Runtime};
+use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
 
 const WORKER_ENV: &str = "GRACE_CRASH_DB";
@@ -68,8 +68,8 @@ impl Actuator for World {
         let decided: Option<ObjectLifecycle> = stored
             .agent
             .as_ref()
-            .and_then(|a| a.get("lifecycle"))
-            .and_then(|l| serde_json::from_value(l.clone()).ok());
+            .and_then(|a| KillRecord::decode(a).ok())
+            .map(|r| r.lifecycle);
         let stage = decided
             .as_ref()
             .and_then(|l| l.containers().first().map(|c| c.stage()));

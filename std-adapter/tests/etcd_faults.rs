@@ -22,7 +22,7 @@ use grace_core::{
     Timestamp,
 };
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, ObjectLifecycle, Recovery, Runtime, RuntimeError};
+use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError};
 use grace_std::store::{
     EtcdOptions, EtcdStore, Event, EventKind, FINALIZERS, Listing, Preconditions, Revision, Store,
     StoreError, StoredContainer, StoredObject, Watch, Write,
@@ -1020,8 +1020,8 @@ fn check_removals(agent: &Agent, events: &[Event]) {
         let lifecycle: ObjectLifecycle = last
             .agent
             .as_ref()
-            .and_then(|a| a.get("lifecycle"))
-            .and_then(|l| serde_json::from_value(l.clone()).ok())
+            .and_then(|a| KillRecord::decode(a).ok())
+            .map(|saved| saved.lifecycle)
             .expect("the removed object carries its kill state");
         assert!(
             lifecycle

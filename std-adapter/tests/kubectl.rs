@@ -362,6 +362,14 @@ fn r38_cascade_foreground_adds_the_finalizer_and_r45_removing_it_completes_the_d
         stored["object"]["meta"]["finalizers"],
         serde_json::json!(["foregroundDeletion"])
     );
+    // The kill state is stored compact and shown decoded.
+    let lifecycle = &stored["object"]["agent"]["lifecycle"];
+    assert_eq!(lifecycle["phase"], "Terminating", "{stored}");
+    assert_eq!(
+        lifecycle["record"]["finalizers"],
+        serde_json::json!(["foregroundDeletion"]),
+        "{stored}"
+    );
     let out = grace(dir.path(), &["get", "cm"]);
     assert!(text(&out.stdout).contains("Terminating"));
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use grace_core::{Name, Record, Timestamp};
 use grace_std::store::{
-    BatchError, EventKind, FINALIZERS, Preconditions, Revision, Store, StoreError, StoredContainer,
-    StoredObject, Write,
+    BatchError, EventKind, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError,
+    StoredContainer, StoredObject, Write,
 };
 
 /// How long a test waits for an event that must come.
@@ -50,7 +50,8 @@ fn full_obj(uid: &str) -> StoredObject {
             command: vec!["/bin/log".into()],
         },
     ];
-    o.agent = Some(serde_json::json!({"stage": "sigterm", "kill_at": 1_032_000u64}));
+    // Opaque to the store: any bytes are kept as written.
+    o.agent = Some(KillState::from_bytes(b"\x01kill state \x00\xff"));
     o
 }
 

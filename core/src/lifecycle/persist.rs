@@ -1,14 +1,16 @@
 //! The serialized form of a [`Lifecycle`]: every field spelled out, apart
 //! from how memory packs them, so that a saved lifecycle reads plainly.
+//! Written from borrowed fields ([`PersistedRef`]: no copy of the record),
+//! read into owned ones ([`Persisted`]).
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::flags::{Flag, Flags};
 use super::{AgentState, Lifecycle, Phase};
 use crate::kill::Container;
 use crate::record::{Record, Strategy};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 pub(super) struct Persisted<const F: usize, const C: usize> {
     strategy: Strategy,
     record: Record<F>,
@@ -24,19 +26,35 @@ pub(super) struct Persisted<const F: usize, const C: usize> {
     force: bool,
 }
 
-impl<const F: usize, const C: usize> From<Lifecycle<F, C>> for Persisted<F, C> {
-    fn from(l: Lifecycle<F, C>) -> Self {
-        Persisted {
-            strategy: l.strategy(),
-            stored: l.is_stored(),
-            phase: l.phase,
-            agent: l.agent(),
-            containers: l.containers().iter().copied().collect(),
-            endpoints_since: l.endpoints_since,
-            remove_since: l.remove_since,
-            force: l.flags.has(Flag::Force),
-            record: l.record,
+/// [`Persisted`] as written: the same fields in the same order, borrowed.
+#[derive(Serialize)]
+#[serde(rename = "Persisted")]
+struct PersistedRef<'a, const F: usize> {
+    strategy: Strategy,
+    record: &'a Record<F>,
+    stored: bool,
+    phase: Phase,
+    agent: AgentState,
+    containers: &'a [Container],
+    endpoints_since: u16,
+    remove_since: u16,
+    force: bool,
+}
+
+impl<const F: usize, const C: usize> Serialize for Lifecycle<F, C> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        PersistedRef {
+            strategy: self.strategy(),
+            record: &self.record,
+            stored: self.is_stored(),
+            phase: self.phase,
+            agent: self.agent(),
+            containers: self.containers(),
+            endpoints_since: self.endpoints_since,
+            remove_since: self.remove_since,
+            force: self.flags.has(Flag::Force),
         }
+        .serialize(serializer)
     }
 }
 

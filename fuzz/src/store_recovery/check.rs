@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use grace_core::{Action, Container, Now, Phase, Stage, Timestamp};
-use grace_std::runtime::{CONTAINERS, ObjectLifecycle, Recovery};
+use grace_std::runtime::{CONTAINERS, KillRecord, ObjectLifecycle, Recovery};
 use grace_std::store::{Store, StoredObject, Write};
 
 use super::world::Event;
@@ -18,17 +18,8 @@ const MIN_STOP_MS: u64 = 2_000;
 /// (`StoredObject::agent`).
 pub fn persisted(object: &StoredObject) -> Result<(String, ObjectLifecycle), String> {
     let agent = object.agent.as_ref().ok_or("no kill state stored")?;
-    let epoch = agent
-        .get("epoch")
-        .and_then(|e| e.as_str())
-        .ok_or("no epoch in the kill state")?
-        .to_owned();
-    let lifecycle = agent
-        .get("lifecycle")
-        .cloned()
-        .ok_or("no lifecycle in the kill state")?;
-    let lifecycle = serde_json::from_value(lifecycle).map_err(|e| e.to_string())?;
-    Ok((epoch, lifecycle))
+    let record = KillRecord::decode(agent).map_err(|e| e.to_string())?;
+    Ok((record.epoch, record.lifecycle))
 }
 
 /// R10: a stored negative grace reads as 1.

@@ -546,7 +546,7 @@ impl Harness {
         let Some(rt) = self.rt.as_ref() else {
             return Err("no runtime at the end".into());
         };
-        self.checker.end(&*self.inner, |n| rt.lifecycle(n).cloned())
+        self.checker.end(&*self.inner, |n| rt.lifecycle(n))
     }
 }
 

@@ -1,8 +1,13 @@
 //! What the store keeps under a name: the object's deletion metadata, where
 //! it runs, its containers, and the runtime's opaque kill state.
 
+use std::fmt;
+use std::sync::Arc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use grace_core::{ContainerSpec, Record, Strategy};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The finalizer capacity of stored records: an object with more
 /// finalizers than this cannot be stored (it fails to decode as
@@ -32,7 +37,7 @@ pub struct StoredObject {
     /// The runtime's persisted kill state. Opaque to the store: it is kept
     /// and returned as it was written.
     #[serde(default)]
-    pub agent: Option<serde_json::Value>,
+    pub agent: Option<KillState>,
 }
 
 impl StoredObject {
@@ -79,5 +84,49 @@ impl StoredContainer {
             sidecar: self.sidecar,
             stopped: false,
         }
+    }
+}
+
+/// The runtime's persisted kill state ([`StoredObject::agent`]): bytes in a
+/// compact encoding that only the runtime reads
+/// ([`KillRecord`](crate::runtime::KillRecord) decodes them). Opaque to the
+/// stores, which keep them as they were written; in JSON (what the durable
+/// backends store, what the agent's API sends) they are one base64 string.
+///
+/// Shared, not copied: a clone is a reference count.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct KillState(Arc<[u8]>);
+
+impl KillState {
+    /// The state made of `bytes`.
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        KillState(Arc::from(bytes))
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for KillState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KillState({})", BASE64.encode(&self.0))
+    }
+}
+
+impl Serialize for KillState {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&BASE64.encode(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for KillState {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        BASE64
+            .decode(text.as_bytes())
+            .map(|bytes| KillState(Arc::from(bytes)))
+            .map_err(serde::de::Error::custom)
     }
 }

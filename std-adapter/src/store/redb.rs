@@ -608,7 +608,9 @@ mod tests {
             command: vec!["/bin/app".into()],
             ..StoredContainer::default()
         }];
-        object.agent = Some(serde_json::json!({"epoch": "é\n", "lifecycle": [1, 2]}));
+        object.agent = Some(crate::store::KillState::from_bytes(
+            b"\x01\x03\xc3\xa9\n\x00\"\\",
+        ));
         let bytes = serde_json::to_vec(&object).expect("encodes");
         for kind in [EventKind::Created, EventKind::Updated, EventKind::Deleted] {
             for name in ["web-0", "pods/\"odd\" \\ näme\t"] {
