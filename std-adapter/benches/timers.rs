@@ -20,12 +20,21 @@
 //! - bare, one task per object: the same tasks doing only the transition
 //!   (`handle_timeout` and the action), persisting nothing.
 //!
+//! Then grace and the same-work tasks again on the embedded durable store
+//! (a [`RedbStore`] in a temp dir, every commit fsynced), the store a user
+//! runs: each side starts from the same terminating objects stored in
+//! their own database (grace recovers them on open), and the tasks commit
+//! each write alone while the runtime commits a round per batch.
+//!
 //! Memory is live heap bytes (a counting global allocator) after all
-//! objects are set up. CPU time is this thread's CPU time to drive every
-//! object through its deadline, with the clock moved in 60 steps of 60 s.
+//! objects are set up (on the null store only: redb's page cache would be
+//! counted on both sides). CPU time is the process's CPU time to drive
+//! every object through its deadline, with the clock moved in 60 steps of
+//! 60 s; wall time is shown beside it.
 //!
 //! `cargo bench -p grace-std --bench timers` (`GRACE_BENCH_N` to change n;
-//! `GRACE_BENCH_ONLY=grace|same|bare` runs one side alone, for profilers).
+//! `GRACE_BENCH_ONLY=grace|same|bare|grace-redb|same-redb` runs one side
+//! alone, for profilers; `GRACE_BENCH_REDB=0` skips the redb sides).
 
 use std::alloc::System;
 use std::cell::{Cell, RefCell};
@@ -35,6 +44,7 @@ use std::time::Duration as StdDuration;
 use grace_core::{Action, ContainerSpec, DeleteOptions, Duration, Name, Now, Record, Strategy};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
+use grace_std::store::RedbStore;
 use grace_std::store::{
     BatchError, KillState, Listing, Revision, Store, StoreError, StoredContainer, StoredObject,
     Watch, Write,
@@ -71,9 +81,9 @@ fn allocations(region: &Region<'_, System>) -> usize {
     c.allocations + c.reallocations
 }
 
-/// This thread's CPU time.
+/// The process's CPU time (all threads: a store's threads would count).
 fn cpu() -> StdDuration {
-    let t = clock_gettime(ClockId::ThreadCPUTime);
+    let t = clock_gettime(ClockId::ProcessCPUTime);
     StdDuration::new(
         u64::try_from(t.tv_sec).expect("positive"),
         u32::try_from(t.tv_nsec).expect("small"),
@@ -141,6 +151,8 @@ fn pod(i: usize) -> StoredObject {
 struct Measured {
     bytes_per_object: f64,
     cpu: StdDuration,
+    /// Wall-clock time of the same phase (fsync waits count here).
+    wall: StdDuration,
     /// Heap allocations per object while driving them (reallocations too).
     allocations: f64,
     kills: usize,
@@ -165,16 +177,41 @@ fn grace(n: usize) -> Measured {
         let _ = rt.agent_sync(&name).expect("synced");
     }
     let bytes = live(&region);
-    let allocated = allocations(&region);
-    let start = cpu();
+    measure_drive(rt, &region, bytes as f64 / n as f64, n)
+}
+
+/// grace on redb: the terminating objects stored in `store` (by [`seed`])
+/// are recovered by `Runtime::open`, then driven through their deadlines.
+fn grace_on(store: RedbStore, n: usize) -> Measured {
+    let region = Region::new(GLOBAL);
+    let rt = Runtime::open(
+        store,
+        ManualClock::at_unix_millis(START_MS),
+        CountKills::default(),
+        Recovery::default(),
+    )
+    .expect("opens and recovers");
+    measure_drive(rt, &region, f64::NAN, n)
+}
+
+/// Drives `rt` through every deadline, timed.
+fn measure_drive<S: Store>(
+    mut rt: Runtime<S, ManualClock, CountKills>,
+    region: &Region<'_, System>,
+    bytes_per_object: f64,
+    n: usize,
+) -> Measured {
+    let allocated = allocations(region);
+    let (start, started) = (cpu(), std::time::Instant::now());
     drive(&mut rt);
-    let spent = cpu() - start;
-    let allocated = allocations(&region) - allocated;
+    let (spent, wall) = (cpu() - start, started.elapsed());
+    let allocated = allocations(region) - allocated;
     let kills = rt.actuator().0;
     drop(rt);
     Measured {
-        bytes_per_object: bytes as f64 / n as f64,
+        bytes_per_object,
         cpu: spent,
+        wall,
         allocations: allocated as f64 / n as f64,
         kills,
     }
@@ -183,7 +220,7 @@ fn grace(n: usize) -> Measured {
 /// Moves the clock through every deadline (a function of its own, for
 /// profilers: `valgrind --tool=callgrind --toggle-collect='timers::drive'`).
 #[inline(never)]
-fn drive(rt: &mut Runtime<NullStore, ManualClock, CountKills>) {
+fn drive<S: Store>(rt: &mut Runtime<S, ManualClock, CountKills>) {
     for _ in 0..STEPS {
         rt.clock().advance(Duration::from_millis(STEP_S * 1000));
         rt.handle_timeouts().expect("handled");
@@ -212,8 +249,8 @@ fn terminating(i: usize) -> ObjectLifecycle {
 
 /// What a task-per-object runtime shares between its tasks (a
 /// single-threaded `LocalSet`, so `Rc` and `RefCell`).
-struct Shared {
-    store: NullStore,
+struct Shared<S> {
+    store: S,
     actuator: RefCell<CountKills>,
     /// The clock epoch written with every kill state.
     epoch: String,
@@ -232,14 +269,15 @@ struct Object {
 }
 
 impl Object {
-    fn new(i: usize) -> Object {
+    /// Object `i`, stored at `revision`.
+    fn new(i: usize, revision: Revision) -> Object {
         let pod = pod(i);
         Object {
             name: format!("p{i}"),
             lifecycle: terminating(i),
             node: pod.node,
             containers: pod.containers,
-            revision: Revision(1),
+            revision,
         }
     }
 
@@ -257,7 +295,7 @@ impl Object {
     /// Write-ahead: writes the lifecycle with its kill state (one store
     /// write); returns the kill state written. `reuse` is the object as
     /// last written, to update rather than build anew.
-    fn persist(&mut self, shared: &Shared, reuse: Option<StoredObject>) -> KillState {
+    fn persist<S: Store>(&mut self, shared: &Shared<S>, reuse: Option<StoredObject>) -> KillState {
         let state =
             KillRecord::encode_with(&mut shared.buf.borrow_mut(), &shared.epoch, &self.lifecycle)
                 .expect("encodes");
@@ -282,7 +320,7 @@ impl Object {
     /// transition, the kill state written before the action, the action,
     /// the kill state written again.
     #[inline(never)]
-    fn timeout(&mut self, shared: &Shared, now: Now) {
+    fn timeout<S: Store>(&mut self, shared: &Shared<S>, now: Now) {
         let before = self.lifecycle.clone();
         self.lifecycle.handle_timeout(now);
         if self.lifecycle == before {
@@ -312,7 +350,7 @@ fn tasks<T: 'static>(
     n: usize,
     state: impl Fn(usize) -> T,
     job: impl Fn(&mut T, Now) + Clone + 'static,
-) -> (f64, StdDuration, f64) {
+) -> (f64, StdDuration, StdDuration, f64) {
     let region = Region::new(GLOBAL);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -321,7 +359,7 @@ fn tasks<T: 'static>(
         .expect("runtime");
     let done = Rc::new(Cell::new(0usize));
     let local = tokio::task::LocalSet::new();
-    let (bytes, spent, allocated) = local.block_on(&rt, async {
+    let (bytes, spent, wall, allocated) = local.block_on(&rt, async {
         let origin = tokio::time::Instant::now();
         for i in 0..n {
             let mut state = state(i);
@@ -338,61 +376,103 @@ fn tasks<T: 'static>(
         tokio::task::yield_now().await;
         let bytes = live(&region);
         let allocated = allocations(&region);
-        let start = cpu();
+        let (start, started) = (cpu(), std::time::Instant::now());
         for _ in 0..STEPS {
             tokio::time::advance(StdDuration::from_secs(STEP_S)).await;
         }
         while done.get() < n {
             tokio::task::yield_now().await;
         }
-        let spent = cpu() - start;
-        (bytes, spent, allocations(&region) - allocated)
+        let (spent, wall) = (cpu() - start, started.elapsed());
+        (bytes, spent, wall, allocations(&region) - allocated)
     });
     drop(local);
     drop(rt);
-    (bytes as f64 / n as f64, spent, allocated as f64 / n as f64)
+    (
+        bytes as f64 / n as f64,
+        spent,
+        wall,
+        allocated as f64 / n as f64,
+    )
 }
 
 /// Each task only does the transition and counts the kill.
 fn bare_tasks(n: usize) -> Measured {
     let kills = Rc::new(Cell::new(0usize));
     let counted = Rc::clone(&kills);
-    let (bytes_per_object, cpu, allocations) = tasks(n, terminating, move |lifecycle, now| {
-        lifecycle.handle_timeout(now);
-        while let Some(action) = lifecycle.poll_action() {
-            if matches!(action, Action::SendKill { .. }) {
-                counted.set(counted.get() + 1);
+    let (bytes_per_object, cpu, wall, allocations) =
+        tasks(n, terminating, move |lifecycle, now| {
+            lifecycle.handle_timeout(now);
+            while let Some(action) = lifecycle.poll_action() {
+                if matches!(action, Action::SendKill { .. }) {
+                    counted.set(counted.get() + 1);
+                }
             }
-        }
-    });
+        });
     Measured {
         bytes_per_object,
         cpu,
+        wall,
         allocations,
         kills: kills.get(),
     }
 }
 
-/// Each task does the runtime's work for its object, one write at a time.
-fn same_work_tasks(n: usize) -> Measured {
+/// Each task does the runtime's work for its object, one write at a time,
+/// on `store`, where object `i` is stored at `revisions(i)`.
+fn same_work_tasks<S: Store + 'static>(
+    n: usize,
+    store: S,
+    revisions: impl Fn(usize) -> Revision,
+) -> Measured {
     let shared = Rc::new(Shared {
-        store: NullStore::default(),
+        store,
         actuator: RefCell::new(CountKills::default()),
         epoch: ManualClock::at_unix_millis(START_MS).epoch(),
         buf: RefCell::new(Vec::new()),
     });
     let job = {
         let shared = Rc::clone(&shared);
-        move |object: &mut Object, now: Now| object.timeout(&shared, now)
+        move |object: &mut Object, now: Now| object.timeout(&*shared, now)
     };
-    let (bytes_per_object, cpu, allocations) = tasks(n, Object::new, job);
+    let (bytes_per_object, cpu, wall, allocations) =
+        tasks(n, |i| Object::new(i, revisions(i)), job);
     let kills = shared.actuator.borrow().0;
     Measured {
         bytes_per_object,
         cpu,
+        wall,
         allocations,
         kills,
     }
+}
+
+// ---- on the embedded durable store ----------------------------------------------
+
+/// A fresh redb database in `dir` holding the `n` objects terminating, as
+/// the runtime would have written them (created in batches of a thousand,
+/// not timed); returns it and each object's revision.
+fn seed(dir: &std::path::Path, n: usize) -> (RedbStore, Vec<Revision>) {
+    let store = RedbStore::open(dir.join("timers.redb")).expect("redb opens");
+    let epoch = ManualClock::at_unix_millis(START_MS).epoch();
+    let mut buf = Vec::new();
+    let mut revisions = Vec::with_capacity(n);
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        let writes = chunk
+            .iter()
+            .map(|&i| {
+                let object = Object::new(i, Revision(0));
+                let state =
+                    KillRecord::encode_with(&mut buf, &epoch, &object.lifecycle).expect("encodes");
+                Write::Create {
+                    name: object.name.clone(),
+                    object: object.stored(state),
+                }
+            })
+            .collect();
+        revisions.extend(store.batch(writes).expect("seeded"));
+    }
+    (store, revisions)
 }
 
 /// CPU time of encoding `count` kill states as the runtime does.
@@ -415,31 +495,59 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
+    let with_redb = std::env::var("GRACE_BENCH_REDB").as_deref() != Ok("0");
     let lifecycle = std::mem::size_of::<ObjectLifecycle>();
     println!("timers: n = {n}, ObjectLifecycle = {lifecycle} bytes");
 
     let ms = |d: StdDuration| d.as_secs_f64() * 1e3;
     let show = |what: &str, m: &Measured| {
         assert_eq!(m.kills, n, "{what} every object killed once");
+        let heap = if m.bytes_per_object.is_nan() {
+            "     - B/object live heap".to_owned()
+        } else {
+            format!("{:>6.0} B/object live heap", m.bytes_per_object)
+        };
         println!(
-            "{what:<34} {:>6.0} B/object live heap, {:>8.1} ms CPU, {:>5.1} allocations/object",
-            m.bytes_per_object,
+            "{what:<34} {heap}, {:>8.1} ms CPU, {:>8.1} ms wall, {:>5.1} allocations/object",
             ms(m.cpu),
+            ms(m.wall),
             m.allocations,
         );
     };
+    let dir = tempfile::tempdir_in(std::env::temp_dir()).expect("temp dir");
+    let redb_grace = || {
+        let (store, _) = seed(&dir.path().join("grace"), n);
+        grace_on(store, n)
+    };
+    let redb_same = || {
+        let (store, revisions) = seed(&dir.path().join("same"), n);
+        Measured {
+            // Not compared: see the module docs.
+            bytes_per_object: f64::NAN,
+            ..same_work_tasks(n, store, |i| revisions[i])
+        }
+    };
+    for side in ["grace", "same"] {
+        std::fs::create_dir_all(dir.path().join(side)).expect("dir");
+    }
     // One side alone, for profilers.
     match std::env::var("GRACE_BENCH_ONLY").as_deref() {
         Ok("grace") => return show("grace (Runtime, deadline queue):", &grace(n)),
-        Ok("same") => return show("tasks doing the same work:", &same_work_tasks(n)),
+        Ok("same") => {
+            let same = same_work_tasks(n, NullStore::default(), |_| Revision(1));
+            return show("tasks doing the same work:", &same);
+        }
         Ok("bare") => return show("bare tasks (transition only):", &bare_tasks(n)),
+        Ok("grace-redb") => return show("grace on redb:", &redb_grace()),
+        Ok("same-redb") => return show("same-work tasks on redb:", &redb_same()),
         _ => {}
     }
     let bare = bare_tasks(n);
-    let same = same_work_tasks(n);
+    let same = same_work_tasks(n, NullStore::default(), |_| Revision(1));
     let ours = grace(n);
     let encode = encoding(2 * n);
 
+    println!("on a store that keeps nothing:");
     show("grace (Runtime, deadline queue):", &ours);
     show("tasks doing the same work:", &same);
     show("bare tasks (transition only):", &bare);
@@ -454,4 +562,17 @@ fn main() {
             ms(ours.cpu) / ms(base.cpu),
         );
     }
+    if !with_redb {
+        return;
+    }
+    let redb_same = redb_same();
+    let redb_ours = redb_grace();
+    println!("on redb (fsync per commit; memory not measured):");
+    show("grace on redb:", &redb_ours);
+    show("same-work tasks on redb:", &redb_same);
+    println!(
+        "ratios grace/same-work on redb: CPU {:.2}x, wall {:.2}x",
+        ms(redb_ours.cpu) / ms(redb_same.cpu),
+        ms(redb_ours.wall) / ms(redb_same.wall),
+    );
 }
