@@ -515,8 +515,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// and handled one object at a time, so that object holds back no other.
     ///
     /// Objects whose stored state is unknown are read back first when their
-    /// retry ([`RETRY`]) is due. A failed round stops this call (its objects
-    /// stay due, or are read back later) and its first error is returned.
+    /// retry ([`RETRY`]) is due; if the store does not answer one of them,
+    /// this call stops there and asks it nothing more. A failed round stops
+    /// this call (its objects stay due, or are read back later) and its
+    /// first error is returned.
     pub fn handle_timeouts(&mut self) -> Result<(), RuntimeError> {
         let now = self.clock.now();
         let mut failed = None;
@@ -524,8 +526,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             self.retry_at = None;
             let names: Vec<String> = self.unsure.iter().cloned().collect();
             for name in names {
-                if let Err(e) = self.resync(&name) {
-                    failed.get_or_insert(e);
+                match self.resync(&name) {
+                    // A store that does not answer would not answer for
+                    // the others or take a round's batch either (and on
+                    // etcd each request waits out a timeout): the rest
+                    // waits for the next retry.
+                    Err(
+                        e @ RuntimeError::Store(StoreError::Unavailable(_) | StoreError::Io(_)),
+                    ) => {
+                        self.objects.close();
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                    Ok(()) => {}
                 }
             }
             self.objects.close();

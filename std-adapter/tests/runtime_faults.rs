@@ -7,7 +7,7 @@
 //! findings F2–F4).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
@@ -35,6 +35,8 @@ struct Faulty {
     inner: Arc<MemoryStore>,
     script: Arc<Mutex<VecDeque<Option<Next>>>>,
     down: Arc<AtomicBool>,
+    /// Reads of one object asked for (answered or not).
+    gets: Arc<AtomicUsize>,
 }
 
 impl Faulty {
@@ -57,6 +59,7 @@ impl Faulty {
 
 impl Store for Faulty {
     fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
             return Err(Faulty::unavailable("down"));
         }
@@ -330,4 +333,49 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
 
     let _ = rt.container_exited("web-0", 0).expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
+}
+
+/// A round whose write-ahead batch got no answer leaves all its objects
+/// unsure. While the store stays down, the retry asks it once, not once
+/// per object (on etcd each unanswered read waits out a timeout); when it
+/// answers again, every object is read back and its kill carried out.
+#[test]
+fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
+    let (store, clock, recorder, mut rt) = setup();
+    let names: Vec<String> = (0..5).map(|i| format!("web-{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        rt.create(name, pod(&format!("u{i}"))).expect("created");
+        let _ = rt
+            .delete(name, &DeleteOptions::with_grace(5))
+            .expect("accepted");
+        let _ = rt.agent_sync(name).expect("synced");
+    }
+    recorder.take();
+    clock.0.advance(secs(5));
+    store.then(&[Some(Next::GoDown)]);
+    assert!(rt.handle_timeouts().is_err(), "the round's batch failed");
+    assert!(recorder.take().is_empty(), "nothing acted on unwritten");
+
+    let retry = rt.poll_timeout().expect("a retry is scheduled");
+    clock.0.advance_to(retry);
+    let before = store.gets.load(Ordering::SeqCst);
+    assert!(rt.handle_timeouts().is_err(), "still down");
+    assert_eq!(
+        store.gets.load(Ordering::SeqCst) - before,
+        1,
+        "one unanswered read stops the retry"
+    );
+    assert!(recorder.take().is_empty());
+
+    store.down.store(false, Ordering::SeqCst);
+    let retry = rt.poll_timeout().expect("a retry is scheduled again");
+    assert!(retry > clock.0.now().mono, "not a busy loop");
+    clock.0.advance_to(retry);
+    rt.handle_timeouts().expect("the store answers again");
+    let kills = recorder
+        .take()
+        .into_iter()
+        .filter(|a| matches!(a, Action::SendKill { .. }))
+        .count();
+    assert_eq!(kills, names.len(), "every object's SIGKILL, once");
 }
