@@ -34,6 +34,19 @@ pub trait Clock: Send + Sync {
     fn epoch(&self) -> String;
 }
 
+/// A shared clock: the runtime and whoever moves a [`ManualClock`] (a test,
+/// a simulation, the runtime opened again after a restart on the same
+/// "boot") read the same one.
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
+    fn now(&self) -> Now {
+        (**self).now()
+    }
+
+    fn epoch(&self) -> String {
+        (**self).epoch()
+    }
+}
+
 /// The machine's clocks: `CLOCK_REALTIME` and `CLOCK_BOOTTIME`.
 ///
 /// `CLOCK_BOOTTIME` is monotonic, keeps counting while the machine is
@@ -142,6 +155,16 @@ impl Clock for ManualClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_shared_manual_clock_moves_for_every_holder() {
+        let clock = std::sync::Arc::new(ManualClock::at_unix_millis(5_000));
+        let held: Box<dyn Clock> = Box::new(std::sync::Arc::clone(&clock));
+        clock.advance(Duration::from_millis(1_500));
+        assert_eq!(held.now(), clock.now());
+        assert_eq!(held.now().wall.as_unix_millis(), 6_500);
+        assert_eq!(held.epoch(), "manual");
+    }
 
     #[test]
     fn system_clock_monotonic_never_decreases_and_wall_is_now() {

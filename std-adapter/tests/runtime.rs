@@ -1,60 +1,19 @@
 //! The runtime on the durable store (redb on a temp dir): write-ahead,
 //! recovery by D6, and deadlines that survive a restart.
 
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
-use grace_std::clock::{Clock, ManualClock};
+use common::{Recorder, pod};
+use grace_core::{Action, DeleteOptions, Duration, Phase};
+use grace_std::clock::ManualClock;
 use grace_std::runtime::{Actuator, Change, Recovery, Runtime};
 use grace_std::store::{
-    BatchError, Listing, MemoryStore, RedbStore, Revision, Store, StoreError, StoredContainer,
-    StoredObject, Watch, Write,
+    BatchError, Listing, MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject, Watch,
+    Write,
 };
-
-/// Records what it was asked to do, with the monotonic time.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<(String, Action)>>>);
-
-impl Actuator for Recorder {
-    fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-        self.0
-            .lock()
-            .expect("not poisoned")
-            .push((object.to_owned(), *action));
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn take(&self) -> Vec<(String, Action)> {
-        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
-    }
-}
-
-/// A clock shared between runtime instances (a restart keeps the boot).
-#[derive(Clone)]
-struct Shared(Arc<ManualClock>);
-
-impl Clock for Shared {
-    fn now(&self) -> grace_core::Now {
-        self.0.now()
-    }
-    fn epoch(&self) -> String {
-        self.0.epoch()
-    }
-}
-
-fn pod(uid: &str, pre_stop: bool) -> StoredObject {
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-    object.node = Some("node-a".into());
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        pre_stop: pre_stop.then(|| "sleep 100".into()),
-        ..StoredContainer::default()
-    }];
-    object
-}
 
 fn secs(s: u64) -> Duration {
     Duration::from_millis(s * 1000)
@@ -62,10 +21,10 @@ fn secs(s: u64) -> Duration {
 
 fn open(
     path: &std::path::Path,
-    clock: &Shared,
+    clock: &Arc<ManualClock>,
     recorder: &Recorder,
     recovery: Recovery,
-) -> Runtime<RedbStore, Shared, Recorder> {
+) -> Runtime<RedbStore, Arc<ManualClock>, Recorder> {
     let store = RedbStore::open(path).expect("store opens");
     Runtime::open(store, clock.clone(), recorder.clone(), recovery).expect("runtime opens")
 }
@@ -74,7 +33,7 @@ fn open(
 fn d6_restart_honours_the_original_kill_deadline() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("grace.redb");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
 
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
@@ -94,7 +53,7 @@ fn d6_restart_honours_the_original_kill_deadline() {
     assert_eq!(deadline.as_millis(), 1_010_000);
 
     // Crash 4 s in: nothing is shut down, the process is just gone.
-    clock.0.advance(secs(4));
+    clock.advance(secs(4));
     drop(rt);
 
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
@@ -107,10 +66,10 @@ fn d6_restart_honours_the_original_kill_deadline() {
         recorder.take().is_empty(),
         "nothing owed was lost or repeated"
     );
-    clock.0.advance(secs(5));
+    clock.advance(secs(5));
     rt.handle_timeouts().expect("ok");
     assert!(recorder.take().is_empty(), "no SIGKILL before its deadline");
-    clock.0.advance(secs(1));
+    clock.advance(secs(1));
     rt.handle_timeouts().expect("ok");
     assert_eq!(
         recorder.take(),
@@ -132,7 +91,7 @@ fn d6_restart_honours_the_original_kill_deadline() {
 fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("grace.redb");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
 
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
@@ -151,7 +110,7 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
             }
         ))
     );
-    clock.0.advance(secs(6));
+    clock.advance(secs(6));
     drop(rt);
 
     // Like the kubelet after a restart: the hook runs again with the whole
@@ -168,7 +127,7 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
         )]
     );
     assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_016_000));
-    clock.0.advance(secs(10));
+    clock.advance(secs(10));
     rt.handle_timeouts().expect("ok");
     assert_eq!(
         recorder.take(),
@@ -182,7 +141,7 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
 fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("grace.redb");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
 
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
@@ -192,7 +151,7 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
         recorder.take(),
         [("web-0".into(), Action::SendStopSignal { container: 0 })]
     );
-    clock.0.advance(secs(2));
+    clock.advance(secs(2));
     drop(rt);
 
     // The kill starts again with the eviction's budget, counted from now.
@@ -203,7 +162,7 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
         "the eviction is not forgotten"
     );
     assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_007_000));
-    clock.0.advance(secs(5));
+    clock.advance(secs(5));
     rt.handle_timeouts().expect("ok");
     assert_eq!(
         recorder.take(),
@@ -222,7 +181,7 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
 fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("grace.redb");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
@@ -233,10 +192,10 @@ fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
     recorder.take();
     drop(rt);
 
-    let rebooted = Shared(Arc::new(ManualClock::new(
+    let rebooted = Arc::new(ManualClock::new(
         grace_core::Now::from_unix_millis(1_060_000),
         "another boot",
-    )));
+    ));
     let rt = open(&path, &rebooted, &recorder, Recovery::default());
     assert_eq!(
         recorder.take(),
@@ -250,7 +209,7 @@ fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
 fn accepted_deletion_is_durable_before_any_action() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("grace.redb");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
 
     type Seen = Vec<(Action, Option<i64>)>;
 
@@ -299,7 +258,7 @@ fn accepted_deletion_is_durable_before_any_action() {
 #[test]
 fn transitions_are_reported_as_a_stream() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
     let mut rt = open(
         &dir.path().join("g.redb"),
@@ -382,7 +341,7 @@ impl Actuator for RevisionAtAction {
 fn deadlines_due_together_are_group_committed_write_ahead() {
     const N: usize = 50;
     let store = Counting::default();
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let actuator = RevisionAtAction {
         store: store.inner.clone(),
         seen: Arc::default(),
@@ -407,7 +366,7 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
     let _ = store.take();
     let before = store.inner.revision().expect("revision").get();
 
-    clock.0.advance(secs(10));
+    clock.advance(secs(10));
     rt.handle_timeouts().expect("timeouts");
 
     // Two batches for the whole round, not two writes per object.
@@ -477,7 +436,7 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
         max: 16,
         ..Bounded::default()
     };
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
     let mut rt = Runtime::open(
         store.clone(),
@@ -498,7 +457,7 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
     let _ = store.inner.take();
     recorder.take();
 
-    clock.0.advance(secs(10));
+    clock.advance(secs(10));
     rt.handle_timeouts().expect("timeouts");
 
     // Four rounds (16 + 16 + 16 + 2), each a batch before its SIGKILLs and

@@ -6,16 +6,18 @@
 //! again. Found by the `store_recovery` fuzz target (fuzz/README.md,
 //! findings F2–F4).
 
+mod common;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use grace_core::{Action, DeleteOptions, Duration, Name, Phase, Record};
+use common::{Recorder, pod};
+use grace_core::{Action, DeleteOptions, Duration, Phase};
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, Recovery, Runtime, RuntimeError};
+use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{
-    BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredContainer, StoredObject,
-    Watch, Write,
+    BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredObject, Watch, Write,
 };
 
 /// What the store does with one write.
@@ -104,52 +106,13 @@ impl Store for Faulty {
     }
 }
 
-/// Records what it was asked to do.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<Action>>>);
-
-impl Actuator for Recorder {
-    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-        self.0.lock().expect("not poisoned").push(*action);
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn take(&self) -> Vec<Action> {
-        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
-    }
-}
-
-#[derive(Clone)]
-struct Shared(Arc<ManualClock>);
-
-impl Clock for Shared {
-    fn now(&self) -> grace_core::Now {
-        self.0.now()
-    }
-    fn epoch(&self) -> String {
-        self.0.epoch()
-    }
-}
-
-fn pod(uid: &str) -> StoredObject {
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-    object.node = Some("node-a".into());
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
-    object
-}
-
 fn secs(s: u64) -> Duration {
     Duration::from_millis(s * 1000)
 }
 
-type Rt = Runtime<Faulty, Shared, Recorder>;
+type Rt = Runtime<Faulty, Arc<ManualClock>, Recorder>;
 
-fn open(store: &Faulty, clock: &Shared, recorder: &Recorder) -> Rt {
+fn open(store: &Faulty, clock: &Arc<ManualClock>, recorder: &Recorder) -> Rt {
     Runtime::open(
         store.clone(),
         clock.clone(),
@@ -159,9 +122,9 @@ fn open(store: &Faulty, clock: &Shared, recorder: &Recorder) -> Rt {
     .expect("opens")
 }
 
-fn setup() -> (Faulty, Shared, Recorder, Rt) {
+fn setup() -> (Faulty, Arc<ManualClock>, Recorder, Rt) {
     let store = Faulty::default();
-    let clock = Shared(Arc::new(ManualClock::at_unix_millis(1_000_000)));
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
     let rt = open(&store, &clock, &recorder);
     (store, clock, recorder, rt)
@@ -180,7 +143,7 @@ fn stored_ts(store: &Faulty, name: &str) -> Option<i64> {
 #[test]
 fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     let (store, clock, recorder, mut rt) = setup();
-    rt.create("web-0", pod("u1")).expect("created");
+    rt.create("web-0", pod("u1", false)).expect("created");
     // The decision is written, the endpoints removed, then the write that
     // records them as done fails.
     store.then(&[None, Some(Next::Refuse)]);
@@ -189,7 +152,7 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
     // Read back, the stored decision still owes the endpoints' removal:
     // carried out again (at least once; actions are idempotent).
-    assert!(recorder.take().contains(&Action::RemoveEndpoints));
+    assert!(recorder.take_actions().contains(&Action::RemoveEndpoints));
     assert_ne!(
         rt.lifecycle("web-0").map(|l| l.phase()),
         Some(Phase::Live),
@@ -197,7 +160,7 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     );
 
     // The client retries 5 s later: the timestamp stays where it was.
-    clock.0.advance(secs(5));
+    clock.advance(secs(5));
     let response = rt
         .delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
@@ -216,12 +179,12 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
 #[test]
 fn a_refused_removal_is_retried() {
     let (store, clock, recorder, mut rt) = setup();
-    rt.create("web-0", pod("u1")).expect("created");
+    rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
         .delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
     let _ = rt.agent_sync("web-0").expect("known");
-    recorder.take();
+    recorder.take_actions();
     // The decision is written, the container released, the record's
     // removal refused; read back at once, the removal is retried.
     store.then(&[None, Some(Next::Refuse)]);
@@ -231,7 +194,7 @@ fn a_refused_removal_is_retried() {
 
     // When the store stops answering there, the removal stays owed in the
     // store, and a restart carries it out.
-    rt.create("web-1", pod("u2")).expect("created");
+    rt.create("web-1", pod("u2", false)).expect("created");
     let _ = rt
         .delete("web-1", &DeleteOptions::with_grace(30))
         .expect("accepted");
@@ -250,7 +213,7 @@ fn a_refused_removal_is_retried() {
 #[test]
 fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
     let (store, clock, _recorder, mut rt) = setup();
-    rt.create("web-0", pod("u1")).expect("created");
+    rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
         .delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
@@ -260,10 +223,10 @@ fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
     let result = rt.container_exited("web-0", 0);
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     let retry = rt.poll_timeout().expect("a retry is scheduled");
-    assert!(retry > clock.0.now().mono, "not a busy loop");
+    assert!(retry > clock.now().mono, "not a busy loop");
 
     store.down.store(false, Ordering::SeqCst);
-    clock.0.advance_to(retry);
+    clock.advance_to(retry);
     rt.handle_timeouts().expect("the store answers again");
     assert!(store.stored("web-0").is_none(), "removed");
     assert!(rt.lifecycle("web-0").is_none(), "forgotten once done");
@@ -275,7 +238,7 @@ fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
 fn a_create_whose_acknowledgement_was_lost_is_tracked() {
     let (store, _clock, _recorder, mut rt) = setup();
     store.then(&[Some(Next::ApplyThenFail)]);
-    let result = rt.create("web-0", pod("u1"));
+    let result = rt.create("web-0", pod("u1", false));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert!(store.stored("web-0").is_some());
     assert!(rt.lifecycle("web-0").is_some(), "tracked");
@@ -290,17 +253,17 @@ fn a_create_whose_acknowledgement_was_lost_is_tracked() {
 #[test]
 fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
     let (store, clock, recorder, mut rt) = setup();
-    rt.create("web-0", pod("u1")).expect("created");
+    rt.create("web-0", pod("u1", false)).expect("created");
     store.then(&[Some(Next::ApplyThenFail)]);
     let result = rt.delete("web-0", &DeleteOptions::with_grace(30));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
 
-    clock.0.advance(secs(5));
+    clock.advance(secs(5));
     let _ = rt.agent_sync("web-0").expect("not wedged");
     assert!(
         recorder
-            .take()
+            .take_actions()
             .contains(&Action::SendStopSignal { container: 0 }),
         "the stored deletion is acted on"
     );
@@ -316,20 +279,24 @@ fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
 #[test]
 fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_object() {
     let (store, clock, recorder, mut rt) = setup();
-    rt.create("web-0", pod("u1")).expect("created");
+    rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
         .delete("web-0", &DeleteOptions::with_grace(5))
         .expect("accepted");
     let _ = rt.agent_sync("web-0").expect("synced");
-    recorder.take();
+    recorder.take_actions();
 
-    clock.0.advance(secs(5));
+    clock.advance(secs(5));
     // The write-ahead batch passes; the one after the SIGKILL is applied
     // with its answer lost.
     store.then(&[None, Some(Next::ApplyThenFail)]);
     let result = rt.handle_timeouts();
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
-    assert!(recorder.take().contains(&Action::SendKill { container: 0 }));
+    assert!(
+        recorder
+            .take_actions()
+            .contains(&Action::SendKill { container: 0 })
+    );
 
     let _ = rt.container_exited("web-0", 0).expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
@@ -344,20 +311,24 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
     let (store, clock, recorder, mut rt) = setup();
     let names: Vec<String> = (0..5).map(|i| format!("web-{i}")).collect();
     for (i, name) in names.iter().enumerate() {
-        rt.create(name, pod(&format!("u{i}"))).expect("created");
+        rt.create(name, pod(&format!("u{i}"), false))
+            .expect("created");
         let _ = rt
             .delete(name, &DeleteOptions::with_grace(5))
             .expect("accepted");
         let _ = rt.agent_sync(name).expect("synced");
     }
-    recorder.take();
-    clock.0.advance(secs(5));
+    recorder.take_actions();
+    clock.advance(secs(5));
     store.then(&[Some(Next::GoDown)]);
     assert!(rt.handle_timeouts().is_err(), "the round's batch failed");
-    assert!(recorder.take().is_empty(), "nothing acted on unwritten");
+    assert!(
+        recorder.take_actions().is_empty(),
+        "nothing acted on unwritten"
+    );
 
     let retry = rt.poll_timeout().expect("a retry is scheduled");
-    clock.0.advance_to(retry);
+    clock.advance_to(retry);
     let before = store.gets.load(Ordering::SeqCst);
     assert!(rt.handle_timeouts().is_err(), "still down");
     assert_eq!(
@@ -365,15 +336,15 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         1,
         "one unanswered read stops the retry"
     );
-    assert!(recorder.take().is_empty());
+    assert!(recorder.take_actions().is_empty());
 
     store.down.store(false, Ordering::SeqCst);
     let retry = rt.poll_timeout().expect("a retry is scheduled again");
-    assert!(retry > clock.0.now().mono, "not a busy loop");
-    clock.0.advance_to(retry);
+    assert!(retry > clock.now().mono, "not a busy loop");
+    clock.advance_to(retry);
     rt.handle_timeouts().expect("the store answers again");
     let kills = recorder
-        .take()
+        .take_actions()
         .into_iter()
         .filter(|a| matches!(a, Action::SendKill { .. }))
         .count();

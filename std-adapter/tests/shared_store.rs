@@ -6,59 +6,26 @@
 //! The store here is the in-memory one shared between "processes" of one
 //! test; tests/multi_agent.rs runs the same with real agents on etcd.
 
-use std::sync::{Arc, Mutex};
+mod common;
 
+use std::sync::Arc;
+
+use common::Recorder;
 use grace_core::{
     Action, DeleteOptions, Duration, FinalizerChange, Name, Phase, PodPhase, Record, Timestamp,
 };
 use grace_std::api_server;
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, Observed, Recovery, Runtime};
+use grace_std::runtime::{Observed, Recovery, Runtime};
 use grace_std::store::{MemoryStore, NodeScoped, Store, StoredContainer, StoredObject};
-
-/// Records what it was asked to do.
-#[derive(Clone, Default)]
-struct Recorder(Arc<Mutex<Vec<(String, Action)>>>);
-
-impl Actuator for Recorder {
-    fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-        self.0
-            .lock()
-            .expect("not poisoned")
-            .push((object.to_owned(), *action));
-        Ok(())
-    }
-}
-
-impl Recorder {
-    fn take(&self) -> Vec<Action> {
-        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
-            .into_iter()
-            .map(|(_, a)| a)
-            .collect()
-    }
-}
-
-/// A clock shared by the "processes" of a test.
-#[derive(Clone)]
-struct Shared(Arc<ManualClock>);
-
-impl Clock for Shared {
-    fn now(&self) -> grace_core::Now {
-        self.0.now()
-    }
-    fn epoch(&self) -> String {
-        self.0.epoch()
-    }
-}
 
 const T_MS: i64 = 1_700_000_000_000;
 
-type Agent = Runtime<NodeScoped<Arc<MemoryStore>>, Shared, Recorder>;
+type Agent = Runtime<NodeScoped<Arc<MemoryStore>>, Arc<ManualClock>, Recorder>;
 
 struct World {
     store: Arc<MemoryStore>,
-    clock: Shared,
+    clock: Arc<ManualClock>,
     recorder: Recorder,
 }
 
@@ -66,7 +33,7 @@ impl World {
     fn new() -> Self {
         World {
             store: Arc::new(MemoryStore::new()),
-            clock: Shared(Arc::new(ManualClock::at_unix_millis(T_MS))),
+            clock: Arc::new(ManualClock::at_unix_millis(T_MS)),
             recorder: Recorder::default(),
         }
     }
@@ -83,7 +50,7 @@ impl World {
     }
 
     fn advance_ms(&self, ms: u64) {
-        self.clock.0.advance(Duration::from_millis(ms));
+        self.clock.advance(Duration::from_millis(ms));
     }
 
     fn now(&self) -> grace_core::Now {
@@ -131,7 +98,7 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
     w.advance_ms(300);
     assert_eq!(agent.observe("web").expect("observed"), Observed::Changed);
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [
             Action::RemoveEndpoints,
             Action::SendStopSignal { container: 0 }
@@ -151,13 +118,16 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
     // SIGKILL when the grace counted from the agent's sync is spent.
     w.advance_ms(9_999);
     agent.handle_timeouts().expect("handled");
-    assert_eq!(w.recorder.take(), []);
+    assert_eq!(w.recorder.take_actions(), []);
     w.advance_ms(1);
     agent.handle_timeouts().expect("handled");
-    assert_eq!(w.recorder.take(), [Action::SendKill { container: 0 }]);
+    assert_eq!(
+        w.recorder.take_actions(),
+        [Action::SendKill { container: 0 }]
+    );
     let _ = agent.container_exited("web", 0).expect("reported");
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
     );
     // The final delete (the runtime's own store write, R75).
@@ -182,7 +152,7 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
         Some(Phase::Deleted)
     );
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [
             Action::RemoveEndpoints,
             Action::SendStopSignal { container: 0 }
@@ -190,13 +160,20 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
     );
     w.advance_ms(1_999);
     agent.handle_timeouts().expect("handled");
-    assert_eq!(w.recorder.take(), [], "never sooner than 2 s after SIGTERM");
+    assert_eq!(
+        w.recorder.take_actions(),
+        [],
+        "never sooner than 2 s after SIGTERM"
+    );
     w.advance_ms(1);
     agent.handle_timeouts().expect("handled");
-    assert_eq!(w.recorder.take(), [Action::SendKill { container: 0 }]);
+    assert_eq!(
+        w.recorder.take_actions(),
+        [Action::SendKill { container: 0 }]
+    );
     let _ = agent.container_exited("web", 0).expect("reported");
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
     );
     assert_eq!(agent.names().count(), 0, "forgotten once stopped");
@@ -216,12 +193,12 @@ fn r80_deletion_accepted_while_the_agent_is_down_is_carried_out_when_it_returns(
     w.delete("web", &DeleteOptions::with_grace(20));
     let decided = w.stored("web").expect("kept").meta;
     w.advance_ms(5_000);
-    assert_eq!(w.recorder.take(), []);
+    assert_eq!(w.recorder.take_actions(), []);
 
     // The agent comes back (same boot: its workload kept running).
     let mut agent = w.agent();
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [
             Action::RemoveEndpoints,
             Action::SendStopSignal { container: 0 }
@@ -232,7 +209,10 @@ fn r80_deletion_accepted_while_the_agent_is_down_is_carried_out_when_it_returns(
     // The budget counts from when the agent saw the deletion (R57).
     w.advance_ms(20_000);
     agent.handle_timeouts().expect("handled");
-    assert_eq!(w.recorder.take(), [Action::SendKill { container: 0 }]);
+    assert_eq!(
+        w.recorder.take_actions(),
+        [Action::SendKill { container: 0 }]
+    );
 }
 
 #[test]
@@ -248,7 +228,7 @@ fn objects_of_other_nodes_are_left_to_their_agents() {
         Observed::Unchanged
     );
     assert_eq!(agent.names().collect::<Vec<_>>(), ["ours"]);
-    assert_eq!(w.recorder.take(), []);
+    assert_eq!(w.recorder.take_actions(), []);
     let stored = w.stored("theirs").expect("waits for its own agent (R80)");
     assert!(stored.meta.deletion_timestamp.is_some());
 }
@@ -267,7 +247,7 @@ fn r45_finalizer_removed_by_another_process_lets_the_agent_finish() {
     w.delete("web", &DeleteOptions::with_grace(10));
     let _ = agent.observe("web").expect("observed");
     let _ = agent.container_exited("web", 0).expect("reported");
-    let _ = w.recorder.take();
+    let _ = w.recorder.take_actions();
     // The final delete was made; the finalizer holds the record.
     let held = w.stored("web").expect("held by its finalizer").meta;
     assert_eq!(held.deletion_grace_period_seconds, Some(0));
@@ -278,7 +258,7 @@ fn r45_finalizer_removed_by_another_process_lets_the_agent_finish() {
     assert_eq!(outcome, grace_core::UpdateOutcome::Deleted { force: false });
     assert_eq!(w.stored("web"), None);
     assert_eq!(agent.observe("web").expect("observed"), Observed::Changed);
-    assert_eq!(w.recorder.take(), []);
+    assert_eq!(w.recorder.take_actions(), []);
     assert_eq!(agent.names().count(), 0);
 }
 
@@ -302,7 +282,7 @@ fn d7_fencing_a_node_removes_its_objects_and_signals_nothing() {
     assert_eq!(c.phase, PodPhase::Failed);
     assert_eq!(c.deletion_grace_period_seconds, Some(0));
     assert!(w.stored("a").is_some(), "other nodes' objects untouched");
-    assert_eq!(w.recorder.take(), []);
+    assert_eq!(w.recorder.take_actions(), []);
 }
 
 #[test]
@@ -316,7 +296,7 @@ fn a_name_taken_by_a_new_object_stops_the_old_one_first() {
     // The agent sees only the outcome: another uid under the name.
     assert_eq!(agent.observe("web").expect("observed"), Observed::Replaced);
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [
             Action::RemoveEndpoints,
             Action::SendStopSignal { container: 0 }
@@ -324,7 +304,7 @@ fn a_name_taken_by_a_new_object_stops_the_old_one_first() {
     );
     let _ = agent.container_exited("web", 0).expect("reported");
     assert_eq!(
-        w.recorder.take(),
+        w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
     );
     // The old one is stopped and forgotten; the new one is taken.
