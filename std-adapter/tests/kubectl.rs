@@ -3,11 +3,14 @@
 //! get / patch` as separate processes. Exit codes: 0 done, 1 a failed
 //! operation, 2 invalid input; a refused request changes nothing.
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{alive, wait_for};
 use grace_std::RedbStore;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
@@ -119,23 +122,6 @@ fn store_revision(dir: &Path) -> u64 {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     v["revision"].as_u64().expect("revision")
-}
-
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alive(pid_file: &Path) -> bool {
-    let Ok(pid) = std::fs::read_to_string(pid_file) else {
-        return false;
-    };
-    Path::new(&format!("/proc/{}", pid.trim())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-            .is_ok_and(|s| s.contains(") Z "))
 }
 
 #[test]

@@ -9,11 +9,14 @@
 //! own.
 #![cfg(feature = "etcd")]
 
+mod common;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{alive, wait_for};
 use grace_std::store::{EtcdOptions, EtcdStore, Store};
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
@@ -190,23 +193,6 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "{what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn alive(pid_file: &Path) -> bool {
-    let Ok(pid) = std::fs::read_to_string(pid_file) else {
-        return false;
-    };
-    Path::new(&format!("/proc/{}", pid.trim())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-            .is_ok_and(|s| s.contains(") Z "))
 }
 
 fn lost(store: &EtcdStore, node: &str) {

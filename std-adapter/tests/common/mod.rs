@@ -1,8 +1,10 @@
 //! What several test files share: an actuator that records what it is
-//! asked to do, and a one-container pod.
+//! asked to do, a one-container pod, and waiting on real processes.
 #![allow(dead_code)] // each test file uses its own part
 
+use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use grace_core::{Action, Name, Record};
 use grace_std::runtime::Actuator;
@@ -45,4 +47,25 @@ pub fn pod(uid: &str, pre_stop: bool) -> StoredObject {
         ..StoredContainer::default()
     }];
     object
+}
+
+/// Polls `ok` every 50 ms until it holds; fails the test naming `what`
+/// after `limit`.
+pub fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether the process whose pid `pid_file` holds is running (exists and
+/// is not a zombie).
+pub fn alive(pid_file: &Path) -> bool {
+    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+        return false;
+    };
+    Path::new(&format!("/proc/{}", pid.trim())).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+            .is_ok_and(|s| s.contains(") Z "))
 }
