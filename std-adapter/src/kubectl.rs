@@ -20,7 +20,7 @@ use crate::api::{
     ApiError, Client, ClientError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request,
 };
 use crate::clock::Clock;
-use crate::store::{EventKind, RedbStore, Store, StoreError, StoredObject};
+use crate::store::{Event, EventKind, RedbStore, Revision, Store, StoreError, StoredObject};
 
 /// Where a store command goes.
 #[derive(Clone, Copy)]
@@ -308,9 +308,7 @@ pub fn get(
         Target::Agent(data_dir) => data_dir,
         Target::Shared(store) => {
             if watch {
-                return Err(CommandError::invalid(
-                    "-w: watching a shared store is not supported; use get without -w",
-                ));
+                return get_watch_shared(store, name, output, out);
             }
             let (revision, items) = crate::agent::items(store, name).map_err(|e| match e {
                 StoreError::NotFound { name } => {
@@ -421,6 +419,7 @@ fn store_failed(path: &Path, e: StoreError) -> CommandError {
     }
 }
 
+/// `get -w` through the agent: its listing, then the changes it forwards.
 fn get_watch(
     data_dir: &Path,
     name: Option<&str>,
@@ -432,6 +431,43 @@ fn get_watch(
     let Reply::Objects { revision, items } = client.next_reply()? else {
         return Err(CommandError::failed("the agent answered something else"));
     };
+    let next = || loop {
+        if let Reply::Event(event) = client.next_reply()? {
+            return Ok(event);
+        }
+    };
+    watch_from(name, revision, items, next, output, out)
+}
+
+/// `get -w` on a shared store: a listing, then the store's own change feed
+/// from the listing's revision (no change missed in between).
+fn get_watch_shared(
+    store: &dyn Store,
+    name: Option<&str>,
+    output: Output,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
+    let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
+    let (revision, items) = crate::agent::items(store, None).map_err(failed)?;
+    let mut watch = store.watch(Revision(revision)).map_err(failed)?;
+    let next = || match watch.next() {
+        Some(Ok(event)) => Ok(event),
+        Some(Err(e)) => Err(failed(e)),
+        None => Err(CommandError::failed("store: the watch ended")),
+    };
+    watch_from(name, revision, items, next, output, out)
+}
+
+/// Prints the listing (`items` at `revision`), then each change `next`
+/// waits for, until the reader hangs up or `next` fails.
+fn watch_from(
+    name: Option<&str>,
+    revision: u64,
+    items: Vec<Item>,
+    mut next: impl FnMut() -> Result<Event, CommandError>,
+    output: Output,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
     let wanted = |n: &str| name.is_none_or(|w| w == n);
     let items: Vec<Item> = items.into_iter().filter(|i| wanted(&i.name)).collect();
     if let Some(name) = name
@@ -455,9 +491,7 @@ fn get_watch(
         .map(|i| (i.name.clone(), row(&i.name, &i.object, None)))
         .collect();
     loop {
-        let Reply::Event(event) = client.next_reply()? else {
-            continue;
-        };
+        let event = next()?;
         if !wanted(&event.name) {
             continue;
         }

@@ -336,3 +336,57 @@ fn etcd_restarted_agent_resumes_and_finishes_its_deletions() {
     });
     again.stop();
 }
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_get_w_follows_a_deletion_to_its_end() {
+    let c = Cluster::new("watch");
+    let a = c.agent("node-a");
+    c.pod("web-w", "node-a", 2);
+    let mut watch = Command::new(GRACE)
+        .args(["get", "web-w", "-w"])
+        .args(["--etcd", &endpoints(), "--etcd-prefix", &c.prefix])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    // Lines arrive through a channel, so that a watch that stops printing
+    // fails the test instead of hanging it.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            if tx.send(line.expect("utf-8")).is_err() {
+                return;
+            }
+        }
+    });
+    let next = || {
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the watch prints")
+    };
+    assert!(next().starts_with("NAME"));
+    let first = next();
+    assert!(
+        first.starts_with("web-w ") && first.contains("Running"),
+        "{first}"
+    );
+
+    let _ = c.ok(&["delete", "web-w"]);
+    let mut seen = Vec::new();
+    loop {
+        let line = next();
+        let done = line.contains("Deleted");
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(seen.iter().any(|l| l.contains("Terminating")), "{seen:?}");
+    assert!(!alive(&c.pid_file("web-w")), "killed before the removal");
+    for pair in seen.windows(2) {
+        assert_ne!(pair[0], pair[1], "rows that say nothing new: {seen:?}");
+    }
+    a.stop();
+}
