@@ -798,6 +798,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let mut acted = Vec::new();
         let mut shown = Vec::new();
         let mut refused = None;
+        let mut refused_ids = Vec::new();
         for (&(id, _), written) in round.iter().zip(written) {
             match self.act(id, now, written) {
                 Ok((true, object)) => {
@@ -805,9 +806,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     shown.push(object);
                 }
                 Ok((false, _)) => {}
-                // Its stored state still owes what failed: not written.
+                // Its stored state still owes what failed: not written,
+                // and read back below, so that what the lifecycle in memory
+                // took as done is owed again.
                 Err(e) => {
                     refused.get_or_insert(e);
+                    refused_ids.push(id);
                 }
             }
         }
@@ -820,7 +824,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         // Named before rescheduling, which forgets finished objects.
         let unsure: Vec<Arc<str>> = match after {
             Ok(()) => Vec::new(),
-            Err(_) => acted.iter().filter_map(|&(id, _)| self.name(id)).collect(),
+            Err(_) => acted
+                .iter()
+                .map(|&(id, _)| id)
+                .chain(refused_ids)
+                .filter_map(|id| self.name(id))
+                .collect(),
         };
         for (id, from) in round {
             let to = self.phase(id);
