@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use etcd_client::{DeleteOptions, KeyValue, Txn, TxnOp};
 
 use super::keys::{self, decode_counter};
-use super::{Inner, gets, unchanged};
+use super::{Inner, TOO_MANY_OPS, gets, unchanged};
 use crate::store::{
     BatchError, Event, EventKind, Revision, StoreError, StoredObject, Write, check,
 };
@@ -38,6 +38,11 @@ pub(super) fn write(inner: &Inner, writes: Vec<Write>) -> Result<Vec<Revision>, 
             .or_else(reads.clone());
         let response = inner.txn("batch", txn).map_err(|e| {
             BatchError::backend(match e {
+                // etcd refuses a transaction that is too long before
+                // applying any of it.
+                StoreError::Unavailable(msg) if msg.contains(TOO_MANY_OPS) => {
+                    StoreError::Unavailable(msg)
+                }
                 StoreError::Unavailable(msg) => StoreError::Unavailable(format!(
                     "{msg} (the batch may or may not have been applied)"
                 )),

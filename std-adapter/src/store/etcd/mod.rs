@@ -526,11 +526,15 @@ fn unchanged(key: &str, kv: Option<&KeyValue>) -> Compare {
     }
 }
 
+/// What etcd says when a transaction holds more operations than its
+/// `--max-txn-ops` allows (it applies none of them).
+const TOO_MANY_OPS: &str = "too many operations in txn";
+
 /// An etcd client error as a [`StoreError`].
 fn etcd_error(e: etcd_client::Error) -> StoreError {
     use etcd_client::Error;
     match e {
-        Error::GRpcStatus(status) if status.message().contains("too many operations in txn") => {
+        Error::GRpcStatus(status) if status.message().contains(TOO_MANY_OPS) => {
             StoreError::Unavailable(format!(
                 "etcd: {}: a batch takes 2 operations per write + 3, and the server allows \
                  --max-txn-ops (128 by default); write fewer at a time",
