@@ -88,7 +88,9 @@ impl<const N: usize> TableWorld<N> {
             match action {
                 // The process dies at once.
                 Action::SendKill { container } => {
-                    let _ = self.table.handle_container_exited(now, id, container);
+                    let _ = self
+                        .table
+                        .handle_container_exited(now, id, container.into());
                 }
                 // The agent's final delete removed the record: a fresh
                 // object takes its place.
@@ -144,7 +146,7 @@ impl ScanWorld {
             while let Some(action) = pod.poll_action() {
                 match action {
                     Action::SendKill { container } => {
-                        let _ = pod.handle_container_exited(now, container);
+                        let _ = pod.handle_container_exited(now, container.into());
                     }
                     Action::Remove { .. } => {
                         self.next += 1;

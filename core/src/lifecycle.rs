@@ -62,6 +62,12 @@ impl fmt::Display for Phase {
 }
 
 /// Something the caller must do now.
+///
+/// Small on purpose (8 bytes, like `Option<Action>`): a container is named
+/// by its index as one byte, as a lifecycle has at most 255 containers, and
+/// a pre-stop budget is whole seconds in 32 bits. `usize::from(container)`
+/// indexes [`Lifecycle::containers`] and is what the `handle_*` inputs
+/// naming a container take.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -73,24 +79,26 @@ pub enum Action {
     /// [`Lifecycle::handle_pre_stop_finished`].
     RunPreStop {
         /// Container index.
-        container: usize,
-        /// The hook's budget in whole seconds.
-        budget_seconds: i64,
+        container: u8,
+        /// The hook's budget in whole seconds, saturated at `u32::MAX`
+        /// (136 years). The machine's own cut-off uses the
+        /// exact budget, which [`Container::budget_seconds`] reads.
+        budget_seconds: u32,
     },
     /// Send the stop signal (SIGTERM by default, R63).
     SendStopSignal {
         /// Container index.
-        container: usize,
+        container: u8,
     },
     /// Send SIGKILL: the budget is spent (R63).
     SendKill {
         /// Container index.
-        container: usize,
+        container: u8,
     },
     /// The container has stopped: release what it held.
     ContainerStopped {
         /// Container index.
-        container: usize,
+        container: u8,
     },
     /// Remove the record from storage. `force` (D4): the workload may still
     /// be running somewhere (at-most-one no longer holds).
@@ -581,7 +589,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Handled::Applied
     }
 
-    /// A container's pre-stop hook returned.
+    /// A container's pre-stop hook returned. `container` indexes
+    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
+    /// converts with `usize::from`); any other value is [`UnknownContainer`].
     pub fn handle_pre_stop_finished(
         &mut self,
         now: Now,
@@ -595,7 +605,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Ok(Handled::Applied)
     }
 
-    /// A container's process exited.
+    /// A container's process exited. `container` indexes
+    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
+    /// converts with `usize::from`); any other value is [`UnknownContainer`].
     pub fn handle_container_exited(
         &mut self,
         now: Now,
@@ -728,22 +740,24 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             }
             Source::Container(i) => {
                 let c = self.containers_mut().get_mut(i)?;
+                // `i < C <= 255` (`COUNT_FITS`).
+                let container = u8::try_from(i).unwrap_or(u8::MAX);
                 // Within a container, outputs arise in this order.
                 let action = if c.owed & owed::PRE_STOP != 0 {
                     c.owed &= !owed::PRE_STOP;
                     Action::RunPreStop {
-                        container: i,
-                        budget_seconds: c.budget,
+                        container,
+                        budget_seconds: u32::try_from(c.budget.max(0)).unwrap_or(u32::MAX),
                     }
                 } else if c.owed & owed::STOP_SIGNAL != 0 {
                     c.owed &= !owed::STOP_SIGNAL;
-                    Action::SendStopSignal { container: i }
+                    Action::SendStopSignal { container }
                 } else if c.owed & owed::KILL != 0 {
                     c.owed &= !owed::KILL;
-                    Action::SendKill { container: i }
+                    Action::SendKill { container }
                 } else {
                     c.owed &= !owed::STOPPED;
-                    Action::ContainerStopped { container: i }
+                    Action::ContainerStopped { container }
                 };
                 if c.owed == 0 {
                     c.owed_since = 0;

@@ -164,19 +164,19 @@ fn deadline_of(p: &Pod, container: usize) -> Option<i64> {
     p.containers()[container].deadline().map(rel)
 }
 
-fn pre_stop(container: usize, budget_seconds: i64) -> Action {
+fn pre_stop(container: u8, budget_seconds: u32) -> Action {
     Action::RunPreStop {
         container,
         budget_seconds,
     }
 }
-fn term(container: usize) -> Action {
+fn term(container: u8) -> Action {
     Action::SendStopSignal { container }
 }
-fn kill(container: usize) -> Action {
+fn kill(container: u8) -> Action {
     Action::SendKill { container }
 }
-fn gone(container: usize) -> Action {
+fn gone(container: u8) -> Action {
     Action::ContainerStopped { container }
 }
 const REMOVE: Action = Action::Remove { force: false };
@@ -811,8 +811,10 @@ fn r90_huge_grace_timestamps_are_in_the_future_or_saturated() {
 #[test]
 fn r91_huge_grace_does_not_fire_timers_immediately() {
     let (mut p, actions) = killing(&[HOOKED], Some(9_223_372_037));
-    // The hook is waited for, not skipped.
-    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 9_223_372_037)]);
+    // The hook is waited for, not skipped. Its budget, past 32 bits,
+    // saturates in the action; the container keeps it exact.
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, u32::MAX)]);
+    assert_eq!(p.containers()[0].budget_seconds(), 9_223_372_037);
     quiet_at(&mut p, 3_600_000);
     assert!(matches!(p.containers()[0].stage(), Stage::PreStop { .. }));
     assert_eq!(next(&p), Some(9_223_372_037_000));
@@ -871,7 +873,9 @@ fn d2_grace_i64_max_never_wraps() {
     );
     assert_eq!(p.record().deletion_grace_period_seconds, Some(i64::MAX));
     sync(&mut p, 0);
-    assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, i64::MAX)]);
+    // The action's budget saturates; the container keeps the exact one.
+    assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, u32::MAX)]);
+    assert_eq!(p.containers()[0].budget_seconds(), i64::MAX);
     assert_eq!(p.poll_timeout(), Some(Instant::MAX));
     hook_done(&mut p, 5_000, 0);
     assert_eq!(drain(&mut p), [term(0)]);

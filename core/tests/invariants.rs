@@ -844,7 +844,7 @@ impl Invariant for SigkillNeverEarly {
                 Action::SendStopSignal { container } => {
                     let slot = self
                         .signal_at
-                        .get_mut(container)
+                        .get_mut(usize::from(container))
                         .ok_or("signal for an unknown container")?;
                     if slot.is_some() {
                         return Err(format!("second stop signal for {container}"));
@@ -855,7 +855,8 @@ impl Invariant for SigkillNeverEarly {
                     *slot = Some(now);
                 }
                 Action::SendKill { container } => {
-                    let Some(Some(signal)) = self.signal_at.get(container).copied() else {
+                    let Some(Some(signal)) = self.signal_at.get(usize::from(container)).copied()
+                    else {
                         return Err(format!("SIGKILL for {container} without a stop signal"));
                     };
                     let floor = signal.saturating_add(MIN_STOP_MILLIS);
@@ -994,7 +995,7 @@ impl Invariant for RemovalWhileRunningIsForced {
                 Action::ContainerStopped { container } => {
                     *self
                         .running
-                        .get_mut(container)
+                        .get_mut(usize::from(container))
                         .ok_or("unknown container stopped")? = false;
                 }
                 Action::Remove { force } => {

@@ -685,10 +685,10 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                 container,
                 budget_seconds,
             } => {
-                if container >= a.containers().len()
+                if usize::from(container) >= a.containers().len()
                     || !aa.killing
                     || budget_seconds < 1
-                    || budget_seconds > aa.remembered_grace
+                    || i64::from(budget_seconds) > aa.remembered_grace
                 {
                     return fail(
                         Check::KillSequence,
@@ -700,7 +700,7 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                 }
             }
             Action::SendStopSignal { container } => {
-                let Some(slot) = w.signal_at.get_mut(container) else {
+                let Some(slot) = w.signal_at.get_mut(usize::from(container)) else {
                     return fail(Check::KillSequence, format!("signal for #{container}"));
                 };
                 if slot.is_some() || !aa.killing {
@@ -715,14 +715,15 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                 *slot = Some(t);
             }
             Action::SendKill { container } => {
-                let signal = w.signal_at.get(container).copied().flatten();
+                let index = usize::from(container);
+                let signal = w.signal_at.get(index).copied().flatten();
                 let Some(signal) = signal else {
                     return fail(
                         Check::KillSequence,
                         format!("SIGKILL #{container} without a stop signal"),
                     );
                 };
-                if w.kill_at.get(container).copied().flatten().is_some() {
+                if w.kill_at.get(index).copied().flatten().is_some() {
                     return fail(Check::KillSequence, format!("second SIGKILL #{container}"));
                 }
                 if t < signal.saturating_add(MIN_STOP_MS) {
@@ -735,7 +736,7 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                         ),
                     );
                 }
-                let due = match b.containers().get(container).map(|c| c.stage()) {
+                let due = match b.containers().get(index).map(|c| c.stage()) {
                     Some(Stage::Stopping { kill_at }) => since_start(kill_at),
                     other => {
                         return fail(
@@ -756,12 +757,12 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                         ),
                     );
                 }
-                if let Some(slot) = w.kill_at.get_mut(container) {
+                if let Some(slot) = w.kill_at.get_mut(index) {
                     *slot = Some(t);
                 }
             }
             Action::ContainerStopped { container } => {
-                let Some(running) = w.running.get_mut(container) else {
+                let Some(running) = w.running.get_mut(usize::from(container)) else {
                     return fail(Check::KillSequence, format!("#{container} stopped"));
                 };
                 *running = false;
@@ -1444,7 +1445,7 @@ fn model_check_with_evictions() {
 fn kills_one_second_after_sigterm(lc: &mut Lc, now: Now, event: Event) -> Effects {
     let mut fx = real_machine(lc, now, event);
     if event == Event::HandleTimeout {
-        for (i, c) in lc.containers().iter().enumerate() {
+        for (i, c) in (0..=u8::MAX).zip(lc.containers()) {
             if let (Stage::Stopping { kill_at }, Some(sent)) = (c.stage(), c.stop_signal_sent_at())
                 && now.mono.as_millis() >= sent.as_millis() + 1_000
                 && now.mono < kill_at

@@ -4,11 +4,12 @@
 //! dominated by its 64-byte names): the agent's state, each container's
 //! kill state, the action order, the strategy. A table adds its own
 //! bookkeeping per object: the slot's generation and marks, a heap entry
-//! and a ready-FIFO entry.
+//! and a ready-FIFO entry. An action is handed out on every output: it is
+//! kept to one machine word.
 
 use core::mem::size_of;
 
-use grace_core::{Container, Lifecycle, Name, Record, Table};
+use grace_core::{Action, Container, Lifecycle, Name, Record, Table};
 
 /// Timing state of one object with `C` containers.
 fn timing_state<const C: usize>() -> usize {
@@ -50,4 +51,14 @@ fn a_table_tracks_a_one_container_object_in_at_most_64_bytes() {
 #[test]
 fn names_are_inline_and_64_bytes() {
     assert_eq!(size_of::<Name>(), 64);
+}
+
+// One 64-bit word, so that `poll_action` returns it in a register and a
+// caller's copy of it is one load (checked at compile time as well).
+const _: () = assert!(size_of::<Option<Action>>() <= 8);
+
+#[test]
+fn an_action_fits_one_word_even_as_an_option() {
+    assert_eq!(size_of::<Action>(), 8);
+    assert_eq!(size_of::<Option<Action>>(), 8);
 }

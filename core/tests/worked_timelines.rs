@@ -99,16 +99,16 @@ fn assert_record(p: &Pod, ts: Option<i64>, dgps: Option<i64>, generation: i64) {
     assert_eq!(r.generation, generation, "generation");
 }
 
-fn term(container: usize) -> Action {
+fn term(container: u8) -> Action {
     Action::SendStopSignal { container }
 }
-fn kill(container: usize) -> Action {
+fn kill(container: u8) -> Action {
     Action::SendKill { container }
 }
-fn gone(container: usize) -> Action {
+fn gone(container: u8) -> Action {
     Action::ContainerStopped { container }
 }
-fn pre_stop(container: usize, budget_seconds: i64) -> Action {
+fn pre_stop(container: u8, budget_seconds: u32) -> Action {
     Action::RunPreStop {
         container,
         budget_seconds,

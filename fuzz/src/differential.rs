@@ -3,10 +3,10 @@
 
 use arbitrary::Arbitrary;
 use grace_core::{
-    Action, Conflict, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome, FinalizerChange,
-    GcPolicy, Handled, Instant, InvalidOptions, Kind, Lifecycle, Name, Now, PodPhase, Propagation,
-    Record, Strategy, Timestamp, UpdateError, WallTime, decide_delete, decide_finalizer_update,
-    effective_grace, pod_grace_period,
+    Action, Conflict, Container, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome,
+    FinalizerChange, GcPolicy, Handled, Instant, InvalidOptions, Kind, Lifecycle, Name, Now,
+    PodPhase, Propagation, Record, Strategy, Timestamp, UpdateError, WallTime, decide_delete,
+    decide_finalizer_update, effective_grace, pod_grace_period,
 };
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
@@ -309,8 +309,21 @@ pub fn compare_kill(k: &KubeletInput) {
     for _round in 0..32 {
         while let Some(action) = pod.poll_action() {
             match action {
-                Action::RunPreStop { budget_seconds, .. } => {
-                    got_budget = Some(budget_seconds);
+                Action::RunPreStop {
+                    container,
+                    budget_seconds,
+                } => {
+                    // The action's budget saturates at 32 bits; the
+                    // container keeps the exact one.
+                    let exact = pod
+                        .containers()
+                        .get(usize::from(container))
+                        .map(Container::budget_seconds);
+                    let saturated = exact.map(|b| u32::try_from(b).unwrap_or(u32::MAX));
+                    if saturated != Some(budget_seconds) {
+                        panic!("pre-stop budget {budget_seconds} s, container's {exact:?}");
+                    }
+                    got_budget = exact;
                     hook_returns = match k.hook {
                         Some(Some(d)) => now.checked_add(d.0),
                         _ => None,

@@ -568,6 +568,7 @@ impl Checker {
                     container,
                     budget_seconds,
                 } => {
+                    let container = usize::from(container);
                     let has_hook = s
                         .after
                         .containers()
@@ -583,7 +584,9 @@ impl Checker {
                         ));
                     }
                     *sent = true;
-                    if budget_seconds < 1 || budget_seconds != after.remembered_grace {
+                    // The action's budget saturates at 32 bits.
+                    let grace = u32::try_from(after.remembered_grace).unwrap_or(u32::MAX);
+                    if budget_seconds < 1 || budget_seconds != grace {
                         return Err(format!(
                             "R59/R60: pre-stop budget {budget_seconds}, agent's budget {}",
                             after.remembered_grace
@@ -591,6 +594,7 @@ impl Checker {
                     }
                 }
                 Action::SendStopSignal { container } => {
+                    let container = usize::from(container);
                     let slot = self
                         .signal_at
                         .get_mut(container)
@@ -604,6 +608,7 @@ impl Checker {
                     *slot = Some(now);
                 }
                 Action::SendKill { container } => {
+                    let container = usize::from(container);
                     let Some(Some(signal)) = self.signal_at.get(container).copied() else {
                         return Err(format!("SIGKILL for {container} without a stop signal"));
                     };
@@ -631,6 +636,7 @@ impl Checker {
                     }
                 }
                 Action::ContainerStopped { container } => {
+                    let container = usize::from(container);
                     let sent = self
                         .stopped_sent
                         .get_mut(container)
@@ -744,6 +750,7 @@ impl Checker {
         for action in s.actions {
             match *action {
                 Action::ContainerStopped { container } => {
+                    let container = usize::from(container);
                     *self
                         .running
                         .get_mut(container)

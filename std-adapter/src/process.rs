@@ -158,6 +158,7 @@ impl Actuator for ProcessActuator {
             // deletion timestamp itself (R85).
             Action::RemoveEndpoints | Action::Remove { .. } => Ok(()),
             Action::RunPreStop { container, .. } => {
+                let container = usize::from(container);
                 if self.hooks.contains_key(&key(container)) {
                     return Ok(()); // already running: idempotent
                 }
@@ -176,6 +177,7 @@ impl Actuator for ProcessActuator {
                 Ok(())
             }
             Action::SendStopSignal { container } => {
+                let container = usize::from(container);
                 // The hook's budget is spent (or it returned): cut it off.
                 if let Some(group) = self.hooks.remove(&key(container)) {
                     signal_group(group, Signal::KILL);
@@ -187,12 +189,14 @@ impl Actuator for ProcessActuator {
                 Ok(())
             }
             Action::SendKill { container } => {
+                let container = usize::from(container);
                 if let Some(&group) = self.workloads.get(&key(container)) {
                     signal_group(group, Signal::KILL);
                 }
                 Ok(())
             }
             Action::ContainerStopped { container } => {
+                let container = usize::from(container);
                 if let Some(group) = self.hooks.remove(&key(container)) {
                     signal_group(group, Signal::KILL);
                 }

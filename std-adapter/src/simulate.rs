@@ -10,8 +10,8 @@
 //! instant its SIGKILL is due is not killed.
 
 use grace_core::{
-    Action, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
-    UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Action, Container, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now,
+    Phase, UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::scenario::{DeleteRequest, Event, EventKind, MAX_CONTAINERS, MAX_FINALIZERS, Scenario};
@@ -237,6 +237,13 @@ impl<'a> Simulator<'a> {
                     container,
                     budget_seconds,
                 } => {
+                    let container = usize::from(container);
+                    // The exact budget (the action's saturates at 32 bits).
+                    let budget_seconds = self
+                        .machine
+                        .containers()
+                        .get(container)
+                        .map_or(i64::from(budget_seconds), Container::budget_seconds);
                     if let Some(w) = self.world.get_mut(container) {
                         let run = self.scenario.containers[container].pre_stop_ms.unwrap_or(0);
                         w.hook_done_at = Some(at.saturating_add(run));
@@ -244,6 +251,7 @@ impl<'a> Simulator<'a> {
                     (ActionKind::PreStop { budget_seconds }, Some(container))
                 }
                 Action::SendStopSignal { container } => {
+                    let container = usize::from(container);
                     if let Some(w) = self.world.get_mut(container) {
                         w.hook_done_at = None; // the hook is cut or over
                         w.exit_at = self.scenario.containers[container]
@@ -253,12 +261,14 @@ impl<'a> Simulator<'a> {
                     (ActionKind::Sigterm, Some(container))
                 }
                 Action::SendKill { container } => {
+                    let container = usize::from(container);
                     if let Some(w) = self.world.get_mut(container) {
                         w.exit_at = Some(at);
                     }
                     (ActionKind::Sigkill, Some(container))
                 }
                 Action::ContainerStopped { container } => {
+                    let container = usize::from(container);
                     if let Some(w) = self.world.get_mut(container) {
                         *w = World::default();
                     }

@@ -300,7 +300,7 @@ fn settle(now: Now, pods: &mut [Pod]) {
             Action::RunPreStop { budget_seconds, .. } => {
                 // The hook hangs: it never reports back; the cut-off ends the wait.
                 info!(
-                    "t={=u64} ms {=str}: action run pre-stop hook, budget {=i64} s, cut-off at t={=u64} ms",
+                    "t={=u64} ms {=str}: action run pre-stop hook, budget {=u32} s, cut-off at t={=u64} ms",
                     ms, name, budget_seconds, due
                 );
             }

@@ -362,7 +362,7 @@ impl Checker {
                 .last
                 .as_ref()
                 .ok_or_else(|| fail("carried out before anything was persisted".into()))?;
-            let stage = |i: usize| lc.containers().get(i).map(Container::stage);
+            let stage = |i: u8| lc.containers().get(usize::from(i)).map(Container::stage);
             let persisted = match action {
                 Action::RemoveEndpoints => lc.record().deletion_timestamp.is_some(),
                 Action::RunPreStop { container, .. } => {
@@ -389,6 +389,7 @@ impl Checker {
         let now_ms = now.mono.as_millis();
         match action {
             Action::SendStopSignal { container } => {
+                let container = usize::from(container);
                 if let Some(s) = t.kill.signalled.get_mut(container) {
                     *s = true;
                 }
@@ -401,6 +402,7 @@ impl Checker {
                 }
             }
             Action::SendKill { container } => {
+                let container = usize::from(container);
                 if !t.kill.signalled.get(container).copied().unwrap_or(false) {
                     return Err(fail(
                         "SIGTERM skipped: no stop signal was sent first".into(),
