@@ -531,9 +531,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     // the others or take a round's batch either (and on
                     // etcd each request waits out a timeout): the rest
                     // waits for the next retry.
-                    Err(
-                        e @ RuntimeError::Store(StoreError::Unavailable(_) | StoreError::Io(_)),
-                    ) => {
+                    Err(e) if store_down(&e) => {
                         self.objects.close();
                         return Err(e);
                     }
@@ -598,11 +596,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 for (&(id, _), before) in round.iter().zip(befores) {
                     let name = self.objects.get(id).map(|e| Arc::clone(&e.name));
                     self.objects.revert(id, before);
-                    if let Some(name) = name {
-                        let _ = self.resync(&name);
-                        names.push(name);
-                    }
+                    names.extend(name);
                 }
+                self.resync_each(&names);
                 if !one_object || round.len() < 2 {
                     return Err(failure.error);
                 }
@@ -681,12 +677,34 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     fn resync(&mut self, name: &str) -> Result<(), RuntimeError> {
         let result = self.read_back(name);
         if result.is_err() {
-            self.unsure.insert(name.to_owned());
-            self.unschedule(name);
-            let retry = self.clock.now().mono.saturating_add(RETRY);
-            self.retry_at = Some(self.retry_at.map_or(retry, |t| t.min(retry)));
+            self.mark_unsure(name);
         }
         result
+    }
+
+    /// [`resync`](Self::resync) for each of `names`, until the store does
+    /// not answer: it would not answer for the rest either (and on etcd
+    /// each request waits out a timeout), so they are left to the next
+    /// retry unasked.
+    fn resync_each(&mut self, names: &[Arc<str>]) {
+        let mut names = names.iter();
+        for name in names.by_ref() {
+            if self.resync(name).is_err_and(|e| store_down(&e)) {
+                break;
+            }
+        }
+        for name in names {
+            self.mark_unsure(name);
+        }
+    }
+
+    /// Leaves `name` to be read back before its next use, or by
+    /// `handle_timeouts` after [`RETRY`].
+    fn mark_unsure(&mut self, name: &str) {
+        self.unsure.insert(name.to_owned());
+        self.unschedule(name);
+        let retry = self.clock.now().mono.saturating_add(RETRY);
+        self.retry_at = Some(self.retry_at.map_or(retry, |t| t.min(retry)));
     }
 
     fn read_back(&mut self, name: &str) -> Result<(), RuntimeError> {
@@ -843,9 +861,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         }
         // The batch may have been applied with its answer lost: take the
         // store's state, as `input` does after a failed write.
-        for name in unsure {
-            let _ = self.resync(&name);
-        }
+        self.resync_each(&unsure);
         after
     }
 
@@ -1203,6 +1219,14 @@ pub(crate) fn stopped_containers(object: &StoredObject) -> Vec<bool> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `e` says the store did not answer (rather than answering no).
+fn store_down(e: &RuntimeError) -> bool {
+    matches!(
+        e,
+        RuntimeError::Store(StoreError::Unavailable(_) | StoreError::Io(_))
+    )
 }
 
 fn cannot_encode(e: KillStateError) -> RuntimeError {

@@ -303,9 +303,10 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
 }
 
 /// A round whose write-ahead batch got no answer leaves all its objects
-/// unsure. While the store stays down, the retry asks it once, not once
-/// per object (on etcd each unanswered read waits out a timeout); when it
-/// answers again, every object is read back and its kill carried out.
+/// unsure; the store is asked once, not once per object (on etcd each
+/// unanswered read waits out a timeout). While it stays down, each retry
+/// asks it once; when it answers again, every object is read back and its
+/// kill carried out.
 #[test]
 fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
     let (store, clock, recorder, mut rt) = setup();
@@ -321,7 +322,13 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
     recorder.take_actions();
     clock.advance(secs(5));
     store.then(&[Some(Next::GoDown)]);
+    let before = store.gets.load(Ordering::SeqCst);
     assert!(rt.handle_timeouts().is_err(), "the round's batch failed");
+    assert_eq!(
+        store.gets.load(Ordering::SeqCst) - before,
+        1,
+        "one unanswered read back, not one per object of the round"
+    );
     assert!(
         recorder.take_actions().is_empty(),
         "nothing acted on unwritten"
