@@ -5,12 +5,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, wait_for};
+use common::{Lines, alive, wait_for};
 use grace_std::RedbStore;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
@@ -203,22 +203,14 @@ fn get_watch_shows_terminating_then_deleted() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("watch starts");
-    let mut lines = BufReader::new(watch.stdout.take().expect("stdout")).lines();
-    let header = lines.next().expect("a line").expect("utf-8");
+    let lines = Lines::of(watch.stdout.take().expect("stdout"));
+    let header = lines.next();
     assert!(header.starts_with("NAME"), "{header}");
-    let first = lines.next().expect("a line").expect("utf-8");
+    let first = lines.next();
     assert!(first.contains("Running"), "{first}");
 
     assert!(grace(dir.path(), &["delete", "w"]).status.success());
-    let mut seen = Vec::new();
-    for line in lines {
-        let line = line.expect("utf-8");
-        let done = line.contains("Deleted");
-        seen.push(line);
-        if done {
-            break;
-        }
-    }
+    let seen = lines.until(|l| l.contains("Deleted"));
     let _ = watch.kill();
     let _ = watch.wait();
     assert!(seen.iter().any(|l| l.contains("Terminating")), "{seen:?}");

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, wait_for};
+use common::{Lines, alive, wait_for};
 use grace_std::store::{EtcdOptions, EtcdStore, Store};
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
@@ -349,38 +349,16 @@ fn etcd_get_w_follows_a_deletion_to_its_end() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("watch starts");
-    // Lines arrive through a channel, so that a watch that stops printing
-    // fails the test instead of hanging it.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = watch.stdout.take().expect("stdout");
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
-            if tx.send(line.expect("utf-8")).is_err() {
-                return;
-            }
-        }
-    });
-    let next = || {
-        rx.recv_timeout(Duration::from_secs(20))
-            .expect("the watch prints")
-    };
-    assert!(next().starts_with("NAME"));
-    let first = next();
+    let lines = Lines::of(watch.stdout.take().expect("stdout"));
+    assert!(lines.next().starts_with("NAME"));
+    let first = lines.next();
     assert!(
         first.starts_with("web-w ") && first.contains("Running"),
         "{first}"
     );
 
     let _ = c.ok(&["delete", "web-w"]);
-    let mut seen = Vec::new();
-    loop {
-        let line = next();
-        let done = line.contains("Deleted");
-        seen.push(line);
-        if done {
-            break;
-        }
-    }
+    let seen = lines.until(|l| l.contains("Deleted"));
     let _ = watch.kill();
     let _ = watch.wait();
     assert!(seen.iter().any(|l| l.contains("Terminating")), "{seen:?}");

@@ -1,8 +1,11 @@
 //! What several test files share: an actuator that records what it is
-//! asked to do, a one-container pod, and waiting on real processes.
+//! asked to do, a one-container pod, and waiting on real processes and
+//! their output.
 #![allow(dead_code)] // each test file uses its own part
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -68,4 +71,45 @@ pub fn alive(pid_file: &Path) -> bool {
     Path::new(&format!("/proc/{}", pid.trim())).exists()
         && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
             .is_ok_and(|s| s.contains(") Z "))
+}
+
+/// The lines a process prints (a `grace get -w`), read on a thread of
+/// their own, so that a process that stops printing fails the test after
+/// a bound instead of hanging it.
+pub struct Lines(mpsc::Receiver<String>);
+
+impl Lines {
+    /// Reads `output` line by line.
+    pub fn of(output: impl Read + Send + 'static) -> Lines {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(output).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines(rx)
+    }
+
+    /// The next line, waiting up to 20 s for it.
+    pub fn next(&self) -> String {
+        self.0
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line within 20 s")
+    }
+
+    /// The lines up to and including the first one for which `last` holds.
+    pub fn until(&self, last: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let line = self.next();
+            let done = last(&line);
+            seen.push(line);
+            if done {
+                return seen;
+            }
+        }
+    }
 }
