@@ -579,12 +579,17 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
                 continue;
             };
-            let before = lifecycle.clone();
-            lifecycle.handle_timeout(now);
-            if *lifecycle != before {
-                round.push((id, Some(before.phase())));
-                befores.push(packed);
+            // Only a deadline that has passed changes a lifecycle (an early
+            // call is a no-op), and handling one always moves it on: the
+            // deadline says whether anything changed, without a copy of the
+            // whole lifecycle to compare with.
+            if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
+                continue;
             }
+            let from = lifecycle.phase();
+            lifecycle.handle_timeout(now);
+            round.push((id, Some(from)));
+            befores.push(packed);
         }
         match self.write_ahead(&round, Vec::new()) {
             Ok(written) => self.act_round(now, round, written),
