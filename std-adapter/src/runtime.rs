@@ -591,7 +591,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             round.push((id, Some(from)));
             befores.push(packed);
         }
-        match self.write_ahead(&round, Vec::new()) {
+        match self.write_ahead(&round) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the
@@ -760,53 +760,75 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         now: Now,
         round: Vec<(Id, Option<Phase>)>,
     ) -> Result<(), RuntimeError> {
-        let written = self.write_ahead(&round, Vec::new()).map_err(|f| f.error)?;
+        let written = self.write_ahead(&round).map_err(|f| f.error)?;
         self.act_round(now, round, written)
     }
 
     /// Writes the lifecycles of `round` with one batch and returns the kill
     /// state written for each (`None`: not written, its record is removed).
-    /// `reuse` holds, for some, the object as last written (see
-    /// [`record_write`](Self::record_write)). Nothing is written if it
-    /// fails; `index` then says whether one object was the cause.
+    /// Nothing is written if it fails; `index` then says whether one object
+    /// was the cause.
     fn write_ahead(
         &mut self,
         round: &[(Id, Option<Phase>)],
-        reuse: Vec<Option<StoredObject>>,
     ) -> Result<Vec<Option<KillState>>, RoundFailure> {
         let mut writes = Vec::with_capacity(round.len());
         let mut states = Vec::with_capacity(round.len());
-        let mut reuse = reuse.into_iter();
         for &(id, _) in round {
-            let write = self
-                .record_write(id, reuse.next().flatten())
+            let state = self
+                .push_write(&mut writes, id, None)
                 .map_err(|error| RoundFailure { index: None, error })?;
-            if let Some((name, object, expected)) = write {
-                states.push(object.agent.clone());
-                writes.push(Write::Update {
-                    name,
-                    object,
-                    expected,
-                });
-            } else {
-                states.push(None);
-            }
+            states.push(state);
         }
+        let written = round
+            .iter()
+            .zip(&states)
+            .map(|(&(id, _), s)| (id, s.is_some()));
+        self.send(writes, written)?;
+        Ok(states)
+    }
+
+    /// Adds the write of the object's lifecycle to `writes` (see
+    /// [`record_write`](Self::record_write), which `reuse` is passed to)
+    /// and returns the kill state it writes; `None` adds nothing: the
+    /// record is removed.
+    fn push_write(
+        &mut self,
+        writes: &mut Vec<Write>,
+        id: Id,
+        reuse: Option<StoredObject>,
+    ) -> Result<Option<KillState>, RuntimeError> {
+        let Some((name, object, expected)) = self.record_write(id, reuse)? else {
+            return Ok(None);
+        };
+        let state = object.agent.clone();
+        writes.push(Write::Update {
+            name,
+            object,
+            expected,
+        });
+        Ok(state)
+    }
+
+    /// Sends `writes` as one batch (they are the writes of the objects
+    /// `written` marks, in order) and notes each object's new revision.
+    fn send(
+        &mut self,
+        writes: Vec<Write>,
+        written: impl Iterator<Item = (Id, bool)>,
+    ) -> Result<(), RoundFailure> {
         let revisions = self.batch(writes).map_err(|e| RoundFailure {
             index: e.index,
             error: e.error.into(),
         })?;
         let mut revisions = revisions.into_iter();
-        Ok(round
-            .iter()
-            .zip(states)
-            .map(|(&(id, _), state)| {
-                let state = state?;
-                let revision = revisions.next()?;
-                self.stored(id, revision);
-                Some(state)
-            })
-            .collect())
+        for (id, _) in written.filter(|&(_, w)| w) {
+            let Some(revision) = revisions.next() else {
+                break;
+            };
+            self.stored(id, revision);
+        }
+        Ok(())
     }
 
     /// Carries out what each object of a round owes (after
@@ -818,15 +840,30 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         round: Vec<(Id, Option<Phase>)>,
         written: Vec<Option<KillState>>,
     ) -> Result<(), RuntimeError> {
-        let mut acted = Vec::new();
-        let mut shown = Vec::new();
+        // `(id, whether it has a write in the batch)`.
+        let mut acted = Vec::with_capacity(round.len());
+        // The batch after the actions, gathered as each object acts (the
+        // object shown to the actuator is updated into its write), so that
+        // no round's worth of shown objects is kept meanwhile.
+        let mut writes = Vec::with_capacity(round.len());
+        let mut unwritable = None;
         let mut refused = None;
         let mut refused_ids = Vec::new();
         for (&(id, _), written) in round.iter().zip(written) {
             match self.act(id, now, written) {
-                Ok((true, object)) => {
-                    acted.push((id, None));
-                    shown.push(object);
+                Ok((true, shown)) => {
+                    let state = match unwritable {
+                        // Nothing is sent: the rest only act.
+                        Some(_) => None,
+                        None => match self.push_write(&mut writes, id, shown) {
+                            Ok(state) => state,
+                            Err(e) => {
+                                unwritable = Some(e);
+                                None
+                            }
+                        },
+                    };
+                    acted.push((id, state.is_some()));
                 }
                 Ok((false, _)) => {}
                 // Its stored state still owes what failed: not written,
@@ -838,12 +875,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
             }
         }
-        // The objects shown to the actuator are written again, updated.
-        let after = self
-            .write_ahead(&acted, shown)
-            .map(drop)
-            .map_err(|f| f.error)
-            .and(refused.map_or(Ok(()), Err));
+        let after = match unwritable {
+            Some(e) => Err(e),
+            None => self
+                .send(writes, acted.iter().copied())
+                .map_err(|f| f.error),
+        }
+        .and(refused.map_or(Ok(()), Err));
         // Named before rescheduling, which forgets finished objects.
         let unsure: Vec<Arc<str>> = match after {
             Ok(()) => Vec::new(),
