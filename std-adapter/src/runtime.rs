@@ -798,16 +798,16 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         id: Id,
         reuse: Option<StoredObject>,
     ) -> Result<Option<KillState>, RuntimeError> {
-        let Some((name, object, expected)) = self.record_write(id, reuse)? else {
-            return Ok(None);
-        };
-        let state = object.agent.clone();
-        writes.push(Write::Update {
-            name,
-            object,
-            expected,
-        });
-        Ok(state)
+        let state = self.record_write(id, reuse, |name, object, expected| {
+            let state = object.agent.clone();
+            writes.push(Write::Update {
+                name,
+                object,
+                expected,
+            });
+            state
+        })?;
+        Ok(state.flatten())
     }
 
     /// Sends `writes` as one batch (they are the writes of the objects
@@ -972,7 +972,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// Writes the object's lifecycle (if its record is still stored);
     /// returns the kill state written.
     fn persist(&mut self, id: Id) -> Result<Option<KillState>, RuntimeError> {
-        let Some((name, object, expected)) = self.record_write(id, None)? else {
+        let write = self.record_write(id, None, |name, object, expected| (name, object, expected));
+        let Some((name, object, expected)) = write? else {
             return Ok(None);
         };
         let written = object.agent.clone();
@@ -981,14 +982,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(written)
     }
 
-    /// The name, object and expected revision of the write of the object's
-    /// lifecycle; `None` once its record is removed. `reuse` is the object
-    /// as last written, to update rather than build anew.
-    fn record_write(
+    /// Hands `sink` the name, object and expected revision of the write of
+    /// the object's lifecycle and returns what it returns; `None` once its
+    /// record is removed. `reuse` is the object as last written, to update
+    /// rather than build anew. (A sink, not a return value: the object is
+    /// more than a kilobyte, and a batch's writes are pushed where they are
+    /// built rather than returned through each caller.)
+    fn record_write<R>(
         &mut self,
         id: Id,
         reuse: Option<StoredObject>,
-    ) -> Result<Option<(String, StoredObject, Revision)>, RuntimeError> {
+        sink: impl FnOnce(String, StoredObject, Revision) -> R,
+    ) -> Result<Option<R>, RuntimeError> {
         let (codec, epoch) = (&mut self.codec, &self.epoch);
         let write = self.objects.read(id, |entry, lifecycle| {
             let Some(expected) = entry.revision else {
@@ -1003,7 +1008,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
                 None => entry.spec.object(lifecycle, Some(agent)),
             };
-            Ok(Some((entry.name.to_string(), object, expected)))
+            Ok(Some(sink(entry.name.to_string(), object, expected)))
         })?;
         write.unwrap_or(Ok(None))
     }
