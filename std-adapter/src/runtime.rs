@@ -298,6 +298,9 @@ pub struct Runtime<S, C, A> {
     /// When to try reading the `unsure` names back again.
     retry_at: Option<Instant>,
     subscribers: Vec<mpsc::Sender<Transition>>,
+    /// A round's writes, gathered for one batch; empty between batches,
+    /// its capacity kept ([`Store::batch_from`]).
+    writes: Vec<Write>,
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -317,6 +320,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             unsure: BTreeSet::new(),
             retry_at: None,
             subscribers: Vec::new(),
+            writes: Vec::new(),
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
@@ -772,19 +776,22 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         &mut self,
         round: &[(Id, Option<Phase>)],
     ) -> Result<Vec<Option<KillState>>, RoundFailure> {
-        let mut writes = Vec::with_capacity(round.len());
+        let mut writes = self.take_writes(round.len());
         let mut states = Vec::with_capacity(round.len());
         for &(id, _) in round {
-            let state = self
-                .push_write(&mut writes, id, None)
-                .map_err(|error| RoundFailure { index: None, error })?;
-            states.push(state);
+            match self.push_write(&mut writes, id, None) {
+                Ok(state) => states.push(state),
+                Err(error) => {
+                    self.give_back(writes);
+                    return Err(RoundFailure { index: None, error });
+                }
+            }
         }
         let written = round
             .iter()
             .zip(&states)
             .map(|(&(id, _), s)| (id, s.is_some()));
-        self.send(writes, written)?;
+        self.send(&mut writes, written)?;
         Ok(states)
     }
 
@@ -814,10 +821,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// `written` marks, in order) and notes each object's new revision.
     fn send(
         &mut self,
-        writes: Vec<Write>,
+        writes: &mut Vec<Write>,
         written: impl Iterator<Item = (Id, bool)>,
     ) -> Result<(), RoundFailure> {
-        let revisions = self.batch(writes).map_err(|e| RoundFailure {
+        let sent = self.batch(writes);
+        self.give_back(std::mem::take(writes));
+        let revisions = sent.map_err(|e| RoundFailure {
             index: e.index,
             error: e.error.into(),
         })?;
@@ -845,7 +854,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         // The batch after the actions, gathered as each object acts (the
         // object shown to the actuator is updated into its write), so that
         // no round's worth of shown objects is kept meanwhile.
-        let mut writes = Vec::with_capacity(round.len());
+        let mut writes = self.take_writes(round.len());
         let mut unwritable = None;
         let mut refused = None;
         let mut refused_ids = Vec::new();
@@ -876,9 +885,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
         }
         let after = match unwritable {
-            Some(e) => Err(e),
+            Some(e) => {
+                self.give_back(writes);
+                Err(e)
+            }
             None => self
-                .send(writes, acted.iter().copied())
+                .send(&mut writes, acted.iter().copied())
                 .map_err(|f| f.error),
         }
         .and(refused.map_or(Ok(()), Err));
@@ -1027,12 +1039,32 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         ROUND.min(self.store.max_batch()).max(1)
     }
 
-    /// One store batch; an empty one is not sent.
-    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    /// One store batch of `writes`, which it leaves empty; an empty one is
+    /// not sent.
+    fn batch(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        self.store.batch(writes)
+        let sent = self.store.batch_from(writes);
+        writes.clear();
+        sent
+    }
+
+    /// The vector to gather a batch of up to `n` writes in: the one kept
+    /// from the last batch ([`give_back`](Self::give_back)), empty.
+    fn take_writes(&mut self, n: usize) -> Vec<Write> {
+        let mut writes = std::mem::take(&mut self.writes);
+        writes.clear();
+        writes.reserve(n);
+        writes
+    }
+
+    /// Keeps `writes`' capacity for the next batch.
+    fn give_back(&mut self, mut writes: Vec<Write>) {
+        writes.clear();
+        if writes.capacity() > self.writes.capacity() {
+            self.writes = writes;
+        }
     }
 
     /// The object's name.
