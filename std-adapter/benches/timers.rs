@@ -117,6 +117,14 @@ impl Store for NullStore {
             .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         Ok((1..=n).map(|i| Revision(last + i)).collect())
     }
+    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        let n = writes.len() as u64;
+        writes.clear();
+        let last = self
+            .revision
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        Ok((1..=n).map(|i| Revision(last + i)).collect())
+    }
     fn watch(&self, _: Revision) -> Result<Watch, StoreError> {
         Err(StoreError::Unavailable(
             "the null store has no watch".into(),

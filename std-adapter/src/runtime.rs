@@ -298,6 +298,9 @@ pub struct Runtime<S, C, A> {
     /// When to try reading the `unsure` names back again.
     retry_at: Option<Instant>,
     subscribers: Vec<mpsc::Sender<Transition>>,
+    /// A round's writes, gathered for one batch; empty between batches,
+    /// its capacity kept ([`Store::batch_from`]).
+    writes: Vec<Write>,
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -317,6 +320,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             unsure: BTreeSet::new(),
             retry_at: None,
             subscribers: Vec::new(),
+            writes: Vec::new(),
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
@@ -579,14 +583,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
                 continue;
             };
-            let before = lifecycle.clone();
-            lifecycle.handle_timeout(now);
-            if *lifecycle != before {
-                round.push((id, Some(before.phase())));
-                befores.push(packed);
+            // Only a deadline that has passed changes a lifecycle (an early
+            // call is a no-op), and handling one always moves it on: the
+            // deadline says whether anything changed, without a copy of the
+            // whole lifecycle to compare with.
+            if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
+                continue;
             }
+            let from = lifecycle.phase();
+            lifecycle.handle_timeout(now);
+            round.push((id, Some(from)));
+            befores.push(packed);
         }
-        match self.write_ahead(&round, Vec::new()) {
+        match self.write_ahead(&round) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the
@@ -755,53 +764,80 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         now: Now,
         round: Vec<(Id, Option<Phase>)>,
     ) -> Result<(), RuntimeError> {
-        let written = self.write_ahead(&round, Vec::new()).map_err(|f| f.error)?;
+        let written = self.write_ahead(&round).map_err(|f| f.error)?;
         self.act_round(now, round, written)
     }
 
     /// Writes the lifecycles of `round` with one batch and returns the kill
     /// state written for each (`None`: not written, its record is removed).
-    /// `reuse` holds, for some, the object as last written (see
-    /// [`record_write`](Self::record_write)). Nothing is written if it
-    /// fails; `index` then says whether one object was the cause.
+    /// Nothing is written if it fails; `index` then says whether one object
+    /// was the cause.
     fn write_ahead(
         &mut self,
         round: &[(Id, Option<Phase>)],
-        reuse: Vec<Option<StoredObject>>,
     ) -> Result<Vec<Option<KillState>>, RoundFailure> {
-        let mut writes = Vec::with_capacity(round.len());
+        let mut writes = self.take_writes(round.len());
         let mut states = Vec::with_capacity(round.len());
-        let mut reuse = reuse.into_iter();
         for &(id, _) in round {
-            let write = self
-                .record_write(id, reuse.next().flatten())
-                .map_err(|error| RoundFailure { index: None, error })?;
-            if let Some((name, object, expected)) = write {
-                states.push(object.agent.clone());
-                writes.push(Write::Update {
-                    name,
-                    object,
-                    expected,
-                });
-            } else {
-                states.push(None);
+            match self.push_write(&mut writes, id, None) {
+                Ok(state) => states.push(state),
+                Err(error) => {
+                    self.give_back(writes);
+                    return Err(RoundFailure { index: None, error });
+                }
             }
         }
-        let revisions = self.batch(writes).map_err(|e| RoundFailure {
+        let written = round
+            .iter()
+            .zip(&states)
+            .map(|(&(id, _), s)| (id, s.is_some()));
+        self.send(&mut writes, written)?;
+        Ok(states)
+    }
+
+    /// Adds the write of the object's lifecycle to `writes` (see
+    /// [`record_write`](Self::record_write), which `reuse` is passed to)
+    /// and returns the kill state it writes; `None` adds nothing: the
+    /// record is removed.
+    fn push_write(
+        &mut self,
+        writes: &mut Vec<Write>,
+        id: Id,
+        reuse: Option<StoredObject>,
+    ) -> Result<Option<KillState>, RuntimeError> {
+        let state = self.record_write(id, reuse, |name, object, expected| {
+            let state = object.agent.clone();
+            writes.push(Write::Update {
+                name,
+                object,
+                expected,
+            });
+            state
+        })?;
+        Ok(state.flatten())
+    }
+
+    /// Sends `writes` as one batch (they are the writes of the objects
+    /// `written` marks, in order) and notes each object's new revision.
+    fn send(
+        &mut self,
+        writes: &mut Vec<Write>,
+        written: impl Iterator<Item = (Id, bool)>,
+    ) -> Result<(), RoundFailure> {
+        let sent = self.batch(writes);
+        self.give_back(std::mem::take(writes));
+        let revisions = sent.map_err(|e| RoundFailure {
             index: e.index,
             error: e.error.into(),
         })?;
         let mut revisions = revisions.into_iter();
-        Ok(round
-            .iter()
-            .zip(states)
-            .map(|(&(id, _), state)| {
-                let state = state?;
-                let revision = revisions.next()?;
-                self.stored(id, revision);
-                Some(state)
-            })
-            .collect())
+        for (id, _) in written.filter(|&(_, w)| w) {
+            let Some(revision) = revisions.next() else {
+                break;
+            };
+            self.stored(id, revision);
+        }
+        Ok(())
     }
 
     /// Carries out what each object of a round owes (after
@@ -813,15 +849,30 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         round: Vec<(Id, Option<Phase>)>,
         written: Vec<Option<KillState>>,
     ) -> Result<(), RuntimeError> {
-        let mut acted = Vec::new();
-        let mut shown = Vec::new();
+        // `(id, whether it has a write in the batch)`.
+        let mut acted = Vec::with_capacity(round.len());
+        // The batch after the actions, gathered as each object acts (the
+        // object shown to the actuator is updated into its write), so that
+        // no round's worth of shown objects is kept meanwhile.
+        let mut writes = self.take_writes(round.len());
+        let mut unwritable = None;
         let mut refused = None;
         let mut refused_ids = Vec::new();
         for (&(id, _), written) in round.iter().zip(written) {
             match self.act(id, now, written) {
-                Ok((true, object)) => {
-                    acted.push((id, None));
-                    shown.push(object);
+                Ok((true, shown)) => {
+                    let state = match unwritable {
+                        // Nothing is sent: the rest only act.
+                        Some(_) => None,
+                        None => match self.push_write(&mut writes, id, shown) {
+                            Ok(state) => state,
+                            Err(e) => {
+                                unwritable = Some(e);
+                                None
+                            }
+                        },
+                    };
+                    acted.push((id, state.is_some()));
                 }
                 Ok((false, _)) => {}
                 // Its stored state still owes what failed: not written,
@@ -833,12 +884,16 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
             }
         }
-        // The objects shown to the actuator are written again, updated.
-        let after = self
-            .write_ahead(&acted, shown)
-            .map(drop)
-            .map_err(|f| f.error)
-            .and(refused.map_or(Ok(()), Err));
+        let after = match unwritable {
+            Some(e) => {
+                self.give_back(writes);
+                Err(e)
+            }
+            None => self
+                .send(&mut writes, acted.iter().copied())
+                .map_err(|f| f.error),
+        }
+        .and(refused.map_or(Ok(()), Err));
         // Named before rescheduling, which forgets finished objects.
         let unsure: Vec<Arc<str>> = match after {
             Ok(()) => Vec::new(),
@@ -929,7 +984,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// Writes the object's lifecycle (if its record is still stored);
     /// returns the kill state written.
     fn persist(&mut self, id: Id) -> Result<Option<KillState>, RuntimeError> {
-        let Some((name, object, expected)) = self.record_write(id, None)? else {
+        let write = self.record_write(id, None, |name, object, expected| (name, object, expected));
+        let Some((name, object, expected)) = write? else {
             return Ok(None);
         };
         let written = object.agent.clone();
@@ -938,14 +994,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(written)
     }
 
-    /// The name, object and expected revision of the write of the object's
-    /// lifecycle; `None` once its record is removed. `reuse` is the object
-    /// as last written, to update rather than build anew.
-    fn record_write(
+    /// Hands `sink` the name, object and expected revision of the write of
+    /// the object's lifecycle and returns what it returns; `None` once its
+    /// record is removed. `reuse` is the object as last written, to update
+    /// rather than build anew. (A sink, not a return value: the object is
+    /// more than a kilobyte, and a batch's writes are pushed where they are
+    /// built rather than returned through each caller.)
+    fn record_write<R>(
         &mut self,
         id: Id,
         reuse: Option<StoredObject>,
-    ) -> Result<Option<(String, StoredObject, Revision)>, RuntimeError> {
+        sink: impl FnOnce(String, StoredObject, Revision) -> R,
+    ) -> Result<Option<R>, RuntimeError> {
         let (codec, epoch) = (&mut self.codec, &self.epoch);
         let write = self.objects.read(id, |entry, lifecycle| {
             let Some(expected) = entry.revision else {
@@ -960,7 +1020,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
                 None => entry.spec.object(lifecycle, Some(agent)),
             };
-            Ok(Some((entry.name.to_string(), object, expected)))
+            Ok(Some(sink(entry.name.to_string(), object, expected)))
         })?;
         write.unwrap_or(Ok(None))
     }
@@ -979,12 +1039,32 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         ROUND.min(self.store.max_batch()).max(1)
     }
 
-    /// One store batch; an empty one is not sent.
-    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    /// One store batch of `writes`, which it leaves empty; an empty one is
+    /// not sent.
+    fn batch(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        self.store.batch(writes)
+        let sent = self.store.batch_from(writes);
+        writes.clear();
+        sent
+    }
+
+    /// The vector to gather a batch of up to `n` writes in: the one kept
+    /// from the last batch ([`give_back`](Self::give_back)), empty.
+    fn take_writes(&mut self, n: usize) -> Vec<Write> {
+        let mut writes = std::mem::take(&mut self.writes);
+        writes.clear();
+        writes.reserve(n);
+        writes
+    }
+
+    /// Keeps `writes`' capacity for the next batch.
+    fn give_back(&mut self, mut writes: Vec<Write>) {
+        writes.clear();
+        if writes.capacity() > self.writes.capacity() {
+            self.writes = writes;
+        }
     }
 
     /// The object's name.

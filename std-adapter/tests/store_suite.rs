@@ -491,6 +491,31 @@ fn a_refused_write_in_a_batch_writes_nothing(s: &dyn Store) {
     assert!(s.get("a").unwrap().is_some());
 }
 
+/// `batch_from` applies a batch as `batch` does, and leaves the vector
+/// empty, applied or refused.
+fn batch_from_applies_the_writes_and_leaves_the_vector_empty(s: &dyn Store) {
+    let mut writes = Vec::with_capacity(8);
+    writes.push(Write::Create {
+        name: "a".into(),
+        object: obj("ua"),
+    });
+    writes.push(Write::Create {
+        name: "b".into(),
+        object: obj("ub"),
+    });
+    assert_eq!(s.batch_from(&mut writes).unwrap(), [1, 2].map(Revision));
+    assert!(writes.is_empty());
+    assert_eq!(s.get("b").unwrap().unwrap().1, Revision(2));
+    writes.push(Write::Create {
+        name: "a".into(),
+        object: obj("ua"),
+    });
+    let err = s.batch_from(&mut writes).unwrap_err();
+    assert_eq!(err.index, Some(0));
+    assert!(writes.is_empty(), "emptied when refused too");
+    assert_eq!(s.revision().unwrap(), Revision(2), "nothing written");
+}
+
 /// `open(retention)` gives a store that keeps the last `retention` changes.
 fn old_revisions_are_compacted(open: &dyn Fn(u64) -> Box<dyn Store>) {
     let s = open(3);
@@ -661,6 +686,7 @@ $(#[$attr])*
             case!(an_idle_watch_times_out_empty);
             case!(a_batch_applies_all_in_order_with_consecutive_revisions);
             case!(a_refused_write_in_a_batch_writes_nothing);
+            case!(batch_from_applies_the_writes_and_leaves_the_vector_empty);
             shared_case!(watch_sees_concurrent_writers_in_revision_order);
             shared_case!(a_blocked_watch_wakes_on_a_write_from_another_thread);
 

@@ -216,6 +216,21 @@ impl Store for MemoryStore {
         Ok(revisions)
     }
 
+    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut state = self.shared.lock();
+        if let Err(e) = state.check_all(writes) {
+            writes.clear();
+            return Err(e);
+        }
+        let revisions = writes.drain(..).map(|w| state.apply(w)).collect();
+        drop(state);
+        self.shared.changed.notify_all();
+        Ok(revisions)
+    }
+
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         let state = self.shared.lock();
         if from < state.compacted {

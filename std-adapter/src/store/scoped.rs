@@ -59,6 +59,10 @@ impl<S: Store> Store for NodeScoped<S> {
         self.inner.batch(writes)
     }
 
+    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.inner.batch_from(writes)
+    }
+
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         self.inner.watch(from)
     }
