@@ -84,6 +84,38 @@ enum Input {
 
 type AgentRuntime = Runtime<Arc<RedbStore>, RunClock, ProcessActuator>;
 
+/// Sends `stop` to `tx` on the first SIGTERM or SIGINT (from a thread of
+/// its own).
+pub(crate) fn stop_on_signal<I: Send + 'static>(
+    tx: mpsc::Sender<I>,
+    stop: I,
+) -> Result<(), RuntimeError> {
+    let mut signals = Signals::new([SIGTERM, SIGINT])
+        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = tx.send(stop);
+        }
+    });
+    Ok(())
+}
+
+/// Forwards every event of `events` to `tx` as an input (from a thread of
+/// its own), until either side is gone.
+pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
+    events: mpsc::Receiver<T>,
+    tx: mpsc::Sender<I>,
+    input: fn(T) -> I,
+) {
+    std::thread::spawn(move || {
+        for event in events {
+            if tx.send(input(event)).is_err() {
+                break;
+            }
+        }
+    });
+}
+
 /// Runs the agent until SIGTERM or SIGINT, logging every transition to
 /// `log`. Fails if the store cannot be opened (locked by another process,
 /// unreadable) or the socket cannot be bound.
@@ -94,14 +126,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     let store = Arc::new(RedbStore::open(dir.join(DATABASE))?);
 
     let (tx, inputs) = mpsc::channel::<Input>();
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
-    let stop = tx.clone();
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let _ = stop.send(Input::Stop);
-        }
-    });
+    stop_on_signal(tx.clone(), Input::Stop)?;
 
     let (actuator, world) = ProcessActuator::new();
     let mut rt: AgentRuntime = Runtime::open(
@@ -111,14 +136,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         options.recovery,
     )?;
     let transitions = rt.subscribe();
-    let forward = tx.clone();
-    std::thread::spawn(move || {
-        for event in world {
-            if forward.send(Input::World(event)).is_err() {
-                break;
-            }
-        }
-    });
+    forward(world, tx.clone(), Input::World);
 
     // The store is ours (its lock is held), so a socket left here is an
     // earlier agent's.

@@ -23,7 +23,7 @@ use grace_core::{
     DeleteError, DeleteOptions, FinalizerChange, Now, UpdateError, UpdateOutcome, decide_delete,
 };
 
-use crate::runtime::{DeleteAnswer, RuntimeError, fresh, stopped_containers};
+use crate::runtime::{DeleteAnswer, ObjectLifecycle, RuntimeError, fresh, stopped_containers};
 use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject};
 
 /// A decision that keeps losing compare-and-swap races gives up after this
@@ -54,9 +54,7 @@ pub fn delete<S: Store + ?Sized>(
     name: &str,
     options: &DeleteOptions,
 ) -> Result<DeleteAnswer, RuntimeError> {
-    decide(store, name, |object, revision| {
-        let mut lifecycle = fresh(object, &stopped_containers(object))?;
-        lifecycle.stored_at(revision.get());
+    decide(store, name, |_, lifecycle| {
         let response = lifecycle
             .handle_delete(now, options)
             .map_err(RuntimeError::Delete)?;
@@ -91,9 +89,7 @@ pub fn update_finalizers<S: Store + ?Sized>(
     name: &str,
     change: &FinalizerChange,
 ) -> Result<UpdateOutcome, RuntimeError> {
-    decide(store, name, |object, revision| {
-        let mut lifecycle = fresh(object, &stopped_containers(object))?;
-        lifecycle.stored_at(revision.get());
+    decide(store, name, |object, lifecycle| {
         let outcome = lifecycle
             .handle_finalizer_update(now, change)
             .map_err(RuntimeError::Update)?;
@@ -132,12 +128,10 @@ pub fn fence_node<S: Store + ?Sized>(
         if object.node.as_deref() != Some(node) {
             continue;
         }
-        let result = decide(store, &name, |object, revision| {
+        let result = decide(store, &name, |object, lifecycle| {
             if object.node.as_deref() != Some(node) {
                 return Ok((Decided::Nothing, ()));
             }
-            let mut lifecycle = fresh(object, &stopped_containers(object))?;
-            lifecycle.stored_at(revision.get());
             let _ = lifecycle.handle_node_fenced(now);
             let write = if lifecycle.is_stored() {
                 Decided::Update(Box::new(lifecycle.record().clone()))
@@ -166,18 +160,22 @@ enum Decided {
     Remove,
 }
 
-/// Reads `name`, decides with `decision` on what is stored and writes the
-/// outcome with compare-and-swap; decides again if another writer won.
+/// Reads `name`, decides with `decision` on what is stored (the object,
+/// and a lifecycle for it as it stands, its containers as its agent
+/// reported them) and writes the outcome with compare-and-swap; decides
+/// again if another writer won.
 fn decide<S: Store + ?Sized, T>(
     store: &S,
     name: &str,
-    mut decision: impl FnMut(&StoredObject, Revision) -> Result<(Decided, T), RuntimeError>,
+    mut decision: impl FnMut(&StoredObject, &mut ObjectLifecycle) -> Result<(Decided, T), RuntimeError>,
 ) -> Result<T, RuntimeError> {
     for _ in 0..ATTEMPTS {
         let Some((object, revision)) = store.get(name)? else {
             return Err(RuntimeError::NotFound(name.to_owned()));
         };
-        let (write, answer) = decision(&object, revision)?;
+        let mut lifecycle = fresh(&object, &stopped_containers(&object))?;
+        lifecycle.stored_at(revision.get());
+        let (write, answer) = decision(&object, &mut lifecycle)?;
         let written = match write {
             Decided::Nothing => return Ok(answer),
             Decided::Update(record) => {

@@ -30,10 +30,7 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
-use signal_hook::iterator::Signals;
-
-use crate::agent::{RunClock, log_transitions, start, wait_for_next};
+use crate::agent::{RunClock, forward, log_transitions, start, stop_on_signal, wait_for_next};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
@@ -77,14 +74,7 @@ pub fn run(
     store.register_node(&node, lease)?;
 
     let (tx, inputs) = mpsc::channel::<Input>();
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
-    let stop = tx.clone();
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let _ = stop.send(Input::Stop);
-        }
-    });
+    stop_on_signal(tx.clone(), Input::Stop)?;
     spawn_heartbeat(store.clone(), node.clone(), epoch, lease, options.lease_ttl);
 
     // Changes after this revision reach the runtime through the watch.
@@ -97,14 +87,7 @@ pub fn run(
         options.recovery,
     )?;
     let transitions = rt.subscribe();
-    let forward = tx.clone();
-    std::thread::spawn(move || {
-        for event in world {
-            if forward.send(Input::World(event)).is_err() {
-                break;
-            }
-        }
-    });
+    forward(world, tx.clone(), Input::World);
     spawn_watch(store.clone(), from, tx);
 
     let _ = writeln!(

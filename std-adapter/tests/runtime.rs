@@ -282,12 +282,16 @@ fn transitions_are_reported_as_a_stream() {
     assert!(changes.contains(&Change::Action(Action::Remove { force: true })));
 }
 
-/// A store that counts the batches it is sent (every write is one).
+/// A store that counts the batches it is sent (every write is one) and
+/// the largest; with a `max`, a larger batch is refused whole, as etcd's
+/// transactions refuse one.
 #[derive(Clone, Default)]
 struct Counting {
     inner: MemoryStore,
     batches: Arc<AtomicUsize>,
     writes: Arc<AtomicUsize>,
+    largest: Arc<AtomicUsize>,
+    max: Option<usize>,
 }
 
 impl Store for Counting {
@@ -301,12 +305,21 @@ impl Store for Counting {
         self.inner.revision()
     }
     fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.largest.fetch_max(writes.len(), Ordering::SeqCst);
+        if self.max.is_some_and(|max| writes.len() > max) {
+            return Err(BatchError::backend(StoreError::Unavailable(
+                "too many operations in one transaction".into(),
+            )));
+        }
         self.batches.fetch_add(1, Ordering::SeqCst);
         self.writes.fetch_add(writes.len(), Ordering::SeqCst);
         self.inner.batch(writes)
     }
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         self.inner.watch(from)
+    }
+    fn max_batch(&self) -> usize {
+        self.max.unwrap_or(usize::MAX)
     }
 }
 
@@ -393,48 +406,12 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
     assert_eq!(store.take(), (0, 0));
 }
 
-/// A store whose batches hold at most `max` writes, as etcd's transactions
-/// do: a larger batch is refused whole.
-#[derive(Clone, Default)]
-struct Bounded {
-    inner: Counting,
-    max: usize,
-    largest: Arc<AtomicUsize>,
-}
-
-impl Store for Bounded {
-    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
-        self.inner.get(name)
-    }
-    fn list(&self) -> Result<Listing, StoreError> {
-        self.inner.list()
-    }
-    fn revision(&self) -> Result<Revision, StoreError> {
-        self.inner.revision()
-    }
-    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
-        self.largest.fetch_max(writes.len(), Ordering::SeqCst);
-        if writes.len() > self.max {
-            return Err(BatchError::backend(StoreError::Unavailable(
-                "too many operations in one transaction".into(),
-            )));
-        }
-        self.inner.batch(writes)
-    }
-    fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
-        self.inner.watch(from)
-    }
-    fn max_batch(&self) -> usize {
-        self.max
-    }
-}
-
 #[test]
 fn group_commit_rounds_fit_the_stores_largest_batch() {
     const N: usize = 50;
-    let store = Bounded {
-        max: 16,
-        ..Bounded::default()
+    let store = Counting {
+        max: Some(16),
+        ..Counting::default()
     };
     let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
     let recorder = Recorder::default();
@@ -454,7 +431,7 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
             .expect("accepted");
         let _ = rt.agent_sync(&name).expect("synced");
     }
-    let _ = store.inner.take();
+    let _ = store.take();
     recorder.take();
 
     clock.advance(secs(10));
@@ -462,7 +439,7 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
 
     // Four rounds (16 + 16 + 16 + 2), each a batch before its SIGKILLs and
     // one after; none larger than the store takes.
-    assert_eq!(store.inner.take(), (8, 2 * N));
+    assert_eq!(store.take(), (8, 2 * N));
     assert_eq!(store.largest.load(Ordering::SeqCst), 16);
     let kills = recorder.take();
     assert_eq!(kills.len(), N);
