@@ -22,7 +22,7 @@ use grace_core::{
     Propagation, Record, Strategy,
 };
 
-type Lc = Lifecycle<4, 2>;
+type Lc = Lifecycle<4, 1>;
 
 /// States prepared per timed batch: few enough that a batch of either
 /// machine's states stays in the L2 cache (256 lifecycles of 480 bytes),

@@ -79,6 +79,53 @@ enum StageKind {
     Stopped,
 }
 
+/// A [`Container`] as a persisted lifecycle spells it out: its fields and,
+/// as `owed_since`, its place in the lifecycle's order of owed outputs
+/// (1 for the oldest; 0 while it owes nothing). The same fields, in the
+/// same order, as the container itself was once serialized.
+#[cfg(feature = "serde")]
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename = "Container")]
+pub(crate) struct PersistedContainer {
+    spec: ContainerSpec,
+    stage: StageKind,
+    at: Instant,
+    budget: i64,
+    since: Instant,
+    owed: u8,
+    owed_since: u16,
+}
+
+#[cfg(feature = "serde")]
+impl PersistedContainer {
+    /// `container` at `place` in the order of owed outputs.
+    pub(crate) fn new(container: &Container, place: u16) -> Self {
+        PersistedContainer {
+            spec: container.spec,
+            stage: container.stage,
+            at: container.at,
+            budget: container.budget,
+            since: container.since,
+            owed: container.owed,
+            owed_since: place,
+        }
+    }
+
+    /// The container, unqueued, and its place.
+    pub(crate) fn into_parts(self) -> (Container, u16) {
+        let container = Container {
+            spec: self.spec,
+            stage: self.stage,
+            at: self.at,
+            budget: self.budget,
+            since: self.since,
+            owed: self.owed,
+            next: 0,
+        };
+        (container, self.owed_since)
+    }
+}
+
 /// A stage deadline that has passed (see [`Container::expired`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Expiry {
@@ -91,8 +138,9 @@ pub(crate) enum Expiry {
 }
 
 /// One container's kill state. Kept small: it is per object, per container.
+/// It is persisted as part of its [`Lifecycle`](crate::Lifecycle), which
+/// also records its place in the order of owed outputs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Container {
     pub(crate) spec: ContainerSpec,
@@ -106,9 +154,9 @@ pub struct Container {
     /// end, a shortening, or (once stopping) the stop signal.
     pub(crate) since: Instant,
     pub(crate) owed: u8,
-    /// When (in the lifecycle's action order) the oldest owed output arose;
-    /// 0 while nothing is owed.
-    pub(crate) owed_since: u16,
+    /// The entry after this one in the lifecycle's queue of owed outputs
+    /// while this one is queued and not last; 0 otherwise.
+    pub(crate) next: u8,
 }
 
 impl Container {
@@ -133,7 +181,7 @@ impl Container {
             budget: 0,
             since: Instant::ZERO,
             owed: 0,
-            owed_since: 0,
+            next: 0,
         }
     }
 
@@ -283,13 +331,21 @@ impl Container {
         self.owed |= owed::STOP_SIGNAL;
     }
 
-    /// SIGKILL is due (R63).
+    /// Whether the current stage has a deadline and it has passed at `now`.
     #[inline]
-    pub(crate) fn kill(&mut self) {
-        if self.stage == StageKind::Stopping {
-            self.set_stage(Stage::Killed);
-            self.owed |= owed::KILL;
+    pub(crate) fn due(&self, now: Instant) -> bool {
+        self.deadline().is_some_and(|at| at <= now)
+    }
+
+    /// Sends SIGKILL if it is due at `now` (R63): returns whether it was.
+    #[inline]
+    pub(crate) fn kill_if_due(&mut self, now: Instant) -> bool {
+        if self.stage != StageKind::Stopping || self.at > now {
+            return false;
         }
+        self.stage = StageKind::Killed;
+        self.owed |= owed::KILL;
+        true
     }
 
     /// The process exited; returns false when it had already.

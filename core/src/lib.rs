@@ -65,6 +65,7 @@
 extern crate std;
 
 mod grace;
+mod hint;
 mod kill;
 mod lifecycle;
 mod name;

@@ -5,6 +5,7 @@
 use core::fmt;
 
 use crate::grace::effective_grace;
+use crate::hint::likely;
 use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
 use crate::record::{PodPhase, Record, Strategy};
@@ -17,8 +18,10 @@ use crate::time::{Instant, Now};
 mod flags;
 #[cfg(feature = "serde")]
 mod persist;
+mod queue;
 
 use flags::{Flag, Flags};
+use queue::{ENDPOINTS, Ends, Entry, MAX_CONTAINERS, REMOVE};
 
 /// Where the object is in its lifecycle.
 ///
@@ -64,7 +67,7 @@ impl fmt::Display for Phase {
 /// Something the caller must do now.
 ///
 /// Small on purpose (8 bytes, like `Option<Action>`): a container is named
-/// by its index as one byte, as a lifecycle has at most 255 containers, and
+/// by its index as one byte, as a lifecycle has at most 253 containers, and
 /// a pre-stop budget is whole seconds in 32 bits. `usize::from(container)`
 /// indexes [`Lifecycle::containers`] and is what the `handle_*` inputs
 /// naming a container take.
@@ -207,14 +210,6 @@ pub enum Link {
     Fenced,
 }
 
-/// Where the next owed output comes from.
-#[derive(Copy, Clone)]
-enum Source {
-    Endpoints,
-    Container(usize),
-    Remove,
-}
-
 /// The agent's own state for this object (the kubelet's pod worker).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -290,8 +285,8 @@ pub struct AgentState {
 /// is (the machine stays panic-free whatever it is given, but feed back only
 /// what it serialized).
 ///
-/// `C` is at most 255 (a one-byte count keeps the state small); a larger
-/// capacity fails to compile.
+/// `C` is at most 253 (a one-byte count and one-byte links keep the state
+/// small); a larger capacity fails to compile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(
     feature = "serde",
@@ -307,20 +302,22 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     containers: [Container; C],
     /// The effective grace in force, 0 before the kill (R50–R55).
     remembered_grace: i64,
-    /// Owed outputs carry their place in the order they arose (see `tick`),
-    /// so that `poll_action` hands them out in that order; 0 means not
-    /// owed. This one is for `RemoveEndpoints`.
-    endpoints_since: u16,
-    /// The same for `Remove`.
-    remove_since: u16,
+    /// The oldest and newest entries of the queue of owed outputs
+    /// (`queue.rs`).
+    ends: Ends,
+    /// The entry queued after `RemoveEndpoints` (each container keeps its own).
+    endpoints_next: Entry,
+    /// The entry queued after `Remove`.
+    remove_next: Entry,
     flags: Flags,
     phase: Phase,
     count: u8,
 }
 
 impl<const F: usize, const C: usize> Lifecycle<F, C> {
-    /// The container count is one byte.
-    const COUNT_FITS: () = assert!(C <= u8::MAX as usize, "at most 255 containers");
+    /// The container count is one byte, and container indices stay clear
+    /// of the action queue's other entries.
+    const COUNT_FITS: () = assert!(C <= MAX_CONTAINERS, "at most 253 containers");
 
     /// A free table slot: all zero bits (no object, no containers), so that
     /// a `static` table needs no initial image.
@@ -328,8 +325,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         record: Record::VACANT,
         containers: [Container::VACANT; C],
         remembered_grace: 0,
-        endpoints_since: 0,
-        remove_since: 0,
+        ends: Ends::EMPTY,
+        endpoints_next: 0,
+        remove_next: 0,
         flags: Flags::VACANT,
         phase: Phase::Live,
         count: 0,
@@ -357,8 +355,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             record,
             containers: list,
             remembered_grace: 0,
-            endpoints_since: 0,
-            remove_since: 0,
+            ends: Ends::EMPTY,
+            endpoints_next: 0,
+            remove_next: 0,
             flags: Flags::new(strategy),
             phase: Phase::Live,
             count: Self::count_of(containers.len()),
@@ -533,7 +532,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         let serving = self.has_agent() && !self.record.phase.is_terminal();
         self.record = stored.clone();
         if !was_deleting && self.record.deletion_timestamp.is_some() && serving {
-            self.endpoints_since = self.tick();
+            self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
             let _ = self.handle_agent_sync(now);
@@ -553,7 +552,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.flags.set(Flag::Reported, true);
         self.flags.set(Flag::OwesReport, false);
         if serving {
-            self.endpoints_since = self.tick();
+            self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
             self.flags.set(Flag::DeletionSeen, true);
@@ -687,19 +686,33 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         // Vacant container entries have no deadline: the whole array is
         // read, with no count to check.
         for i in 0..C {
-            let Some(expiry) = self.containers.get(i).and_then(|c| c.expired(now)) else {
+            let Some(c) = self.containers.get_mut(i) else {
                 continue;
             };
-            match expiry {
-                // R60: the agent stops waiting for the hook; then the signal.
-                Expiry::HookCutOff => self.after_hook(now, i),
-                // R70: a sidecar's wait is bounded by its budget.
-                Expiry::TurnOver => self.signal(now, i),
-                // R63: the budget is spent.
-                Expiry::KillDue => {
-                    self.update(i, Container::kill);
+            // R63: the budget is spent. The common case, kept straight.
+            let owed_before = c.owed;
+            if c.kill_if_due(now) {
+                if owed_before == 0 {
+                    self.enqueue(Self::entry_of(i));
                 }
+            } else if c.due(now) {
+                self.expire_stage(now, i);
             }
+        }
+    }
+
+    /// A pre-stop cut-off or a sidecar's wait has passed for container `i`.
+    /// Out of line: `handle_timeout` is inlined into its callers, and these
+    /// are not its common case.
+    #[cold]
+    #[inline(never)]
+    fn expire_stage(&mut self, now: Instant, i: usize) {
+        match self.containers.get(i).and_then(|c| c.expired(now)) {
+            // R60: the agent stops waiting for the hook; then the signal.
+            Some(Expiry::HookCutOff) => self.after_hook(now, i),
+            // R70: a sidecar's wait is bounded by its budget.
+            Some(Expiry::TurnOver) => self.signal(now, i),
+            Some(Expiry::KillDue) | None => {}
         }
     }
 
@@ -708,63 +721,63 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// The next thing to do, in the order things happened; `None` when done.
     #[inline]
     pub fn poll_action(&mut self) -> Option<Action> {
-        // The oldest owed output first. Places are unique and 0 means
-        // nothing owed, so keyed by `place - 1` (0 wrapping to the largest
-        // key) the least key is the oldest owed output. Keys are `u32`: a
-        // place just written is then read back exactly (two bytes), which
-        // the CPU forwards from the pending store. Vacant container entries
-        // owe nothing, so the whole array is read, with no count to check.
-        let key = |place: u16| u32::from(place).wrapping_sub(1);
-        let mut best = (key(self.endpoints_since), Source::Endpoints);
-        for (i, c) in self.containers.iter().enumerate() {
-            if key(c.owed_since) < best.0 {
-                best = (key(c.owed_since), Source::Container(i));
-            }
-        }
-        if key(self.remove_since) < best.0 {
-            best = (key(self.remove_since), Source::Remove);
-        }
-        if best.0 == key(0) {
+        // The head of the queue of owed outputs (`queue.rs`): a container
+        // in the common case; the other entries are out of line.
+        let head = self.ends.head();
+        if head == 0 {
             return None;
         }
-        match best.1 {
-            Source::Endpoints => {
-                self.endpoints_since = 0;
-                Some(Action::RemoveEndpoints)
+        let Some(c) = self.containers.get_mut(usize::from(head).wrapping_sub(1)) else {
+            return self.poll_other(head);
+        };
+        // Within a container, outputs arise in the order of their bits:
+        // the lowest owed bit goes first.
+        let first = c.owed & c.owed.wrapping_neg();
+        // `head - 1 < C <= 253`.
+        let container = head.wrapping_sub(1);
+        let action = if first == owed::PRE_STOP {
+            Action::RunPreStop {
+                container,
+                budget_seconds: u32::try_from(c.budget.max(0)).unwrap_or(u32::MAX),
             }
-            Source::Remove => {
+        } else {
+            // The three signals' kinds are consecutive bits, matched in
+            // their order so that no jump is needed to pick one.
+            match first.trailing_zeros() {
+                1 => Action::SendStopSignal { container },
+                2 => Action::SendKill { container },
+                3 => Action::ContainerStopped { container },
+                // A queued container owes something.
+                _ => return None,
+            }
+        };
+        c.owed ^= first;
+        // Usually its only output (see `queue.rs`).
+        if likely(c.owed == 0) {
+            self.dequeue();
+        }
+        Some(action)
+    }
+
+    /// [`poll_action`](Self::poll_action) for a head that is not a container:
+    /// out of line, to keep the containers' path short.
+    #[inline(never)]
+    fn poll_other(&mut self, head: Entry) -> Option<Action> {
+        let action = match head {
+            ENDPOINTS if self.flags.has(Flag::EndpointsOwed) => {
+                self.flags.set(Flag::EndpointsOwed, false);
+                Action::RemoveEndpoints
+            }
+            REMOVE if self.flags.has(Flag::RemoveOwed) => {
                 let force = self.flags.has(Flag::Force);
                 self.flags.set(Flag::Force, false);
-                self.remove_since = 0;
-                Some(Action::Remove { force })
+                self.flags.set(Flag::RemoveOwed, false);
+                Action::Remove { force }
             }
-            Source::Container(i) => {
-                let c = self.containers_mut().get_mut(i)?;
-                // `i < C <= 255` (`COUNT_FITS`).
-                let container = u8::try_from(i).unwrap_or(u8::MAX);
-                // Within a container, outputs arise in this order.
-                let action = if c.owed & owed::PRE_STOP != 0 {
-                    c.owed &= !owed::PRE_STOP;
-                    Action::RunPreStop {
-                        container,
-                        budget_seconds: u32::try_from(c.budget.max(0)).unwrap_or(u32::MAX),
-                    }
-                } else if c.owed & owed::STOP_SIGNAL != 0 {
-                    c.owed &= !owed::STOP_SIGNAL;
-                    Action::SendStopSignal { container }
-                } else if c.owed & owed::KILL != 0 {
-                    c.owed &= !owed::KILL;
-                    Action::SendKill { container }
-                } else {
-                    c.owed &= !owed::STOPPED;
-                    Action::ContainerStopped { container }
-                };
-                if c.owed == 0 {
-                    c.owed_since = 0;
-                }
-                Some(action)
-            }
-        }
+            _ => return None,
+        };
+        self.dequeue();
+        Some(action)
     }
 
     /// The store assigned `resource_version` to the record as last written
@@ -776,10 +789,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// Whether [`poll_action`](Self::poll_action) has something to hand out.
     pub fn has_action(&self) -> bool {
-        // Vacant container entries owe nothing: no count to check.
-        self.endpoints_since != 0
-            || self.remove_since != 0
-            || self.containers.iter().any(|c| c.owed != 0)
+        self.ends != Ends::EMPTY
     }
 
     /// The next deadline on the monotonic clock, if any.
@@ -793,43 +803,27 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     // ---- Internals ----------------------------------------------------------
 
-    /// The next position in the action order: after every output still
-    /// owed. Positions only order what is owed at once, so they start again
-    /// once everything was handed out and stay small for the whole life of
-    /// the object (at most 4 per container and 2 more, as each output arises
-    /// once).
-    fn tick(&self) -> u16 {
-        // Widened to `u32` for the reason given in `poll_action`. Vacant
-        // entries owe nothing (0), so the whole array can be read, with no
-        // count to check.
-        let last = self
-            .containers
-            .iter()
-            .map(|c| u32::from(c.owed_since))
-            .fold(
-                u32::from(self.endpoints_since.max(self.remove_since)),
-                u32::max,
-            );
-        u16::try_from(last.saturating_add(1)).unwrap_or(u16::MAX)
-    }
-
-    /// Changes container `i` (if there is one) and gives the outputs it
-    /// newly owes their place in the order: every change of a container
-    /// goes through here, one at a time, so that outputs arising in one call
-    /// keep their causal order. Changes never touch a place, so the place
-    /// taken after the change is the one it would have had before; it is
-    /// only taken when the container newly owes something.
+    /// Changes container `i` (if there is one); if it comes to owe
+    /// something, it joins the queue of owed outputs. Every change of a
+    /// container goes through here, one at a time, so that outputs arising
+    /// in one call keep their causal order.
     #[inline]
     fn update<R>(&mut self, i: usize, change: impl FnOnce(&mut Container) -> R) -> Option<R> {
         let c = self.containers_mut().get_mut(i)?;
+        let owed_before = c.owed;
         let result = change(c);
-        if c.owed != 0 && c.owed_since == 0 {
-            let at = self.tick();
-            if let Some(c) = self.containers.get_mut(i) {
-                c.owed_since = at;
-            }
+        if owed_before == 0 && c.owed != 0 {
+            self.enqueue(Self::entry_of(i));
         }
         Some(result)
+    }
+
+    /// A serving pod leaves its endpoints (R85), once.
+    fn owe_endpoints(&mut self) {
+        if !self.flags.has(Flag::EndpointsOwed) {
+            self.flags.set(Flag::EndpointsOwed, true);
+            self.enqueue(ENDPOINTS);
+        }
     }
 
     /// Only scheduled pods have an agent.
@@ -870,13 +864,16 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         change(&mut self.record);
         self.record.resource_version = version.saturating_add(1);
         if !was_deleting && self.record.deletion_timestamp.is_some() && serving {
-            self.endpoints_since = self.tick();
+            self.owe_endpoints();
         }
     }
 
     fn remove(&mut self, force: bool) {
         self.flags.set(Flag::Stored, false);
-        self.remove_since = self.tick();
+        if !self.flags.has(Flag::RemoveOwed) {
+            self.flags.set(Flag::RemoveOwed, true);
+            self.enqueue(REMOVE);
+        }
         if force {
             self.flags.set(Flag::Force, true);
         }

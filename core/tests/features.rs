@@ -61,6 +61,89 @@ mod serde_feature {
         assert_eq!(back.poll_timeout().map(|t| t.as_millis()), Some(1_010_000));
     }
 
+    /// A pod that owes several outputs across its containers, none taken.
+    fn pod_owing_outputs() -> grace_core::Lifecycle<4, 4> {
+        use grace_core::{ContainerSpec, Lifecycle, Now, Strategy};
+        let app = ContainerSpec::default();
+        let hooked = ContainerSpec {
+            pre_stop: true,
+            ..app
+        };
+        let mut pod = Lifecycle::new(
+            Strategy::POD,
+            Record::new(name("uid-1")),
+            &[hooked, app, app],
+        )
+        .expect("fits");
+        let at = Now::from_unix_millis;
+        let _ = pod.handle_delete(at(1_000_000), &DeleteOptions::with_grace(10));
+        let _ = pod.handle_agent_sync(at(1_000_000));
+        let _ = pod.handle_container_exited(at(1_000_100), 2);
+        pod
+    }
+
+    fn drain(pod: &mut grace_core::Lifecycle<4, 4>) -> Vec<grace_core::Action> {
+        core::iter::from_fn(|| pod.poll_action()).collect()
+    }
+
+    #[test]
+    fn owed_outputs_keep_their_order_through_a_round_trip() {
+        let mut pod = pod_owing_outputs();
+        let json = serde_json::to_string(&pod).expect("serializes");
+        let mut back: grace_core::Lifecycle<4, 4> =
+            serde_json::from_str(&json).expect("deserializes");
+        assert_eq!(back, pod);
+        let expected = drain(&mut pod);
+        assert_eq!(expected.len(), 5);
+        assert_eq!(drain(&mut back), expected);
+        // Once everything is taken, both are equal again.
+        assert_eq!(back, pod);
+    }
+
+    #[test]
+    fn places_in_the_saved_form_decide_the_order_on_restore() {
+        use grace_core::Action;
+        let pod = pod_owing_outputs();
+        let mut json: serde_json::Value = serde_json::to_value(&pod).expect("serializes");
+        // Saved as places: endpoints 1, containers 2, 3, 4.
+        assert_eq!(json["endpoints_since"], 1);
+        assert_eq!(json["containers"][2]["owed_since"], 4);
+        // Another order: container 2 first, then endpoints, 1, 0 (places
+        // need not be consecutive, as earlier versions wrote them).
+        json["containers"][2]["owed_since"] = 3.into();
+        json["endpoints_since"] = 5.into();
+        json["containers"][1]["owed_since"] = 9.into();
+        json["containers"][0]["owed_since"] = 12.into();
+        let mut back: grace_core::Lifecycle<4, 4> =
+            serde_json::from_value(json.clone()).expect("deserializes");
+        assert_eq!(
+            drain(&mut back),
+            [
+                Action::SendStopSignal { container: 2 },
+                Action::ContainerStopped { container: 2 },
+                Action::RemoveEndpoints,
+                Action::SendStopSignal { container: 1 },
+                Action::RunPreStop {
+                    container: 0,
+                    budget_seconds: 10
+                },
+            ]
+        );
+        // An owing container without a place is still handed out, last.
+        json["containers"][2]["owed_since"] = 0.into();
+        let mut back: grace_core::Lifecycle<4, 4> =
+            serde_json::from_value(json).expect("deserializes");
+        let out = drain(&mut back);
+        assert_eq!(out.len(), 5);
+        assert_eq!(
+            out[3..],
+            [
+                Action::SendStopSignal { container: 2 },
+                Action::ContainerStopped { container: 2 },
+            ]
+        );
+    }
+
     #[test]
     fn a_name_beyond_capacity_is_a_deserialization_error() {
         let long = format!("\"{}\"", "x".repeat(64));

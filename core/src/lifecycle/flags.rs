@@ -1,6 +1,6 @@
 //! The lifecycle's small fields in one 16-bit word: the type's deletion
-//! strategy, whether the record is stored, the agent's link and flags, and
-//! whether an owed removal is forced. Packed so that the timing state of a
+//! strategy, whether the record is stored, the agent's link and flags,
+//! which outputs are owed and whether an owed removal is forced. Packed so that the timing state of a
 //! one-container object fits 48 bytes (`tests/size.rs`); the serialized
 //! form spells every field out (`persist.rs`).
 
@@ -26,6 +26,10 @@ pub(crate) enum Flag {
     Reported,
     /// The owed `Remove` action is a force removal (D4).
     Force,
+    /// `RemoveEndpoints` is owed.
+    EndpointsOwed,
+    /// `Remove` is owed.
+    RemoveOwed,
 }
 
 impl Flag {
@@ -39,6 +43,8 @@ impl Flag {
             Flag::OwesReport => 1 << 10,
             Flag::Reported => 1 << 11,
             Flag::Force => 1 << 12,
+            Flag::EndpointsOwed => 1 << 13,
+            Flag::RemoveOwed => 1 << 14,
         }
     }
 }
@@ -145,6 +151,8 @@ impl fmt::Debug for Flags {
             .field("owes_report", &self.has(Flag::OwesReport))
             .field("reported", &self.has(Flag::Reported))
             .field("force", &self.has(Flag::Force))
+            .field("endpoints_owed", &self.has(Flag::EndpointsOwed))
+            .field("remove_owed", &self.has(Flag::RemoveOwed))
             .finish()
     }
 }
@@ -189,6 +197,8 @@ mod tests {
             Flag::OwesReport,
             Flag::Reported,
             Flag::Force,
+            Flag::EndpointsOwed,
+            Flag::RemoveOwed,
         ];
         for (i, flag) in all.iter().enumerate() {
             let mut flags = Flags::VACANT;

@@ -1,13 +1,16 @@
 //! The serialized form of a [`Lifecycle`]: every field spelled out, apart
 //! from how memory packs them, so that a saved lifecycle reads plainly.
 //! Written from borrowed fields ([`PersistedRef`]: no copy of the record),
-//! read into owned ones ([`Persisted`]).
+//! read into owned ones ([`Persisted`]). The order of owed outputs is
+//! written as each entry's place in it (1 for the oldest, 0 for none), not
+//! as the links memory keeps (`queue.rs`).
 
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::flags::{Flag, Flags};
+use super::queue::{ENDPOINTS, Ends, Entry, REMOVE};
 use super::{AgentState, Lifecycle, Phase};
-use crate::kill::Container;
+use crate::kill::{Container, PersistedContainer};
 use crate::record::{Record, Strategy};
 
 #[derive(Deserialize)]
@@ -17,7 +20,7 @@ pub(super) struct Persisted<const F: usize, const C: usize> {
     stored: bool,
     phase: Phase,
     agent: AgentState,
-    containers: heapless::Vec<Container, C>,
+    containers: heapless::Vec<PersistedContainer, C>,
     /// Place of an owed `RemoveEndpoints` in the action order; 0: none owed.
     endpoints_since: u16,
     /// Place of an owed `Remove`; 0: none owed.
@@ -29,13 +32,13 @@ pub(super) struct Persisted<const F: usize, const C: usize> {
 /// [`Persisted`] as written: the same fields in the same order, borrowed.
 #[derive(Serialize)]
 #[serde(rename = "Persisted")]
-struct PersistedRef<'a, const F: usize> {
+struct PersistedRef<'a, const F: usize, const C: usize> {
     strategy: Strategy,
     record: &'a Record<F>,
     stored: bool,
     phase: Phase,
     agent: AgentState,
-    containers: &'a [Container],
+    containers: Containers<'a, F, C>,
     endpoints_since: u16,
     remove_since: u16,
     force: bool,
@@ -49,12 +52,24 @@ impl<const F: usize, const C: usize> Serialize for Lifecycle<F, C> {
             stored: self.is_stored(),
             phase: self.phase,
             agent: self.agent(),
-            containers: self.containers(),
-            endpoints_since: self.endpoints_since,
-            remove_since: self.remove_since,
+            containers: Containers(self),
+            endpoints_since: self.place_of(ENDPOINTS),
+            remove_since: self.place_of(REMOVE),
             force: self.flags.has(Flag::Force),
         }
         .serialize(serializer)
+    }
+}
+
+/// A lifecycle's containers as written: each with its place.
+struct Containers<'a, const F: usize, const C: usize>(&'a Lifecycle<F, C>);
+
+impl<const F: usize, const C: usize> Serialize for Containers<'_, F, C> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let lifecycle = self.0;
+        serializer.collect_seq(lifecycle.containers().iter().enumerate().map(|(i, c)| {
+            PersistedContainer::new(c, lifecycle.place_of(Lifecycle::<F, C>::entry_of(i)))
+        }))
     }
 }
 
@@ -69,19 +84,33 @@ impl<const F: usize, const C: usize> From<Persisted<F, C>> for Lifecycle<F, C> {
         flags.set(Flag::OwesReport, p.agent.owes_report);
         flags.set(Flag::Reported, p.agent.reported);
         flags.set(Flag::Force, p.force);
+        flags.set(Flag::EndpointsOwed, p.endpoints_since != 0);
+        flags.set(Flag::RemoveOwed, p.remove_since != 0);
+        let count = Self::count_of(p.containers.len());
         let mut containers = [Container::VACANT; C];
-        for (slot, c) in containers.iter_mut().zip(&p.containers) {
-            *slot = *c;
+        let mut places = [0u16; C];
+        for ((slot, place), c) in containers.iter_mut().zip(&mut places).zip(p.containers) {
+            (*slot, *place) = c.into_parts();
         }
-        Lifecycle {
+        let mut lifecycle = Lifecycle {
             record: p.record,
             containers,
             remembered_grace: p.agent.remembered_grace,
-            endpoints_since: p.endpoints_since,
-            remove_since: p.remove_since,
+            ends: Ends::EMPTY,
+            endpoints_next: 0,
+            remove_next: 0,
             flags,
             phase: p.phase,
-            count: Self::count_of(p.containers.len()),
-        }
+            count,
+        };
+        lifecycle.enqueue_by_place(|entry: Entry| match entry {
+            ENDPOINTS => p.endpoints_since,
+            REMOVE => p.remove_since,
+            e => places
+                .get(usize::from(e).wrapping_sub(1))
+                .copied()
+                .unwrap_or(0),
+        });
+        lifecycle
     }
 }
