@@ -1241,3 +1241,86 @@ fn d7_fenced_agent_ignores_what_it_observes() {
     );
     assert_eq!(drain(&mut p), []);
 }
+
+// ---- The order of owed actions ----------------------------------------------------
+//
+// `poll_action` hands out what is owed in the order it arose, across
+// containers, endpoints and removal; a container's own outputs come out
+// together, in its place, in kill order. Drivers that take every action
+// after each input never have two entries owed at once; these tests feed
+// several inputs first.
+
+#[test]
+fn owed_actions_come_out_in_the_order_they_arose_across_containers() {
+    let mut p = pod(&[HOOKED, APP, APP]);
+    let _ = delete(&mut p, 0, Some(10));
+    sync(&mut p, 0);
+    // Container 2 exits before anything is taken; then container 1.
+    exited(&mut p, 100, 2);
+    exited(&mut p, 200, 1);
+    assert!(p.has_action());
+    assert_eq!(
+        drain(&mut p),
+        [
+            Action::RemoveEndpoints,
+            pre_stop(0, 10),
+            // Each container keeps its place; what it owes later joins it.
+            term(1),
+            gone(1),
+            term(2),
+            gone(2),
+        ]
+    );
+    assert!(!p.has_action());
+}
+
+#[test]
+fn an_entry_owing_again_after_it_was_drained_goes_to_the_back() {
+    let mut p = pod(&[APP, APP]);
+    let _ = delete(&mut p, 0, Some(10));
+    sync(&mut p, 0);
+    assert_eq!(p.poll_action(), Some(Action::RemoveEndpoints));
+    assert_eq!(p.poll_action(), Some(term(0)));
+    // Container 0 owes nothing now: its exit comes after container 1's
+    // stop signal, which was owed before it.
+    exited(&mut p, 100, 0);
+    exited(&mut p, 200, 1);
+    assert_eq!(
+        drain(&mut p),
+        [term(1), gone(1), gone(0), Action::Remove { force: false }]
+    );
+}
+
+#[test]
+fn d4_removal_comes_before_the_kill_that_follows_it() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, Some(0));
+    // Removed first; then the agent sees the removal and stops the workload.
+    sync(&mut p, 10);
+    assert_eq!(
+        drain(&mut p),
+        [
+            Action::RemoveEndpoints,
+            Action::Remove { force: true },
+            term(0)
+        ]
+    );
+}
+
+#[test]
+fn the_largest_lifecycle_orders_all_its_containers() {
+    // 253 containers is the most a lifecycle holds.
+    const C: usize = 253;
+    let mut p: Lifecycle<4, C> =
+        Lifecycle::new(Strategy::POD, record(), &[APP; C]).expect("within capacity");
+    let _ = p.handle_delete(at(0), &DeleteOptions::with_grace(10));
+    let _ = p.handle_agent_sync(at(0));
+    // The last container exits first: it keeps its place behind the others.
+    let _ = p.handle_container_exited(at(100), C - 1);
+    let out: Vec<Action> = core::iter::from_fn(|| p.poll_action()).collect();
+    let mut expected = vec![Action::RemoveEndpoints];
+    expected.extend((0..=252).map(term));
+    expected.push(gone(252));
+    assert_eq!(out, expected);
+    assert!(!p.has_action());
+}
