@@ -689,12 +689,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             let Some(c) = self.containers.get_mut(i) else {
                 continue;
             };
-            // R63: the budget is spent. The common case, kept straight.
+            // R63: the budget is spent. The common case, kept straight
+            // (not through `update`, whose count check it does not need:
+            // vacant entries are never due).
             let owed_before = c.owed;
             if c.kill_if_due(now) {
-                if owed_before == 0 {
-                    self.enqueue(Self::entry_of(i));
-                }
+                self.joined(i, owed_before);
             } else if c.due(now) {
                 self.expire_stage(now, i);
             }
@@ -712,6 +712,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             Some(Expiry::HookCutOff) => self.after_hook(now, i),
             // R70: a sidecar's wait is bounded by its budget.
             Some(Expiry::TurnOver) => self.signal(now, i),
+            // `kill_if_due` handled it.
             Some(Expiry::KillDue) | None => {}
         }
     }
@@ -812,10 +813,18 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         let c = self.containers_mut().get_mut(i)?;
         let owed_before = c.owed;
         let result = change(c);
-        if owed_before == 0 && c.owed != 0 {
+        self.joined(i, owed_before);
+        Some(result)
+    }
+
+    /// Container `i`, which owed `owed_before` before a change, joins the
+    /// queue of owed outputs if it has just come to owe something.
+    #[inline]
+    fn joined(&mut self, i: usize, owed_before: u8) {
+        let owes = self.containers.get(i).is_some_and(|c| c.owed != 0);
+        if owed_before == 0 && owes {
             self.enqueue(Self::entry_of(i));
         }
-        Some(result)
     }
 
     /// A serving pod leaves its endpoints (R85), once.

@@ -1,8 +1,9 @@
 //! The lifecycle's small fields in one 16-bit word: the type's deletion
 //! strategy, whether the record is stored, the agent's link and flags,
-//! which outputs are owed and whether an owed removal is forced. Packed so that the timing state of a
-//! one-container object fits 48 bytes (`tests/size.rs`); the serialized
-//! form spells every field out (`persist.rs`).
+//! whether `RemoveEndpoints` and `Remove` are owed, and whether an owed
+//! removal is forced. Packed so that the timing state of a one-container
+//! object fits 48 bytes (`tests/size.rs`); the serialized form spells every
+//! field out (`persist.rs`).
 
 use core::fmt;
 
