@@ -29,6 +29,20 @@ pub enum DeleteOutcome {
     Deleted,
 }
 
+impl DeleteOutcome {
+    /// The HTTP status a Kubernetes API server answers a successful delete
+    /// with (R34): 202 Accepted when the record was kept and the request
+    /// asked for cascading deletion with `orphan_dependents: Some(false)`,
+    /// 200 otherwise (a graceful pod delete is 200 too: Kubernetes keeps
+    /// 200 there so as not to break old clients).
+    pub const fn http_status(self, options: &DeleteOptions) -> u16 {
+        match (self, options.orphan_dependents) {
+            (DeleteOutcome::Graceful | DeleteOutcome::Pending, Some(false)) => 202,
+            _ => 200,
+        }
+    }
+}
+
 /// The decision for one delete request on one stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use = "a decision changes nothing until the caller writes or removes the record"]
@@ -92,6 +106,22 @@ impl fmt::Display for DeleteError {
             DeleteError::Conflict(e) => e.fmt(f),
             DeleteError::NotFound => f.write_str("not found"),
             DeleteError::TooManyFinalizers => TooManyFinalizers.fmt(f),
+        }
+    }
+}
+
+impl DeleteError {
+    /// The HTTP status a Kubernetes API server answers with (R34): 422
+    /// invalid options, 409 a failed precondition, 404 nothing stored. A
+    /// record with no room for a garbage-collection finalizer is 413
+    /// (Request Entity Too Large): grace's own limit, the fixed finalizer
+    /// capacity, where Kubernetes has no such limit.
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            DeleteError::Invalid(_) => 422,
+            DeleteError::Conflict(_) => 409,
+            DeleteError::NotFound => 404,
+            DeleteError::TooManyFinalizers => 413,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Agent-level rules of SEMANTICS.md, one test (or more) per rule, each
 //! driven through [`Lifecycle`]: the effective grace (R50–R58), the
 //! per-container kill sequence (R59–R66), sidecar ordering (R69–R72),
-//! kubelet-initiated kills and the final delete (R73–R75), node loss
-//! (R80–R82), Go overflow (R89–R91), and grace's decisions D1–D8.
+//! kubelet-initiated kills and the final delete (R73–R75), node loss and
+//! shutdown (R80–R84), endpoints (R85, R86, R88), Go overflow (R89–R91), and grace's decisions D1–D8.
 //!
 //! Not here:
 //! - R67/R68 (probe `terminationGracePeriodSeconds`, `setTerminationGracePeriod`)
@@ -13,6 +13,10 @@
 //!   has no hook to resume a lifecycle mid-kill.
 //! - R76 (mirror pods) and R77–R79 (node controller timings) are outside
 //!   the core.
+//! - R87 (the legacy Endpoints controller) is a consumer's choice: grace
+//!   says when a pod stops being ready ([`Action::RemoveEndpoints`], R85,
+//!   R88); whether a consumer then drops it or keeps it as terminating
+//!   (EndpointSlices, R86) is the consumer's.
 //!
 //! All instants are milliseconds after `T` (a whole unix second) on both
 //! clocks, unless a test says otherwise.
@@ -769,6 +773,110 @@ fn r82_fencing_a_live_record_removes_it() {
     assert_eq!(r.deletion_grace_period_seconds, Some(0));
     assert_eq!(r.generation, 2);
     assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn r83_deletion_is_visible_at_once_and_the_record_stays_until_removed() {
+    // A ReplicaSet replaces the pod as soon as the timestamp is written; a
+    // StatefulSet waits for the record to go. Both read it from here.
+    let mut p = pod(&[APP]);
+    let r = delete(&mut p, 0, None);
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(p.record().deletion_timestamp, ts(30));
+    assert!(p.is_stored());
+    assert_eq!(p.phase(), Phase::GracefulPending);
+    sync(&mut p, 0);
+    assert_eq!(drain(&mut p), [ENDPOINTS, term(0)]);
+    exited(&mut p, 4_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert!(!p.is_stored());
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn r84_node_shutdown_override_only_shortens() {
+    // The shutdown manager hands over min(shutdownGracePeriod, spec) as an
+    // agent-side override, the eviction path: R52 lets it only shorten.
+    let shutdown = |p: &Pod, shutdown_grace: i64| {
+        let spec = p.record().termination_grace_period_seconds.expect("spec");
+        i64::min(shutdown_grace, spec)
+    };
+    // A live pod: killed with the override.
+    let mut p = pod(&[APP]);
+    let g = shutdown(&p, 20);
+    evict(&mut p, 0, g);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(next(&p), Some(20_000));
+    exited(&mut p, 1_000, 0);
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert_eq!(p.record().phase, PodPhase::Failed);
+
+    // A pod already stopping with 30 s: a longer shutdown period changes
+    // nothing; a shorter one moves SIGKILL earlier at once (D5).
+    let (mut p, _) = killing(&[APP], None);
+    let g = shutdown(&p, 60);
+    evict(&mut p, 5_000, g);
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(next(&p), Some(30_000));
+    let g = shutdown(&p, 10);
+    evict(&mut p, 5_000, g);
+    assert_eq!(drain(&mut p), []);
+    assert_eq!(next(&p), Some(15_000));
+    assert_eq!(advance(&mut p), (15_000, vec![kill(0)]));
+}
+
+// ---- R85–R88: endpoints of terminating pods -------------------------------------
+
+#[test]
+fn r85_a_serving_pod_leaves_endpoints_when_the_timestamp_is_written() {
+    let mut p = pod(&[APP]);
+    let _ = delete(&mut p, 0, None);
+    // Before any agent has seen the deletion: terminating ⇒ not ready.
+    assert_eq!(drain(&mut p), [ENDPOINTS]);
+    assert_eq!(p.record().deletion_timestamp, ts(30));
+    // Once: a shorter grace later, the agent's sync and the final delete
+    // write the record again but do not repeat it.
+    let _ = delete(&mut p, 2_000, Some(10));
+    sync(&mut p, 2_000);
+    exited(&mut p, 3_000, 0);
+    assert_eq!(drain(&mut p), [term(0), gone(0), REMOVE]);
+}
+
+#[test]
+fn r86_finished_pods_and_pods_without_a_node_are_not_in_endpoints() {
+    // A terminal phase is out of the endpoints already.
+    for phase in [PodPhase::Succeeded, PodPhase::Failed] {
+        let mut r = record();
+        r.phase = phase;
+        let mut p = pod_from(r, &[EXITED]);
+        let _ = delete(&mut p, 0, None);
+        let actions = drain(&mut p);
+        assert!(!actions.contains(&ENDPOINTS), "{phase:?}: {actions:?}");
+    }
+    // Not scheduled: no node, no address, nothing to take out.
+    let mut r = record();
+    r.scheduled = false;
+    let mut p = pod_from(r, &[APP]);
+    let _ = delete(&mut p, 0, None);
+    assert_eq!(drain(&mut p), [REMOVE]);
+    // Evicted (Failed) and then deleted: it left serving when it ended.
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 1);
+    exited(&mut p, 500, 0);
+    assert_eq!(drain(&mut p), [term(0), gone(0)]);
+    assert_eq!(p.record().phase, PodPhase::Failed);
+    let _ = delete(&mut p, 1_000, None);
+    assert!(!drain(&mut p).contains(&ENDPOINTS));
+}
+
+#[test]
+fn r88_endpoints_go_before_the_stop_signal() {
+    // Even when the agent syncs at the very instant of the delete, the
+    // pod is out of load balancing before its pre-stop hook or SIGTERM.
+    let mut p = pod(&[HOOKED, APP]);
+    let _ = delete(&mut p, 0, None);
+    sync(&mut p, 0);
+    assert_eq!(drain(&mut p), [ENDPOINTS, pre_stop(0, 30), term(1)]);
 }
 
 // ---- R89–R91: Go overflow, which grace does not reproduce (D2) -------------------

@@ -1,6 +1,10 @@
 //! API-level rules R1–R48 of SEMANTICS.md, plus the API side of D2
 //! (R89/R90, no overflow) and D4 (force delete is visible).
 //!
+//! R23 (`CheckGracefulDelete` with nil options) has no test: it is
+//! unreachable in Kubernetes (R2) and cannot be expressed here, where
+//! options are never absent (D3).
+//!
 //! Each test is named after the rule it checks. Concrete cases follow the
 //! Kubernetes tests cited in SEMANTICS.md (`TestBeforeDelete`,
 //! `TestCheckGracefulDelete`, `TestMarkAsDeleting`,
@@ -1019,6 +1023,73 @@ fn r33_response_carries_the_last_written_state() {
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert_eq!(l.record().resource_version, 2);
     assert_eq!(l.record().deletion_timestamp, ts(T + 30));
+}
+
+#[test]
+fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
+    let cascade = DeleteOptions {
+        orphan_dependents: Some(false),
+        ..DeleteOptions::default()
+    };
+    let keep_dependents = DeleteOptions {
+        orphan_dependents: Some(true),
+        ..DeleteOptions::default()
+    };
+    let cascade_now = DeleteOptions {
+        grace_period_seconds: Some(0),
+        ..cascade.clone()
+    };
+    let status = |stored: &Record<F>, options: &DeleteOptions| {
+        decide_pod(stored, options, wall(T))
+            .outcome
+            .http_status(options)
+    };
+    // Kept (graceful, or already pending) with orphanDependents=false: 202.
+    assert_eq!(status(&pod(), &cascade), 202);
+    assert_eq!(status(&terminating(T + 30, Some(30)), &cascade), 202);
+    // Removed at once, even so: 200.
+    assert_eq!(status(&pod(), &cascade_now), 200);
+    // Kept, but not that request: 200 (graceful pod deletes stay 200).
+    assert_eq!(status(&pod(), &DeleteOptions::default()), 200);
+    assert_eq!(status(&pod(), &keep_dependents), 200);
+    assert_eq!(status(&pod(), &policy(Propagation::Foreground)), 200);
+    // A dry run answers as the real request would.
+    let dry = DeleteOptions {
+        dry_run: true,
+        ..cascade.clone()
+    };
+    let mut l = lifecycle(Strategy::POD, pod());
+    let r = l.handle_delete(now(T), &dry).unwrap();
+    assert_eq!(r.outcome.http_status(&dry), 202);
+    assert_eq!(l.record(), &pod());
+
+    // Failures: 422 invalid, 409 conflict, 404 missing; the fixed
+    // finalizer capacity (grace's own limit) is 413.
+    let invalid = DeleteOptions {
+        orphan_dependents: Some(false),
+        propagation_policy: Some(Propagation::Background),
+        ..DeleteOptions::default()
+    };
+    let conflict = DeleteOptions {
+        preconditions: Preconditions {
+            uid: Some(name("someone-else")),
+            resource_version: None,
+        },
+        ..DeleteOptions::default()
+    };
+    let error = |stored: &Record<F>, options: &DeleteOptions| {
+        decide_delete(stored, &Strategy::POD, options, wall(T))
+            .expect_err("refused")
+            .http_status()
+    };
+    assert_eq!(error(&pod(), &invalid), 422);
+    assert_eq!(error(&pod(), &conflict), 409);
+    let full = with_finalizers(pod(), &["a.io/1", "a.io/2", "a.io/3", "a.io/4"]);
+    assert_eq!(error(&full, &policy(Propagation::Foreground)), 413);
+    let mut l = lifecycle(Strategy::POD, pod());
+    let _ = l.handle_delete(now(T), &grace(0)).unwrap();
+    let missing = l.handle_delete(now(T), &cascade).expect_err("gone");
+    assert_eq!(missing.http_status(), 404);
 }
 
 #[test]
