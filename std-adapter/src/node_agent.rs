@@ -19,9 +19,12 @@
 //!   more (and at least that often). Once the epoch has moved (`grace
 //!   fence`), the node was declared gone and its objects removed: the
 //!   agent takes no further step for them — it SIGKILLs the processes it
-//!   still runs (orphans now) and exits with an error. Its writes could
-//!   not land anyway: every object the fencing touched has a new revision,
-//!   and the runtime writes with compare-and-swap.
+//!   still runs (orphans now) and exits with an error. Its writes cannot
+//!   land in any case: the epoch read at start is a fencing token
+//!   ([`EtcdStore::with_fencing`]) that every transaction of its runtime
+//!   compares, so a write made after the fencing, even by an agent paused
+//!   between its check and its write, is refused
+//!   ([`StoreError::Fenced`]), and the agent stops there.
 //! - A store outage is waited out: failed steps are logged and retried
 //!   (the runtime reads back what it could not confirm, see
 //!   [`crate::runtime::RETRY`]); the watch reopens where it stopped.
@@ -80,8 +83,9 @@ pub fn run(
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
     let (actuator, world) = ProcessActuator::new();
+    // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
-        NodeScoped::new(store.clone(), node.clone()),
+        NodeScoped::new(store.with_fencing(&node, epoch), node.clone()),
         RunClock::new(),
         actuator,
         options.recovery,
@@ -105,16 +109,17 @@ pub fn run(
             return Ok(());
         }
         match store.fencing_epoch(&node) {
-            Ok(now) if now != epoch => Err(RuntimeError::Object(format!(
-                "node {node} was fenced (epoch {epoch} → {now}): its objects are not ours any more"
-            ))),
+            Ok(now) if now != epoch => Err(RuntimeError::Store(StoreError::Fenced {
+                node: node.clone(),
+                epoch: now,
+            })),
             Ok(_) => Ok(()),
             // Unknown: no step is taken until the epoch can be read.
             Err(e) => Err(RuntimeError::Store(e)),
         }
     });
     rt.actuator().kill_all();
-    if !matches!(result, Err(RuntimeError::Object(_))) {
+    if !result.as_ref().is_err_and(fenced) {
         let _ = store.revoke_lease(lease);
     }
     let _ = writeln!(log, "grace agent: stopped");
@@ -211,14 +216,14 @@ fn serve(
         // Before any step: is the node still ours?
         match still_ours(checked.elapsed()) {
             Ok(()) => checked = StdInstant::now(),
-            Err(RuntimeError::Store(e)) => {
+            Err(e) if fenced(&e) => {
+                let _ = writeln!(log, "grace agent: {e}");
+                return Err(e);
+            }
+            Err(e) => {
                 let _ = writeln!(log, "grace agent: cannot read the fencing epoch: {e}");
                 std::thread::sleep(StdDuration::from_millis(500));
                 continue;
-            }
-            Err(fenced) => {
-                let _ = writeln!(log, "grace agent: {fenced}");
-                return Err(fenced);
             }
         }
         let step = match input {
@@ -242,10 +247,10 @@ fn serve(
             Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),
         };
         if let Err(e) = step {
-            let _ = writeln!(log, "grace agent: {e} (retrying)");
+            retry_unless_fenced(e, log)?;
         }
         if let Err(e) = rt.handle_timeouts() {
-            let _ = writeln!(log, "grace agent: {e} (retrying)");
+            retry_unless_fenced(e, log)?;
         }
         let free: Vec<String> = waiting
             .iter()
@@ -255,10 +260,27 @@ fn serve(
         waiting.retain(|n| !free.contains(n));
         for name in free {
             if let Err(e) = observe(rt, &name, &mut waiting) {
-                let _ = writeln!(log, "grace agent: {e} (retrying)");
+                retry_unless_fenced(e, log)?;
             }
         }
     }
+}
+
+/// Whether `e` says this node was fenced: by the epoch check, or by a
+/// write the store refused because the epoch had moved.
+fn fenced(e: &RuntimeError) -> bool {
+    matches!(e, RuntimeError::Store(StoreError::Fenced { .. }))
+}
+
+/// A step that failed is logged and tried again later, unless it failed
+/// because the node was fenced: then the agent takes no further step.
+fn retry_unless_fenced(e: RuntimeError, log: &mut impl Write) -> Result<(), RuntimeError> {
+    if fenced(&e) {
+        let _ = writeln!(log, "grace agent: {e}");
+        return Err(e);
+    }
+    let _ = writeln!(log, "grace agent: {e} (retrying)");
+    Ok(())
 }
 
 /// Takes what the store holds for `name`: starts a new object's

@@ -6,6 +6,8 @@
 //! for, and read it from `GRACE_ETCD_ENDPOINTS` (see the README).
 #![cfg(feature = "etcd")]
 
+mod common;
+
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -13,10 +15,14 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use grace_core::{Name, Record};
+use common::Recorder;
+use grace_core::{Action, DeleteOptions, Name, Record};
+use grace_std::api_server;
+use grace_std::clock::{Clock, ManualClock};
+use grace_std::runtime::{Observed, Recovery, Runtime, RuntimeError};
 use grace_std::store::{
-    EpochBump, EtcdOptions, EtcdStore, EventKind, FINALIZERS, Revision, Store, StoreError,
-    StoredObject, Watch, Write,
+    EpochBump, EtcdOptions, EtcdStore, EventKind, FINALIZERS, NodeScoped, Preconditions, Revision,
+    Store, StoreError, StoredObject, Watch, Write,
 };
 
 const NEEDS_ETCD: &str = "needs an etcd server";
@@ -176,6 +182,120 @@ fn fencing_epochs_move_forward_by_compare_and_swap() {
     // Per node, and not a write of the store.
     assert_eq!(a.fencing_epoch("node-b").unwrap(), 0);
     assert_eq!(a.revision().unwrap(), Revision::ZERO);
+}
+
+#[test]
+#[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
+fn a_store_guarded_by_a_fencing_epoch_writes_nothing_once_the_node_is_fenced() {
+    let prefix = fresh_prefix("guarded");
+    let admin = client(&prefix);
+    // Never fenced: epoch 0, no key yet.
+    let epoch = admin.fencing_epoch("node-b").expect(NEEDS_ETCD);
+    assert_eq!(epoch, 0);
+    let agent = admin.with_fencing("node-b", epoch);
+    let neighbour = admin.with_fencing("node-a", 0);
+
+    // While the epoch holds, the guarded store writes like any other.
+    let r1 = agent.create("x", obj("ux")).unwrap();
+    let (x, _) = admin.get("x").unwrap().expect("created");
+    let r2 = agent.update("x", x.clone(), r1).unwrap();
+    let stored = admin.get("x").unwrap();
+    let mut watch = admin.watch(r2).unwrap();
+
+    assert_eq!(
+        admin.bump_fencing_epoch("node-b", epoch).unwrap(),
+        EpochBump::Bumped(1)
+    );
+    let fenced = StoreError::Fenced {
+        node: "node-b".into(),
+        epoch: 1,
+    };
+    assert_eq!(agent.update("x", x.clone(), r2), Err(fenced.clone()));
+    assert_eq!(agent.create("y", obj("uy")), Err(fenced.clone()));
+    let remove = Preconditions {
+        uid: Some("ux".into()),
+        revision: Some(r2),
+    };
+    assert_eq!(agent.delete("x", remove.clone()), Err(fenced.clone()));
+    let batch = agent.batch(vec![Write::Create {
+        name: "z".into(),
+        object: obj("uz"),
+    }]);
+    assert_eq!(batch.map_err(|e| (e.index, e.error)), Err((None, fenced)));
+    // Nothing landed: no revision, no event, the object as it was.
+    assert_eq!(admin.revision().unwrap(), r2);
+    assert_eq!(admin.get("x").unwrap(), stored);
+    assert_eq!(admin.get("y").unwrap(), None);
+
+    // Other nodes' guards and unguarded writers go on.
+    let r3 = neighbour.update("x", x.clone(), r2).unwrap();
+    let events = take(&mut watch, 1);
+    assert_eq!(
+        (events[0].kind, events[0].revision),
+        (EventKind::Updated, r3)
+    );
+    // A new agent of the node, starting from the new epoch, writes again.
+    let returned = admin.with_fencing("node-b", 1);
+    let r4 = returned
+        .delete(
+            "x",
+            Preconditions {
+                revision: Some(r3),
+                ..remove
+            },
+        )
+        .unwrap();
+    assert_eq!(admin.get("x").unwrap(), None);
+    assert_eq!(admin.revision().unwrap(), r4);
+}
+
+#[test]
+#[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
+fn d7_a_runtime_on_a_fenced_node_takes_no_step_even_before_it_checks_its_epoch() {
+    // The node agent reads its epoch again only now and then; what it does
+    // meanwhile is held by the guard on every write of its runtime.
+    let prefix = fresh_prefix("fenced-runtime");
+    let store = client(&prefix);
+    let clock = Arc::new(ManualClock::at_unix_millis(1_700_000_000_000));
+    let recorder = Recorder::default();
+    let epoch = store.fencing_epoch("node-a").expect(NEEDS_ETCD);
+    let mut agent = Runtime::open(
+        NodeScoped::new(store.with_fencing("node-a", epoch), "node-a"),
+        Arc::clone(&clock),
+        recorder.clone(),
+        Recovery::default(),
+    )
+    .expect("runtime opens");
+    let _ = api_server::create(&store, "web", common::pod("uid-1", false)).unwrap();
+    assert_eq!(agent.observe("web").unwrap(), Observed::New);
+    let _ = api_server::delete(&store, clock.now(), "web", &DeleteOptions::with_grace(10)).unwrap();
+    assert_eq!(agent.observe("web").unwrap(), Observed::Changed);
+    assert_eq!(
+        recorder.take_actions(),
+        [
+            Action::RemoveEndpoints,
+            Action::SendStopSignal { container: 0 }
+        ]
+    );
+    let stopping = store.get("web").unwrap();
+
+    // The node is fenced while its agent is not looking.
+    assert_eq!(
+        store.bump_fencing_epoch("node-a", epoch).unwrap(),
+        EpochBump::Bumped(epoch + 1)
+    );
+    // SIGKILL falls due: its write is refused, so it is not sent.
+    clock.advance(grace_core::Duration::from_millis(10_000));
+    let err = agent.handle_timeouts().expect_err("the write is refused");
+    assert!(
+        matches!(err, RuntimeError::Store(StoreError::Fenced { ref node, epoch: e })
+            if node == "node-a" && e == epoch + 1),
+        "{err}"
+    );
+    assert_eq!(recorder.take_actions(), []);
+    // Nor do the container's exit and the final delete land.
+    let _ = agent.container_exited("web", 0);
+    assert_eq!(store.get("web").unwrap(), stopping);
 }
 
 #[test]

@@ -7,8 +7,9 @@ use super::Revision;
 
 /// Why a store operation failed.
 ///
-/// The first five are answers about the data (the caller decides what to do
-/// next); the last four are failures of the backend, with its message.
+/// The first six are answers about the data or the writer (the caller
+/// decides what to do next); the last four are failures of the backend,
+/// with its message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -52,6 +53,16 @@ pub enum StoreError {
         /// from here or later works.
         compacted: Revision,
     },
+    /// The writer's node was fenced: its fencing epoch moved past the one
+    /// the writer holds (an etcd store guarded by an epoch,
+    /// `EtcdStore::with_fencing`). Nothing was written; the node's objects
+    /// are not the writer's any more.
+    Fenced {
+        /// The node.
+        node: String,
+        /// Its fencing epoch now.
+        epoch: u64,
+    },
     /// The database is held by another process (or another handle in
     /// this one): redb's exclusive lock.
     AlreadyOpen {
@@ -91,6 +102,10 @@ impl fmt::Display for StoreError {
             } => write!(
                 f,
                 "changes after revision {requested} are compacted (the log starts after {compacted})"
+            ),
+            StoreError::Fenced { node, epoch } => write!(
+                f,
+                "node {node:?} was fenced (its epoch is now {epoch}): its objects are not ours any more"
             ),
             StoreError::AlreadyOpen { path } => write!(
                 f,

@@ -1,13 +1,15 @@
 //! A batch of writes as one etcd transaction: read a snapshot, check every
 //! write against it, commit only if nothing read has changed, else check
-//! again against what the failed commit read back.
+//! again against what the failed commit read back. A guarded store's
+//! fencing epoch is one of the things read: a batch whose writer's node was
+//! fenced is refused, whenever the fencing happened.
 
 use std::collections::HashMap;
 
 use etcd_client::{DeleteOptions, KeyValue, Txn, TxnOp};
 
 use super::keys::{self, decode_counter};
-use super::{Inner, TOO_MANY_OPS, gets, unchanged};
+use super::{Fence, Inner, TOO_MANY_OPS, gets, unchanged};
 use crate::store::{
     BatchError, Event, EventKind, Revision, StoreError, StoredObject, Write, check,
 };
@@ -17,21 +19,26 @@ use crate::store::{
 /// competing writers succeeds, so this is reached only under a flood.
 const MAX_ATTEMPTS: usize = 1000;
 
-/// Applies `writes` (not empty) as one transaction.
-pub(super) fn write(inner: &Inner, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+/// Applies `writes` (not empty) as one transaction; with a `fence`, only
+/// while the node's fencing epoch is the one it holds.
+pub(super) fn write(
+    inner: &Inner,
+    fence: Option<&Fence>,
+    writes: Vec<Write>,
+) -> Result<Vec<Revision>, BatchError> {
     let mut names: Vec<&str> = Vec::new();
     for write in &writes {
         if !names.contains(&write.name()) {
             names.push(write.name());
         }
     }
-    let reads = read_ops(inner, &names);
+    let reads = read_ops(inner, fence, &names);
     let response = inner
         .txn("batch: read", Txn::new().and_then(reads.clone()))
         .map_err(BatchError::backend)?;
-    let mut snapshot = Snapshot::parse(&names, &response).map_err(BatchError::backend)?;
+    let mut snapshot = Snapshot::parse(fence, &names, &response).map_err(BatchError::backend)?;
     for _ in 0..MAX_ATTEMPTS {
-        let plan = plan(inner, &writes, &snapshot)?;
+        let plan = plan(inner, fence, &writes, &snapshot)?;
         let txn = Txn::new()
             .when(plan.compares)
             .and_then(plan.ops)
@@ -52,21 +59,26 @@ pub(super) fn write(inner: &Inner, writes: Vec<Write>) -> Result<Vec<Revision>, 
         if response.succeeded() {
             return Ok(plan.revisions);
         }
-        // Someone wrote in between: check again against what is there now.
-        snapshot = Snapshot::parse(&names, &response).map_err(BatchError::backend)?;
+        // Someone wrote in between (or fenced the node): check again
+        // against what is there now.
+        snapshot = Snapshot::parse(fence, &names, &response).map_err(BatchError::backend)?;
     }
     Err(BatchError::backend(StoreError::Unavailable(format!(
         "batch: other writers committed first {MAX_ATTEMPTS} times in a row"
     ))))
 }
 
-/// The reads a batch's checks need: the counter, the compaction mark and
-/// each named object, in this order.
-fn read_ops(inner: &Inner, names: &[&str]) -> Vec<TxnOp> {
+/// The reads a batch's checks need: the counter, the compaction mark, the
+/// fencing epoch (guarded stores only) and each named object, in this
+/// order.
+fn read_ops(inner: &Inner, fence: Option<&Fence>, names: &[&str]) -> Vec<TxnOp> {
     let mut ops = vec![
         TxnOp::get(inner.keys.revision(), None),
         TxnOp::get(inner.keys.compacted(), None),
     ];
+    if let Some(fence) = fence {
+        ops.push(TxnOp::get(inner.keys.fencing(&fence.node), None));
+    }
     ops.extend(
         names
             .iter()
@@ -79,11 +91,17 @@ fn read_ops(inner: &Inner, names: &[&str]) -> Vec<TxnOp> {
 struct Snapshot {
     counter: Option<KeyValue>,
     compacted: Option<KeyValue>,
+    /// The fencing epoch's key, read for guarded stores only.
+    epoch: Option<KeyValue>,
     objects: HashMap<String, Option<KeyValue>>,
 }
 
 impl Snapshot {
-    fn parse(names: &[&str], response: &etcd_client::TxnResponse) -> Result<Self, StoreError> {
+    fn parse(
+        fence: Option<&Fence>,
+        names: &[&str],
+        response: &etcd_client::TxnResponse,
+    ) -> Result<Self, StoreError> {
         let mut found = gets(response).into_iter().map(|g| g.kvs.into_iter().next());
         let mut next = || {
             found.next().ok_or_else(|| {
@@ -92,6 +110,10 @@ impl Snapshot {
         };
         let counter = next()?;
         let compacted = next()?;
+        let epoch = match fence {
+            Some(_) => next()?,
+            None => None,
+        };
         let mut objects = HashMap::new();
         for name in names {
             objects.insert((*name).to_owned(), next()?);
@@ -99,6 +121,7 @@ impl Snapshot {
         Ok(Snapshot {
             counter,
             compacted,
+            epoch,
             objects,
         })
     }
@@ -119,10 +142,29 @@ enum Current<'a> {
     Written(Revision, Box<StoredObject>),
 }
 
-/// Checks every write against `snapshot` as the earlier writes of the
-/// batch leave it, and builds the transaction that applies them all.
-fn plan(inner: &Inner, writes: &[Write], snapshot: &Snapshot) -> Result<Plan, BatchError> {
+/// Checks the fence and every write against `snapshot` (each write as the
+/// earlier writes of the batch leave it), and builds the transaction that
+/// applies them all.
+fn plan(
+    inner: &Inner,
+    fence: Option<&Fence>,
+    writes: &[Write],
+    snapshot: &Snapshot,
+) -> Result<Plan, BatchError> {
     let keys = &inner.keys;
+    let mut compares = Vec::with_capacity(snapshot.objects.len() + 2);
+    if let Some(fence) = fence {
+        let key = keys.fencing(&fence.node);
+        let epoch = decode_counter(&key, snapshot.epoch.as_ref().map(KeyValue::value))
+            .map_err(BatchError::backend)?;
+        if epoch != fence.epoch {
+            return Err(BatchError::backend(StoreError::Fenced {
+                node: fence.node.clone(),
+                epoch,
+            }));
+        }
+        compares.push(unchanged(&key, snapshot.epoch.as_ref()));
+    }
     let counter_key = keys.revision();
     let counter = decode_counter(&counter_key, snapshot.counter.as_ref().map(KeyValue::value))
         .map_err(BatchError::backend)?;
@@ -204,7 +246,7 @@ fn plan(inner: &Inner, writes: &[Write], snapshot: &Snapshot) -> Result<Plan, Ba
         });
     }
 
-    let mut compares = vec![unchanged(&counter_key, snapshot.counter.as_ref())];
+    compares.push(unchanged(&counter_key, snapshot.counter.as_ref()));
     let mut ops = Vec::with_capacity(2 * writes.len() + 3);
     for (name, state) in &staged {
         let key = keys.object(name);

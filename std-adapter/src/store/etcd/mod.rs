@@ -200,7 +200,10 @@ impl Default for EtcdOptions {
 /// - Each node has a fencing epoch, moved only forward by
 ///   [compare-and-swap](EtcdStore::bump_fencing_epoch). Whoever declares a
 ///   node lost bumps it; an agent that finds the epoch moved past the one
-///   it started with knows it has been fenced off.
+///   it started with knows it has been fenced off. Its runtime writes
+///   through a store [guarded](EtcdStore::with_fencing) by that epoch:
+///   every batch's transaction compares it, so nothing it writes lands
+///   after the fencing.
 ///
 /// # Blocking
 ///
@@ -214,6 +217,17 @@ impl Default for EtcdOptions {
 #[derive(Clone)]
 pub struct EtcdStore {
     inner: Arc<Inner>,
+    /// Writes only while this node's fencing epoch is unchanged
+    /// ([`EtcdStore::with_fencing`]).
+    fence: Option<Fence>,
+}
+
+/// A node and the fencing epoch its agent holds: the token every write of
+/// a [guarded](EtcdStore::with_fencing) store is conditional on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Fence {
+    node: String,
+    epoch: u64,
 }
 
 struct Inner {
@@ -245,6 +259,7 @@ impl std::fmt::Debug for EtcdStore {
             .field("prefix", &self.inner.keys.prefix())
             .field("log_retention", &self.inner.retention)
             .field("max_batch", &self.inner.max_batch)
+            .field("fence", &self.fence)
             .finish_non_exhaustive()
     }
 }
@@ -302,6 +317,7 @@ impl EtcdStore {
                 endpoints: options.endpoints,
                 max_batch: (options.max_txn_ops.saturating_sub(3) / 2).max(1),
             }),
+            fence: None,
         };
         store.revision()?;
         Ok(store)
@@ -310,6 +326,23 @@ impl EtcdStore {
     /// The prefix every key of the store starts with (ending with `/`).
     pub fn prefix(&self) -> &str {
         self.inner.keys.prefix()
+    }
+
+    /// This store (the same connection), writing only while `node`'s
+    /// fencing epoch is still `epoch`: the epoch is a fencing token. Each
+    /// batch reads the epoch with the objects it checks and its
+    /// transaction compares it, so a batch committed after the node was
+    /// fenced writes nothing and fails with [`StoreError::Fenced`],
+    /// however long its writer was paused between reading and writing.
+    /// An agent's runtime writes through such a store.
+    pub fn with_fencing(&self, node: &str, epoch: u64) -> EtcdStore {
+        EtcdStore {
+            inner: Arc::clone(&self.inner),
+            fence: Some(Fence {
+                node: node.to_owned(),
+                epoch,
+            }),
+        }
     }
 }
 
@@ -457,7 +490,7 @@ impl Store for EtcdStore {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
-        batch::write(&self.inner, writes)
+        batch::write(&self.inner, self.fence.as_ref(), writes)
     }
 
     /// `(max_txn_ops - 3) / 2`: 62 writes with etcd's default
