@@ -631,6 +631,20 @@ impl fmt::Display for UpdateError {
     }
 }
 
+impl UpdateError {
+    /// The HTTP status a Kubernetes API server answers with: 422 for a
+    /// finalizer added while deleting (R46, a validation error), 404 for
+    /// nothing stored; 413 for a full finalizer list (grace's own limit,
+    /// as for [`DeleteError::http_status`]).
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            UpdateError::NoNewFinalizersWhileDeleting => 422,
+            UpdateError::TooManyFinalizers => 413,
+            UpdateError::NotFound => 404,
+        }
+    }
+}
+
 impl core::error::Error for UpdateError {}
 
 /// The decision for one finalizer update.

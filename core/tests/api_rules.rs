@@ -1090,6 +1090,16 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
     let _ = l.handle_delete(now(T), &grace(0)).unwrap();
     let missing = l.handle_delete(now(T), &cascade).expect_err("gone");
     assert_eq!(missing.http_status(), 404);
+    // Updates answer the same way.
+    let add = FinalizerChange::Add(name("a.io/5"));
+    assert_eq!(
+        decide_finalizer_update(&full, &add)
+            .expect_err("full")
+            .http_status(),
+        413
+    );
+    let gone = l.handle_finalizer_update(now(T), &add).expect_err("gone");
+    assert_eq!(gone.http_status(), 404);
 }
 
 #[test]
@@ -1635,6 +1645,9 @@ fn r46_no_new_finalizers_once_deleting() {
         decide_finalizer_update(&deleting, &add),
         Err(UpdateError::NoNewFinalizersWhileDeleting)
     );
+    // A validation error: 422, as the API server answers it.
+    let refused = decide_finalizer_update(&deleting, &add).expect_err("refused");
+    assert_eq!(refused.http_status(), 422);
     // Re-stating an existing one is not a new finalizer: a no-op.
     let u =
         decide_finalizer_update(&deleting, &FinalizerChange::Add(name("example.com/x"))).unwrap();
