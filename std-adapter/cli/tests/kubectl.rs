@@ -3,6 +3,7 @@
 //! get / patch` as separate processes. Exit codes: 0 done, 1 a failed
 //! operation, 2 invalid input; a refused request changes nothing.
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::BufReader;
@@ -31,7 +32,7 @@ impl Agent {
             .spawn()
             .expect("agent starts");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_std::agent::is_serving(dir) {
+        while !grace_cli::agent::is_serving(dir) {
             assert!(Instant::now() < deadline, "the agent serves within 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -450,7 +451,7 @@ fn a_locked_store_is_reported_and_left_unchanged() {
         "{}",
         text(&out.stderr)
     );
-    assert!(!grace_std::agent::is_serving(dir.path()));
+    assert!(!grace_cli::agent::is_serving(dir.path()));
     use grace_std::Store;
     assert_eq!(
         holder.revision().expect("revision").get(),

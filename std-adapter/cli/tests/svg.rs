@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use grace_std::svg::SvgOptions;
+use grace_cli::svg::SvgOptions;
 use roxmltree::{Document, Node};
 
 const SVG_NS: &str = "http://www.w3.org/2000/svg";
@@ -14,12 +14,12 @@ const SVG_NS: &str = "http://www.w3.org/2000/svg";
 const EPSILON: f64 = 0.011;
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios")
 }
 
 fn render_text(text: &str) -> String {
-    let scenario = grace_std::parse(text).expect("scenario parses");
-    let timeline = grace_std::simulate(&scenario).expect("scenario simulates");
+    let scenario = grace_cli::parse(text).expect("scenario parses");
+    let timeline = grace_cli::simulate(&scenario).expect("scenario simulates");
     timeline.to_svg_with(&SvgOptions::of(&scenario))
 }
 
@@ -254,7 +254,7 @@ fn every_golden_scenario_is_well_formed_svg_with_a_lane_per_container_and_no_nan
         let svg = render(&name);
         let doc = parse(&svg);
         assert_all_finite(&doc);
-        let scenario = grace_std::parse(
+        let scenario = grace_cli::parse(
             &std::fs::read_to_string(scenarios_dir().join(format!("{name}.json"))).unwrap(),
         )
         .unwrap();
@@ -533,7 +533,7 @@ fn same_timeline_same_bytes() {
 #[test]
 fn the_timeline_alone_renders_too() {
     let text = std::fs::read_to_string(scenarios_dir().join("sidecars.json")).unwrap();
-    let timeline = grace_std::simulate(&grace_std::parse(&text).unwrap()).unwrap();
+    let timeline = grace_cli::simulate(&grace_cli::parse(&text).unwrap()).unwrap();
     let svg = timeline.to_svg();
     let doc = parse(&svg);
     let scale = Scale::of(&doc);
@@ -564,7 +564,7 @@ fn cli_simulate_format_svg_exits_0_and_prints_the_picture() {
 /// draws today; regenerate with `GRACE_BLESS=1`.
 #[test]
 fn docs_picture_is_current() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/simulate-sidecars.svg");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/simulate-sidecars.svg");
     let svg = render("sidecars");
     if std::env::var_os("GRACE_BLESS").is_some() {
         std::fs::write(&path, &svg).expect("docs/ writable");
@@ -573,6 +573,6 @@ fn docs_picture_is_current() {
     let committed = std::fs::read_to_string(&path).expect("docs/simulate-sidecars.svg exists");
     assert!(
         committed == svg,
-        "docs/simulate-sidecars.svg is stale: run `cargo run -p grace-std -- simulate --format svg examples/scenarios/sidecars.json > docs/simulate-sidecars.svg`"
+        "docs/simulate-sidecars.svg is stale: run `cargo run -p grace-cli -- simulate --format svg examples/scenarios/sidecars.json > docs/simulate-sidecars.svg`"
     );
 }

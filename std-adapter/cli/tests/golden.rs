@@ -1,14 +1,14 @@
 //! Golden scenarios: every `examples/scenarios/*.json` is replayed and its
 //! JSON lines compared with the `.expected.jsonl` beside it. The expected
 //! files were checked by hand against SEMANTICS.md; when a deliberate change
-//! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-std
+//! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-cli
 //! --test golden` and review the diff.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios")
 }
 
 fn scenario_files() -> Vec<PathBuf> {
@@ -23,9 +23,9 @@ fn scenario_files() -> Vec<PathBuf> {
 
 fn replay(path: &Path) -> String {
     let text = fs::read_to_string(path).expect("scenario readable");
-    let scenario = grace_std::parse(&text)
+    let scenario = grace_cli::parse(&text)
         .unwrap_or_else(|e| panic!("{}: does not parse: {e}", path.display()));
-    let timeline = grace_std::simulate(&scenario)
+    let timeline = grace_cli::simulate(&scenario)
         .unwrap_or_else(|e| panic!("{}: does not simulate: {e}", path.display()));
     timeline.to_json_lines()
 }

@@ -9,6 +9,7 @@
 //! own.
 #![cfg(feature = "etcd")]
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use grace_std::kubectl;
+use grace_cli::kubectl;
 
 /// Kubernetes-grade graceful deletion.
 #[derive(Parser)]
@@ -177,7 +177,7 @@ impl StoreArgs {
         #[cfg(not(feature = "etcd"))]
         Err(kubectl::CommandError::invalid(format!(
             "--etcd {endpoints}: this grace was built without the `etcd` feature \
-             (cargo install grace-std --features etcd)"
+             (cargo install grace-cli --features etcd)"
         )))
     }
 }
@@ -222,7 +222,7 @@ enum OutputArg {
 struct SignalArg(rustix::process::Signal);
 
 fn parse_signal(name: &str) -> Result<SignalArg, String> {
-    grace_std::run::parse_signal(name).map(SignalArg)
+    grace_cli::run::parse_signal(name).map(SignalArg)
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -245,13 +245,13 @@ fn main() -> ExitCode {
             stop_signal,
             command,
         } => {
-            let options = grace_std::run::RunOptions {
+            let options = grace_cli::run::RunOptions {
                 command,
                 grace_period_seconds: grace_period,
                 pre_stop,
                 stop_signal: stop_signal.0,
             };
-            match grace_std::run::run(&options) {
+            match grace_cli::run::run(&options) {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
                     eprintln!("grace run: {e}");
@@ -266,7 +266,7 @@ fn main() -> ExitCode {
             reset_full_grace,
             lease_ttl,
         } => {
-            let options = grace_std::agent::AgentOptions {
+            let options = grace_cli::agent::AgentOptions {
                 data_dir: store.data_dir.clone(),
                 node,
                 recovery: if reset_full_grace {
@@ -275,14 +275,14 @@ fn main() -> ExitCode {
                     grace_std::Recovery::HonourOriginalDeadline
                 },
             };
-            if let Err(e) = grace_std::manifest::check_name("--node", &options.node) {
+            if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
                 eprintln!("grace agent: {e}");
                 return ExitCode::from(2);
             }
             if store.etcd.is_some() {
                 return shared_agent(&store, options, lease_ttl);
             }
-            match grace_std::agent::run(&options, &mut std::io::stdout()) {
+            match grace_cli::agent::run(&options, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("grace agent: {e}");
@@ -354,7 +354,7 @@ fn main() -> ExitCode {
         }),
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
-            match grace_std::demo::run(&mut out, data_dir.as_deref()) {
+            match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("grace demo: {e}");
@@ -368,7 +368,7 @@ fn main() -> ExitCode {
 /// `grace agent --etcd ..`: one node's agent on a shared store.
 fn shared_agent(
     store: &StoreArgs,
-    options: grace_std::agent::AgentOptions,
+    options: grace_cli::agent::AgentOptions,
     lease_ttl: u64,
 ) -> ExitCode {
     let opened = match store.open() {
@@ -377,12 +377,12 @@ fn shared_agent(
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
-        let shared = grace_std::node_agent::SharedAgentOptions {
+        let shared = grace_cli::node_agent::SharedAgentOptions {
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
         };
-        return match grace_std::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
+        return match grace_cli::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("grace agent: {e}");
@@ -413,7 +413,7 @@ fn fence(store: &StoreArgs, node: &str) -> ExitCode {
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = &opened {
-        return match grace_std::node_agent::fence(etcd, node, false) {
+        return match grace_cli::node_agent::fence(etcd, node, false) {
             Ok(names) => {
                 println!("node \"{node}\" fenced; objects deleted: {}", names.len());
                 for name in names {
@@ -453,14 +453,14 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenario = match grace_std::parse(&text) {
+    let scenario = match grace_cli::parse(&text) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
             return ExitCode::from(2);
         }
     };
-    let timeline = match grace_std::simulate(&scenario) {
+    let timeline = match grace_cli::simulate(&scenario) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
@@ -470,7 +470,7 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
     let out = match format {
         Format::Text => timeline.to_text(),
         Format::Json => timeline.to_json_lines(),
-        Format::Svg => timeline.to_svg_with(&grace_std::svg::SvgOptions::of(&scenario)),
+        Format::Svg => timeline.to_svg_with(&grace_cli::svg::SvgOptions::of(&scenario)),
     };
     print!("{out}");
     ExitCode::SUCCESS
