@@ -99,6 +99,11 @@ pub enum ErrorKind {
     Invalid,
     /// The store or the agent failed.
     Internal,
+    /// The client may not do this: its user is not allowed to talk to the
+    /// agent, or only to read (403).
+    Forbidden,
+    /// The request could not be read: too long, not JSON, too slow.
+    BadRequest,
 }
 
 /// A failed request.
@@ -149,6 +154,8 @@ pub enum Reply {
 pub enum ClientError {
     /// No agent is serving the data directory.
     NoAgent(PathBuf),
+    /// The agent's socket is there, but this user may not connect to it.
+    Denied(PathBuf),
     /// The connection failed or the agent's answer could not be read.
     Io(String),
     /// The agent refused the request.
@@ -163,6 +170,13 @@ impl std::fmt::Display for ClientError {
                 "no agent is serving {}: start one with `grace agent --data-dir {}`",
                 dir.display(),
                 dir.display()
+            ),
+            ClientError::Denied(socket) => write!(
+                f,
+                "permission denied on {}: the agent serves its own user and root only; \
+                 run this as that user, or have the agent started with \
+                 `--allow-group GROUP[:ro|:rw]` for a group of yours",
+                socket.display()
             ),
             ClientError::Io(e) => write!(f, "talking to the agent: {e}"),
             ClientError::Api(e) => e.fmt(f),
@@ -181,10 +195,13 @@ pub struct Client {
 impl Client {
     /// Connects to the agent serving `data_dir`; [`ClientError::NoAgent`]
     /// if there is none (no socket, or a socket left by an agent that is
-    /// gone).
+    /// gone), [`ClientError::Denied`] if this user may not reach it.
     pub fn connect(data_dir: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(socket_path(data_dir))
-            .map_err(|_| ClientError::NoAgent(data_dir.to_path_buf()))?;
+        let socket = socket_path(data_dir);
+        let stream = UnixStream::connect(&socket).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => ClientError::Denied(socket.clone()),
+            _ => ClientError::NoAgent(data_dir.to_path_buf()),
+        })?;
         let writer = stream.try_clone().map_err(io)?;
         Ok(Client {
             reader: BufReader::new(stream),
@@ -195,7 +212,14 @@ impl Client {
     /// Sends one request and reads its answer; an [`Reply::Error`] becomes
     /// [`ClientError::Api`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
-        self.send(request)?;
+        if let Err(e) = self.send(request) {
+            // An agent that refuses a connection says why, then hangs up:
+            // its reason beats "broken pipe".
+            return match self.next_reply() {
+                Err(refused @ ClientError::Api(_)) => Err(refused),
+                _ => Err(e),
+            };
+        }
         self.next_reply()
     }
 
@@ -226,14 +250,90 @@ fn io(e: impl std::fmt::Display) -> ClientError {
     ClientError::Io(e.to_string())
 }
 
-/// Reads one request line from a client (the serving side of the
-/// protocol); `None` at the end of the stream.
-pub fn read_request(reader: &mut impl BufRead) -> Option<Result<Request, String>> {
-    let mut line = String::new();
-    match reader.read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))),
+/// The longest request line the agent reads, in bytes (an object with its
+/// commands and hooks is a few kilobytes).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Why a request line could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadRequest {
+    /// The line is longer than the limit: the rest of the stream cannot be
+    /// trusted to start a new request, so the connection ends.
+    TooLong {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The line is not a request (not UTF-8, not JSON, unknown fields).
+    Malformed(String),
+    /// The line did not arrive in time.
+    TimedOut,
+}
+
+impl std::fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadRequest::TooLong { limit } => {
+                write!(f, "bad request: longer than {limit} bytes")
+            }
+            BadRequest::Malformed(e) => write!(f, "bad request: {e}"),
+            BadRequest::TimedOut => f.write_str("bad request: not received in time"),
+        }
     }
+}
+
+impl std::error::Error for BadRequest {}
+
+/// Reads one request line of at most `limit` bytes from a client (the
+/// serving side of the protocol); `None` at the end of the stream or on a
+/// broken connection. A line that is too long is not read further
+/// ([`BadRequest::TooLong`]); a read that times out (the stream's read
+/// timeout) is [`BadRequest::TimedOut`].
+pub fn read_request(
+    reader: &mut impl BufRead,
+    limit: usize,
+) -> Option<Result<Request, BadRequest>> {
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Some(Err(BadRequest::TimedOut));
+            }
+            Err(_) => return None,
+        };
+        if available.is_empty() {
+            // The end of the stream: a last line without its newline
+            // still counts.
+            if line.is_empty() {
+                return None;
+            }
+            break;
+        }
+        let (taken, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(end) => (end.saturating_add(1), true),
+            None => (available.len(), false),
+        };
+        if line.len().saturating_add(taken) > limit.saturating_add(1) {
+            return Some(Err(BadRequest::TooLong { limit }));
+        }
+        line.extend_from_slice(available.get(..taken).unwrap_or_default());
+        reader.consume(taken);
+        if done {
+            break;
+        }
+    }
+    Some(parse_request(&line))
+}
+
+/// Parses one request line (with or without its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
+    serde_json::from_slice(line).map_err(|e| BadRequest::Malformed(e.to_string()))
 }
 
 /// Writes one reply line (the serving side of the protocol).

@@ -15,8 +15,8 @@
 //! finds them gone — their objects stay, and a deletion in progress
 //! completes at once (restart policy `Never`: nothing is restarted).
 
-use std::io::{BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
@@ -25,14 +25,17 @@ use grace_core::{DeleteError, FinalizerChange, Name, Now};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{
-    ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, read_request, socket_path,
-    write_reply,
-};
+use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{RedbStore, Store, StoreError};
+
+pub mod access;
+mod serve;
+
+pub use access::{Access, AllowGroup};
+pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
 
 /// How to run an agent.
 #[derive(Clone, Debug)]
@@ -43,6 +46,9 @@ pub struct AgentOptions {
     pub node: String,
     /// What a restart does with a kill in progress (D6).
     pub recovery: Recovery,
+    /// A group whose members may talk to the agent besides its own user
+    /// and root (`--allow-group`), and how much.
+    pub allow_group: Option<AllowGroup>,
 }
 
 /// The clock of one agent run: the machine's clocks, with an epoch that is
@@ -117,12 +123,14 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 }
 
 /// Runs the agent until SIGTERM or SIGINT, logging every transition to
-/// `log`. Fails if the store cannot be opened (locked by another process,
-/// unreadable) or the socket cannot be bound.
+/// `log`. Fails if the data directory, the store or an old socket is not
+/// private (another user owns it, others may write it: see
+/// [`grace_std::private`]), if the store cannot be opened (locked by
+/// another process, unreadable) or the socket cannot be bound.
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+    let group = options.allow_group.as_ref();
+    serve::prepare(dir, group)?;
     let store = Arc::new(RedbStore::open(dir.join(DATABASE))?);
 
     let (tx, inputs) = mpsc::channel::<Input>();
@@ -141,11 +149,10 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     // The store is ours (its lock is held), so a socket left here is an
     // earlier agent's.
     let socket = socket_path(dir);
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", socket.display())))?;
+    let listener = serve::bind(dir, group)?;
     let served = Arc::clone(&store);
-    std::thread::spawn(move || accept(listener, served, tx));
+    let policy = access::Policy::new(options.allow_group.clone());
+    std::thread::spawn(move || serve::accept(listener, served, tx, policy));
 
     let _ = writeln!(
         log,
@@ -314,53 +321,6 @@ fn error(name: &str, e: RuntimeError) -> Reply {
     Reply::Error(ApiError { kind, message })
 }
 
-fn accept(listener: UnixListener, store: Arc<RedbStore>, changes: mpsc::Sender<Input>) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let store = Arc::clone(&store);
-        let changes = changes.clone();
-        std::thread::spawn(move || connection(stream, &store, &changes));
-    }
-}
-
-/// Serves one client until it hangs up.
-fn connection(stream: UnixStream, store: &RedbStore, changes: &mpsc::Sender<Input>) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    while let Some(request) = read_request(&mut reader) {
-        let reply = match request {
-            Err(message) => invalid(message),
-            Ok(Request::Get { name }) => read(store, name.as_deref()),
-            Ok(Request::Watch) => {
-                watch(store, &mut writer);
-                return;
-            }
-            Ok(change) => {
-                let (tx, rx) = mpsc::channel();
-                if changes.send(Input::Request(change, tx)).is_err() {
-                    return;
-                }
-                match rx.recv() {
-                    Ok(reply) => reply,
-                    Err(_) => return, // the agent is stopping
-                }
-            }
-        };
-        if write_reply(&mut writer, &reply).is_err() {
-            return;
-        }
-    }
-}
-
-fn read(store: &RedbStore, name: Option<&str>) -> Reply {
-    match items(store, name) {
-        Ok((revision, items)) => Reply::Objects { revision, items },
-        Err(e) => store_error(name.unwrap_or(""), e),
-    }
-}
-
 /// One object or all of them, with the store revision they were read at.
 pub(crate) fn items<S: Store + ?Sized>(
     store: &S,
@@ -393,54 +353,6 @@ pub(crate) fn items<S: Store + ?Sized>(
                 })
                 .collect();
             Ok((listing.revision.get(), items))
-        }
-    }
-}
-
-fn store_error(name: &str, e: StoreError) -> Reply {
-    Reply::Error(match e {
-        StoreError::NotFound { .. } => ApiError {
-            kind: ErrorKind::NotFound,
-            message: format!("object \"{name}\" not found"),
-        },
-        other => ApiError {
-            kind: ErrorKind::Internal,
-            message: format!("store: {other}"),
-        },
-    })
-}
-
-/// Streams the listing, then every change, until the client hangs up.
-fn watch(store: &RedbStore, writer: &mut UnixStream) {
-    let listing = match items(store, None) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    let (revision, list) = listing;
-    let reply = Reply::Objects {
-        revision,
-        items: list,
-    };
-    if write_reply(writer, &reply).is_err() {
-        return;
-    }
-    let watch = match store.watch(crate::store::Revision(revision)) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    for event in watch {
-        let reply = match event {
-            Ok(event) => Reply::Event(event),
-            Err(e) => store_error("", e),
-        };
-        if write_reply(writer, &reply).is_err() {
-            return;
         }
     }
 }

@@ -74,9 +74,9 @@ pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<(), RuntimeE
 }
 
 fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+    grace_std::private::private_dir(dir, 0o700).map_err(|e| RuntimeError::Object(e.to_string()))?;
     let db: PathBuf = dir.join("grace.redb");
+    grace_std::private::private_file(&db).map_err(|e| RuntimeError::Object(e.to_string()))?;
     let store = RedbStore::open(&db)?;
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;

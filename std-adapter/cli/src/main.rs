@@ -52,6 +52,13 @@ enum Command {
         /// grace instead of keeping its deadline (D6).
         #[arg(long)]
         reset_full_grace: bool,
+        /// Let the members of GROUP talk to the agent too (its own user and
+        /// root always may): `:ro` (the default) to get and watch only,
+        /// `:rw` to change objects as well, which runs their commands as
+        /// the agent's user. The data directory and socket are given to
+        /// the group. Without --etcd only.
+        #[arg(long, value_name = "GROUP[:ro|:rw]")]
+        allow_group: Option<grace_cli::agent::AllowGroup>,
         /// With --etcd: seconds after the agent's last sign of life until
         /// its node counts as lost.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
@@ -264,6 +271,7 @@ fn main() -> ExitCode {
             store,
             node,
             reset_full_grace,
+            allow_group,
             lease_ttl,
         } => {
             let options = grace_cli::agent::AgentOptions {
@@ -274,12 +282,17 @@ fn main() -> ExitCode {
                 } else {
                     grace_std::Recovery::HonourOriginalDeadline
                 },
+                allow_group,
             };
             if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
                 eprintln!("grace agent: {e}");
                 return ExitCode::from(2);
             }
             if store.etcd.is_some() {
+                if options.allow_group.is_some() {
+                    eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
+                    return ExitCode::from(2);
+                }
                 return shared_agent(&store, options, lease_ttl);
             }
             match grace_cli::agent::run(&options, &mut std::io::stdout()) {
