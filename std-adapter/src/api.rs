@@ -315,11 +315,13 @@ pub fn read_request(
             }
             break;
         }
-        let (taken, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(end) => (end.saturating_add(1), true),
-            None => (available.len(), false),
+        // `content`: the bytes of the line taken so far, its newline not
+        // counted.
+        let (taken, content, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(end) => (end.saturating_add(1), end, true),
+            None => (available.len(), available.len(), false),
         };
-        if line.len().saturating_add(taken) > limit.saturating_add(1) {
+        if line.len().saturating_add(content) > limit {
             return Some(Err(BadRequest::TooLong { limit }));
         }
         line.extend_from_slice(available.get(..taken).unwrap_or_default());

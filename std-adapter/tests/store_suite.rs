@@ -783,6 +783,29 @@ store_suite!(
     }
 );
 
+#[cfg(feature = "etcd")]
+#[path = "common/secure_etcd.rs"]
+mod secure_etcd;
+
+// The whole suite again on an etcd as deployed: TLS with client
+// certificates and authentication on, the client a user whose role may
+// use the test prefixes only. Each test starts a server of its own.
+#[cfg(feature = "etcd")]
+store_suite!(
+    #[ignore = "starts its own etcd with TLS and auth (GRACE_ETCD_BIN or etcd on PATH); .ci/etcd runs it"]
+    etcd_tls_auth,
+    |retention| {
+        let server = secure_etcd::SecureEtcd::start();
+        let options = grace_std::store::EtcdOptions {
+            log_retention: retention,
+            ..server.store_options(&fresh_prefix())
+        };
+        let s = grace_std::store::EtcdStore::connect_with(options)
+            .expect("with TLS, its certificate and the password, the client is served");
+        (server, s)
+    }
+);
+
 // ---------------------------------------------------------------------
 // What only the durable store promises.
 // ---------------------------------------------------------------------

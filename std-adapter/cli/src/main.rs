@@ -144,6 +144,9 @@ enum Command {
 
 /// Where the store lives.
 #[derive(clap::Args)]
+// Without the `etcd` feature the etcd flags are parsed, then refused with
+// --etcd itself.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 struct StoreArgs {
     /// The data directory (store and agent socket).
     #[arg(long, default_value = "grace-data")]
@@ -156,6 +159,35 @@ struct StoreArgs {
     /// The key prefix of the store in etcd (one prefix, one store).
     #[arg(long, default_value = "/grace/")]
     etcd_prefix: String,
+    /// With --etcd: TLS, trusting the CA certificate in this PEM file
+    /// (the endpoints must be https://).
+    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_CACERT")]
+    etcd_cacert: Option<PathBuf>,
+    /// With --etcd-cacert: the client certificate (PEM), for an etcd that
+    /// checks client certificates (--client-cert-auth).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GRACE_ETCD_CERT",
+        requires = "etcd_key"
+    )]
+    etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GRACE_ETCD_KEY",
+        requires = "etcd_cert"
+    )]
+    etcd_key: Option<PathBuf>,
+    /// With --etcd: the etcd user (etcd's authentication). Its password
+    /// comes from the file --etcd-password-file (GRACE_ETCD_PASSWORD_FILE)
+    /// or the variable GRACE_ETCD_PASSWORD, never from the command line.
+    #[arg(long, value_name = "USER", env = "GRACE_ETCD_USER")]
+    etcd_user: Option<String>,
+    /// The etcd user's password: the first line of this file.
+    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
+    etcd_password_file: Option<PathBuf>,
 }
 
 /// A store command's store, opened.
@@ -173,8 +205,11 @@ impl StoreArgs {
         #[cfg(feature = "etcd")]
         {
             let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+            let (tls, auth) = self.etcd_security()?;
             let options = grace_std::store::EtcdOptions {
                 prefix: self.etcd_prefix.clone(),
+                tls,
+                auth,
                 ..grace_std::store::EtcdOptions::new(endpoints.clone())
             };
             grace_std::store::EtcdStore::connect_with(options)
@@ -186,6 +221,70 @@ impl StoreArgs {
             "--etcd {endpoints}: this grace was built without the `etcd` feature \
              (cargo install grace-cli --features etcd)"
         )))
+    }
+}
+
+#[cfg(feature = "etcd")]
+impl StoreArgs {
+    /// TLS and authentication to etcd, from the flags (or their variables)
+    /// and the password's file or variable.
+    fn etcd_security(
+        &self,
+    ) -> Result<
+        (
+            Option<grace_std::store::EtcdTls>,
+            Option<grace_std::store::EtcdAuth>,
+        ),
+        kubectl::CommandError,
+    > {
+        use kubectl::CommandError;
+        let tls = match (&self.etcd_cacert, &self.etcd_cert, &self.etcd_key) {
+            (Some(ca), cert, key) => {
+                let identity = cert.as_deref().zip(key.as_deref());
+                Some(
+                    grace_std::store::EtcdTls::from_files(ca, identity)
+                        .map_err(|e| CommandError::invalid(format!("--etcd-cacert: {e}")))?,
+                )
+            }
+            (None, Some(_), _) | (None, _, Some(_)) => {
+                return Err(CommandError::invalid(
+                    "--etcd-cert and --etcd-key need --etcd-cacert (the CA that signed etcd's certificate)",
+                ));
+            }
+            (None, None, None) => None,
+        };
+        let auth = match &self.etcd_user {
+            None => None,
+            Some(user) if user.contains(':') => {
+                return Err(CommandError::invalid(
+                    "--etcd-user: give the user alone; the password goes in \
+                     --etcd-password-file or GRACE_ETCD_PASSWORD, never on the command line",
+                ));
+            }
+            Some(user) => Some(grace_std::store::EtcdAuth {
+                user: user.clone(),
+                password: self.etcd_password()?,
+            }),
+        };
+        Ok((tls, auth))
+    }
+
+    /// The password: the first line of --etcd-password-file, else
+    /// GRACE_ETCD_PASSWORD.
+    fn etcd_password(&self) -> Result<String, kubectl::CommandError> {
+        use kubectl::CommandError;
+        if let Some(file) = &self.etcd_password_file {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                CommandError::invalid(format!("--etcd-password-file {}: {e}", file.display()))
+            })?;
+            return Ok(text.lines().next().unwrap_or_default().to_owned());
+        }
+        std::env::var("GRACE_ETCD_PASSWORD").map_err(|_| {
+            CommandError::invalid(
+                "--etcd-user needs a password: --etcd-password-file FILE \
+                 (GRACE_ETCD_PASSWORD_FILE) or the variable GRACE_ETCD_PASSWORD",
+            )
+        })
     }
 }
 
