@@ -7,6 +7,13 @@
 //! it durable, and acts on it. The protocol is one JSON line per request
 //! and one per reply; a watch is answered with one line per change until
 //! the client hangs up.
+//!
+//! The serving side reads a request with [`read_request`], which stops at
+//! a limit ([`MAX_REQUEST_BYTES`] for the agent) instead of buffering
+//! whatever a client sends, and tells a line that is too long, malformed
+//! or too slow apart ([`BadRequest`]). Who may connect at all is the
+//! agent's business (its data directory is private and it checks each
+//! peer's credentials).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
