@@ -352,3 +352,44 @@ pub fn write_reply(writer: &mut impl Write, reply: &Reply) -> std::io::Result<()
     writer.write_all(line.as_bytes())?;
     writer.flush()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(input: &[u8], limit: usize) -> Vec<Result<Request, BadRequest>> {
+        let mut reader = BufReader::with_capacity(3, input);
+        std::iter::from_fn(|| read_request(&mut reader, limit)).collect()
+    }
+
+    const WATCH: &[u8] = b"{\"op\":\"watch\"}";
+
+    #[test]
+    fn a_line_at_the_limit_is_read_one_byte_more_is_too_long() {
+        let limit = WATCH.len();
+        let line = [WATCH, b"\n"].concat();
+        assert_eq!(read_all(&line, limit), vec![Ok(Request::Watch)]);
+        assert_eq!(
+            read_all(WATCH, limit),
+            vec![Ok(Request::Watch)],
+            "no newline"
+        );
+        // Found before the line's end; the caller then hangs up.
+        let longer = [b" ", WATCH, b"\n"].concat();
+        let mut reader = BufReader::with_capacity(3, longer.as_slice());
+        assert_eq!(
+            read_request(&mut reader, limit),
+            Some(Err(BadRequest::TooLong { limit }))
+        );
+    }
+
+    #[test]
+    fn garbage_is_malformed_and_the_next_line_is_still_read() {
+        let input = [b"\xff\xfe\n{\"op\":\"nope\"}\n", WATCH, b"\n"].concat();
+        let got = read_all(&input, MAX_REQUEST_BYTES);
+        assert!(matches!(got[0], Err(BadRequest::Malformed(_))));
+        assert!(matches!(got[1], Err(BadRequest::Malformed(_))));
+        assert_eq!(got[2], Ok(Request::Watch));
+        assert_eq!(got.len(), 3);
+    }
+}
