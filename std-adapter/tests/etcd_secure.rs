@@ -121,3 +121,24 @@ fn etcd_tls_auth_the_user_is_kept_to_its_prefix_and_leases_and_fencing_work() {
     assert!(matches!(e, StoreError::Fenced { .. }), "{e}");
     store.revoke_lease(lease).expect("revoked");
 }
+
+#[test]
+#[ignore = "starts its own etcd with TLS and auth (GRACE_ETCD_BIN or etcd on PATH); .ci/etcd runs it"]
+fn etcd_tls_auth_an_expired_token_is_renewed_with_the_password() {
+    // Tokens that expire one second after their last use.
+    let server = SecureEtcd::start_with(&["--auth-token-ttl", "1"]);
+    let store =
+        EtcdStore::connect_with(server.store_options("/grace-test/tokens/")).expect("served");
+    let uid = Name::try_from("uid-1").expect("short");
+    store
+        .create("web", StoredObject::new(Record::<FINALIZERS>::new(uid)))
+        .expect("written");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        store
+            .get("web")
+            .expect("served with a fresh token")
+            .is_some(),
+        "the object is there"
+    );
+}

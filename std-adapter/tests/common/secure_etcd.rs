@@ -141,6 +141,11 @@ impl SecureEtcd {
     /// Starts the member, waits until it answers over TLS, then creates
     /// the users and turns authentication on.
     pub fn start() -> SecureEtcd {
+        SecureEtcd::start_with(&[])
+    }
+
+    /// [`SecureEtcd::start`] with more etcd flags.
+    pub fn start_with(flags: &[&str]) -> SecureEtcd {
         let binary = std::env::var_os("GRACE_ETCD_BIN")
             .map(PathBuf::from)
             .or_else(|| find_on_path("etcd"))
@@ -179,6 +184,7 @@ impl SecureEtcd {
             .arg("--trusted-ca-file")
             .arg(&certs.ca)
             .arg("--client-cert-auth")
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log file"))
             .stderr(log);

@@ -377,7 +377,11 @@ impl EtcdStore {
             None => connect,
         };
         let connect = match &options.auth {
-            Some(auth) => connect.with_user(auth.user.clone(), auth.password.clone()),
+            // etcd's tokens expire (`--auth-token-ttl`, 5 min by default,
+            // after their last use): a fresh one is taken with the password.
+            Some(auth) => connect
+                .with_user(auth.user.clone(), auth.password.clone())
+                .with_auto_token_refresh(true),
             None => connect,
         };
         let client = runtime
