@@ -272,7 +272,9 @@ fn a_connection_from_another_uid_is_refused_and_logged_and_changes_nothing() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     let err = text(&out.stderr);
     assert!(
-        err.contains("permission denied: this agent serves its own user"),
+        err.contains(&format!(
+            "permission denied for uid {NOBODY}: this agent serves its own user"
+        )),
         "{err}"
     );
     let out = grace_as_nobody(&dir, &["get"]);

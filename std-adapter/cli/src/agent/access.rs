@@ -148,14 +148,17 @@ impl Policy {
             return Ok(group.access);
         }
         let allowed = match &self.group {
-            Some(g) => format!("its own user (uid {}), root and group {}", self.uid, g.name),
+            Some(g) => format!(
+                "its own user (uid {}), root and group {} only",
+                self.uid, g.name
+            ),
             None => format!(
-                "its own user (uid {}) and root; `--allow-group GROUP[:ro|:rw]` lets a group in",
+                "its own user (uid {}) and root only; `--allow-group GROUP[:ro|:rw]` lets a group in",
                 self.uid
             ),
         };
         Err(format!(
-            "permission denied: this agent serves {allowed}, not uid {}",
+            "permission denied for uid {}: this agent serves {allowed}",
             peer.uid
         ))
     }
