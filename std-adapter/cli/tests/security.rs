@@ -333,6 +333,46 @@ fn an_allowed_group_read_write_may_delete() {
 }
 
 #[test]
+fn an_allowed_group_counts_its_supplementary_members() {
+    let test = "an_allowed_group_counts_its_supplementary_members";
+    if !as_nobody(test) {
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("{test}: skipped: needs setpriv (util-linux) to give nobody a group");
+        return;
+    };
+    // A group that is nobody's supplementary group only, never its primary.
+    let group = "4242";
+    let root = reachable_tempdir();
+    let dir = root.path().join("data");
+    let agent = Agent::start(&dir, &["--allow-group", group], "022");
+    apply(&dir, "web");
+    let as_member = |groups: &str| {
+        Command::new(setpriv)
+            .args([
+                "--reuid", "65534", "--regid", "65534", "--groups", groups, "--",
+            ])
+            .arg(GRACE)
+            .args(["get", "web", "--data-dir"])
+            .arg(&dir)
+            .current_dir("/")
+            .output()
+            .expect("setpriv runs")
+    };
+    let out = as_member(group);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("web"));
+    let out = as_member("4243");
+    assert_eq!(out.status.code(), Some(1), "not a member");
+    assert!(text(&out.stderr).contains("permission denied"));
+    drop(agent);
+}
+
+#[test]
 fn an_unknown_group_or_access_is_a_usage_error() {
     let root = tempfile::tempdir().expect("temp dir");
     for arg in ["no-such-group-here", "nogroup:admin"] {

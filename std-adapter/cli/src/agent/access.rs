@@ -200,6 +200,21 @@ mod tests {
     }
 
     #[test]
+    fn supplementary_groups_are_the_process_s_own() {
+        let pid = i32::try_from(std::process::id()).expect("a pid");
+        let mut from_proc = supplementary_groups(pid);
+        let mut from_kernel: Vec<u32> = rustix::process::getgroups()
+            .expect("groups")
+            .into_iter()
+            .map(|g| g.as_raw())
+            .collect();
+        from_proc.sort_unstable();
+        from_kernel.sort_unstable();
+        assert_eq!(from_proc, from_kernel);
+        assert!(supplementary_groups(-1).is_empty(), "no such process");
+    }
+
+    #[test]
     fn read_only_allows_get_and_watch_only() {
         assert!(Access::ReadOnly.allows(&Request::Watch));
         assert!(Access::ReadOnly.allows(&Request::Get { name: None }));
