@@ -1217,10 +1217,11 @@ fn grace_i64_max_saturates_without_panic() {
         Some(Timestamp::from_unix_seconds(1_700_000_010))
     );
     assert_eq!(lc.record().deletion_grace_period_seconds, Some(1));
-    // D5: the agent takes it at once; SIGKILL keeps its 2 s after the signal.
+    // D5: the agent takes it at once; the signal was sent, so SIGKILL at
+    // now + max(1, 2) s (R62).
     assert_eq!(lc.handle_agent_sync(later), Handled::Applied);
     assert_eq!(lc.agent().remembered_grace, 1);
-    assert_eq!(lc.poll_timeout(), Some(Instant::from_millis(12_000)));
+    assert_eq!(lc.poll_timeout(), Some(Instant::from_millis(13_000)));
 }
 
 #[test]
