@@ -1,7 +1,7 @@
 //! The kill sequence of each container (kubelet `killContainer`, R56–R72):
 //! pre-stop within the budget, the sidecar ordering wait, the stop signal,
 //! SIGKILL when the budget is spent but never sooner than 2 s after it, and
-//! shortening at once (D5).
+//! shortening at once (D5): never later than before, no hook run again.
 
 use crate::time::{Duration, Instant};
 
@@ -359,14 +359,16 @@ impl Container {
         true
     }
 
-    /// D5: a shorter budget `grace` seen at `now` moves the hook cut-off and
-    /// the SIGKILL deadline to the earlier of their current value and
-    /// `now + grace`, keeping 2 s after the stop signal.
+    /// D5: a shorter budget `grace` seen at `now` moves a deadline to the
+    /// earlier of its current value and the one a kill restarted now with
+    /// `grace` would give: the hook cut-off (or a sidecar's wait) to
+    /// `now + grace`; once the stop signal was sent, SIGKILL to
+    /// `now + max(grace, 2 s)` (R55, R62), with no second stop signal.
     #[inline]
     pub(crate) fn shorten(&mut self, now: Instant, grace: i64) {
-        let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
         match self.stage {
             StageKind::PreStop | StageKind::AwaitingTurn => {
+                let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
                 if new_end < self.budget_end() {
                     self.since = now;
                     self.budget = grace;
@@ -374,10 +376,10 @@ impl Container {
                 self.at = self.at.min(new_end);
             }
             StageKind::Stopping => {
-                let floor = self
-                    .since
-                    .saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
-                self.at = self.at.min(new_end).max(floor);
+                // `since` stays the stop signal's time.
+                let timeout = grace.max(MIN_STOP_SECONDS);
+                let kill_at = now.saturating_add(Duration::from_grace_seconds(timeout));
+                self.at = self.at.min(kill_at);
             }
             StageKind::Running | StageKind::Killed | StageKind::Stopped => {}
         }
