@@ -39,6 +39,7 @@
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
 //! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![deny(
     missing_docs,
@@ -97,3 +98,8 @@ pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
+
+// The crate README's example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

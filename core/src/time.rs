@@ -273,24 +273,28 @@ mod embassy {
     //! application's `tick-hz-*` choice.
     use super::{Duration, Instant};
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Instant> for Instant {
         fn from(i: embassy_time::Instant) -> Self {
             Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Instant> for embassy_time::Instant {
         fn from(i: Instant) -> Self {
             embassy_time::Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Duration> for Duration {
         fn from(d: embassy_time::Duration) -> Self {
             Duration::from_millis(d.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Duration> for embassy_time::Duration {
         fn from(d: Duration) -> Self {
             embassy_time::Duration::from_millis(d.as_millis())

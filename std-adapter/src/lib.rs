@@ -9,6 +9,7 @@
 //! The `grace` command line is a crate of its own (`grace-cli`), built on
 //! this library; nothing of it is in this crate's API or dependencies.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod api;
 pub mod api_server;
@@ -21,8 +22,20 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use runtime::{Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeError, Transition};
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 
-// The README's Rust examples are compiled and run as doctests (here, where
-// both crates are in scope).
+// The Rust examples of the READMEs and of docs/ are compiled and run as
+// doctests (here, where both crates are in scope).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+pub struct CoreDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/runtime.md")]
+pub struct RuntimeDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/etcd.md")]
+pub struct EtcdDocDoctests;
