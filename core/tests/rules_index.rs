@@ -6,7 +6,10 @@
 //! it is built outside the repository, as from its published package) for
 //! rule ids (`R15`, `D5`) and invariant numbers ("invariant 2"); each must
 //! be a heading of RULES.md (`#### R15`, `#### Invariant 2`), which is what
-//! gives it its anchor (`rules#r15`) on docs.rs and on a forge.
+//! gives it its anchor (`rules#r15`) on docs.rs and on a forge. Links into
+//! the rules (`crate::rules#r15`, `RULES.md#r15`) and relative links between
+//! the Markdown files must land on a file, and on a heading when they name
+//! one.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -264,5 +267,132 @@ fn the_scan_catches_an_undefined_id_and_ignores_words() {
     assert_eq!(
         citations("R16x, (R62), D5: see invariants 2"),
         ["R62", "D5", "Invariant 2"]
+    );
+}
+
+/// The anchor a heading gets, as rustdoc and GitHub derive it: lower case,
+/// spaces to `-`, punctuation other than `-` and `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown text's headings.
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    let mut in_fence = false;
+    let mut found = BTreeSet::new();
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence && line.starts_with('#') {
+            found.insert(slug(line.trim_start_matches('#')));
+        }
+    }
+    found
+}
+
+/// The targets of the inline links `[text](target)` in a Markdown text,
+/// outside code blocks and code spans.
+fn link_targets(markdown: &str) -> Vec<(usize, String)> {
+    let mut in_fence = false;
+    let mut found = Vec::new();
+    for (number, line) in markdown.lines().enumerate() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        for (k, part) in line.split('`').enumerate() {
+            if k % 2 == 1 {
+                continue;
+            }
+            for (at, _) in part.match_indices("](") {
+                let rest = &part[at + 2..];
+                if let Some(end) = rest.find(')') {
+                    found.push((number + 1, rest[..end].to_owned()));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn links_into_the_rules_land_on_a_rule() {
+    let rule_anchors = anchors(&rules_text());
+    let mut broken = Vec::new();
+    for (name, text) in repository_files() {
+        for (number, line) in text.lines().enumerate() {
+            for marker in ["rules#", "RULES.md#"] {
+                for (at, _) in line.match_indices(marker) {
+                    let fragment: String = line[at + marker.len()..]
+                        .chars()
+                        .take_while(|&c| c.is_alphanumeric() || c == '-' || c == '_')
+                        .collect();
+                    // An empty fragment is this test's own marker, not a link.
+                    if !fragment.is_empty() && !rule_anchors.contains(&fragment) {
+                        broken.push(format!("{name}:{}: {marker}{fragment}", number + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "links to no rule:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn relative_markdown_links_resolve() {
+    let root = scan_root();
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for (name, text) in repository_files() {
+        if !name.ends_with(".md") {
+            continue;
+        }
+        let here = root.join(&name);
+        let dir = here.parent().unwrap_or(&root).to_path_buf();
+        for (number, target) in link_targets(&text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = match target.split_once('#') {
+                Some((path, fragment)) => (path, Some(fragment)),
+                None => (target.as_str(), None),
+            };
+            let file = if path.is_empty() {
+                here.clone()
+            } else {
+                dir.join(path)
+            };
+            let resolved = file.exists()
+                && fragment.is_none_or(|fragment| {
+                    file.extension().is_none_or(|e| e != "md")
+                        || fs::read_to_string(&file).is_ok_and(|t| anchors(&t).contains(fragment))
+                });
+            if !resolved {
+                broken.push(format!("{name}:{number}: {target}"));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0, "no relative link found to check");
+    assert!(
+        broken.is_empty(),
+        "broken relative links:\n{}",
+        broken.join("\n")
     );
 }
