@@ -396,3 +396,13 @@ fn relative_markdown_links_resolve() {
         broken.join("\n")
     );
 }
+
+#[test]
+fn the_readme_fits_on_a_page() {
+    // crates.io shows the README whole; the rest lives in docs/.
+    let Ok(readme) = fs::read_to_string(scan_root().join("README.md")) else {
+        return;
+    };
+    let lines = readme.lines().count();
+    assert!(lines <= 250, "README.md has {lines} lines, more than 250");
+}
