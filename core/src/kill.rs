@@ -5,8 +5,10 @@
 
 use crate::time::{Duration, Instant};
 
-/// The least time between the stop signal and SIGKILL (R62,
+/// The least time between the stop signal and SIGKILL ([R62],
 /// `minimumGracePeriodInSeconds`).
+///
+/// [R62]: crate::rules#r62
 pub const MIN_STOP_SECONDS: i64 = 2;
 
 /// What the agent knows of one container before it stops it.
@@ -21,7 +23,9 @@ pub struct ContainerSpec {
     /// The container has a pre-stop hook.
     pub pre_stop: bool,
     /// A sidecar (restartable init container): stopped after the main
-    /// containers, in reverse declaration order (R69).
+    /// containers, in reverse declaration order ([R69]).
+    ///
+    /// [R69]: crate::rules#r69
     pub sidecar: bool,
     /// The container is not running (already exited, or the pod finished).
     pub stopped: bool,
@@ -34,12 +38,17 @@ pub struct ContainerSpec {
 pub enum Stage {
     /// Running; not asked to stop.
     Running,
-    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` (R60).
+    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     PreStop {
         /// When the hook's budget is spent.
         cutoff: Instant,
     },
-    /// A sidecar waits for its turn (R69, R70), at most until `cutoff`.
+    /// A sidecar waits for its turn ([R69], [R70]), at most until `cutoff`.
+    ///
+    /// [R69]: crate::rules#r69
+    /// [R70]: crate::rules#r70
     AwaitingTurn {
         /// When the remaining budget is spent.
         cutoff: Instant,
@@ -129,11 +138,17 @@ impl PersistedContainer {
 /// A stage deadline that has passed (see [`Container::expired`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Expiry {
-    /// The pre-stop hook's budget is spent (R60).
+    /// The pre-stop hook's budget is spent ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     HookCutOff,
-    /// A sidecar's wait for its turn is over (R70).
+    /// A sidecar's wait for its turn is over ([R70]).
+    ///
+    /// [R70]: crate::rules#r70
     TurnOver,
-    /// SIGKILL is due (R63).
+    /// SIGKILL is due ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
     KillDue,
 }
 

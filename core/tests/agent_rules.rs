@@ -1,4 +1,4 @@
-//! Agent-level rules of SEMANTICS.md, one test (or more) per rule, each
+//! Agent-level rules of core/RULES.md, one test (or more) per rule, each
 //! driven through [`Lifecycle`]: the effective grace (R50–R58), the
 //! per-container kill sequence (R59–R66), sidecar ordering (R69–R72),
 //! kubelet-initiated kills and the final delete (R73–R75), node loss and

@@ -1,5 +1,5 @@
-//! Property tests of the invariants in DESIGN.md ("Invariants") and the
-//! rules of SEMANTICS.md they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
+//! Property tests of the invariants (core/RULES.md, "Invariants") and the
+//! rules they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
 //!
 //! Each property drives one [`Lifecycle`] with a random sequence of inputs —
 //! delete requests with any grace (none, negative, zero, small, huge,
@@ -568,7 +568,7 @@ fn after_seconds(ms: u64, seconds: i64) -> u64 {
     ms.saturating_add(seconds.saturating_mul(1000))
 }
 
-/// SEMANTICS.md 3.1 (`calculateEffectiveGracePeriod`, R50–R54), written out
+/// The kubelet's budget of core/RULES.md (`calculateEffectiveGracePeriod`, R50–R54), written out
 /// from the rule text: the budget the agent must hold after one more look.
 fn kubelet_grace(
     remembered: i64,
@@ -689,7 +689,7 @@ impl Invariant for StoredGraceNeverGrows {
 
 /// R50–R54: the agent's budget never grows once the kill started, is at
 /// least 1 s, changes only when the agent looks (sync) or is overridden
-/// (evict), and is then the value SEMANTICS.md 3.1 gives.
+/// (evict), and is then the value the kubelet's budget (R50–R54) gives.
 #[derive(Default)]
 struct AgentBudgetNeverGrows {
     evicted: bool,

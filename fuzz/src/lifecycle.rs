@@ -1,5 +1,5 @@
 //! The `lifecycle` target: one object, any sequence of inputs and time
-//! jumps, and DESIGN.md's invariants checked after every step.
+//! jumps, and the invariants of core/RULES.md checked after every step.
 //!
 //! Every action is drained after every step, so an action is "emitted" at
 //! the time of the step that produced it. The checker keeps what it needs
@@ -444,7 +444,7 @@ impl Checker {
 
     /// R50–R55: the agent's budget never grows once the kill started, is at
     /// least 1 s while killing, changes only when the agent looks (sync) or
-    /// is overridden (evict), and is then SEMANTICS.md 3.1's value.
+    /// is overridden (evict), and is then the kubelet's budget (R50–R55).
     fn agent_budget(&mut self, s: &Step<'_>) -> Result<(), String> {
         let previous = s.before.agent().remembered_grace;
         let next = s.after.agent().remembered_grace;
@@ -488,7 +488,7 @@ impl Checker {
         };
         match expected {
             Some(e) if next != e => Err(format!(
-                "R51–R54: agent budget {next}, SEMANTICS.md 3.1 gives {e}"
+                "R51–R54: agent budget {next}, the kubelet's budget gives {e}"
             )),
             None if next != previous => Err(format!(
                 "the agent's budget changed without a sync or an override: {previous} -> {next}"

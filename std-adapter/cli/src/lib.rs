@@ -10,6 +10,7 @@
 //! This crate is the binary's; its modules are public so that its tests
 //! and the golden scenarios can reach them, not as a library API.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The library's modules, under the names the CLI's code uses.
 use grace_std::{api, api_server, clock, process, runtime, store};
@@ -19,6 +20,7 @@ pub mod demo;
 pub mod kubectl;
 pub mod manifest;
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod node_agent;
 pub mod run;
 pub mod scenario;

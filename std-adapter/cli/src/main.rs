@@ -127,7 +127,7 @@ enum Command {
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
-        /// The scenario (JSON, see SCENARIOS.md).
+        /// The scenario (JSON; the format is docs/scenarios.md).
         file: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
