@@ -31,3 +31,8 @@ pub mod timeline;
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};
 pub use timeline::Timeline;
+
+/// The scenario file format that `grace simulate` reads, and the JSON lines
+/// it writes: a public contract, as `docs/scenarios.md` states it.
+#[doc = include_str!("../../../docs/scenarios.md")]
+pub mod scenario_format {}
