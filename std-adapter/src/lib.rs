@@ -4,6 +4,7 @@
 //! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
+//! the garbage collector's step for objects without dependents ([`gc`]),
 //! and the protocol of a node agent's socket ([`api`]).
 //!
 //! The `grace` command line is a crate of its own (`grace-cli`), built on
@@ -51,6 +52,7 @@
 pub mod api;
 pub mod api_server;
 pub mod clock;
+pub mod gc;
 pub mod process;
 pub mod runtime;
 pub mod store;

@@ -154,11 +154,18 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         dir.join(DATABASE).display(),
         socket.display()
     );
-    // Pick up deletions accepted before a restart.
+    // Pick up deletions accepted before a restart, and the garbage
+    // collector's steps left undone.
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
             let _ = rt.agent_sync(&name)?;
+        }
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
         }
     }
     let result = serve(&mut rt, &inputs, &transitions, &options.node, log);
@@ -250,6 +257,12 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 && let Err(e) = rt.agent_sync(&name)
             {
                 return error(&name, e);
+            }
+            // The garbage collector's turn (after the answer was decided:
+            // kubectl shows the finalizer the delete added); retried at
+            // the next start if it fails now.
+            if !answer.response.dry_run {
+                let _ = rt.collect_garbage(&name);
             }
             Reply::Deleted(DeleteReport {
                 outcome: answer.response.outcome,

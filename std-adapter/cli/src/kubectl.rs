@@ -214,6 +214,12 @@ pub fn delete(
             let now = crate::clock::SystemClock::new().now();
             let answer = crate::api_server::delete(store, now, name, &options)
                 .map_err(|e| runtime_failed(name, e))?;
+            if !answer.response.dry_run {
+                // The garbage collector's step (the answer shows the
+                // finalizer the delete added, as kubectl does); the
+                // node's agent runs it too should this fail.
+                let _ = crate::api_server::collect_garbage(store, now, name);
+            }
             DeleteReport {
                 outcome: answer.response.outcome,
                 record: answer.record,

@@ -102,6 +102,12 @@ pub fn run(
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         let _ = rt.agent_sync(&name)?;
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
+        }
     }
     let check_every = options.lease_ttl / 3;
     let result = serve(&mut rt, &inputs, &transitions, log, |since_check| {
@@ -299,6 +305,9 @@ fn observe(
         }
         Observed::Changed | Observed::Unchanged => {}
     }
+    // The garbage collector's step, should the request's maker have left
+    // it undone (it runs it right after the delete).
+    let _ = rt.collect_garbage(name)?;
     Ok(())
 }
 

@@ -141,7 +141,10 @@ impl ContainerLogs {
             .file(name, object, container)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such container"))?;
         if let Some(parent) = path.parent() {
-            DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
         }
         OpenOptions::new()
             .create(true)
