@@ -341,6 +341,37 @@ pub fn get(
     print_items(name, revision, &items, output, out)
 }
 
+/// The object stored as `name` now, or `None` if there is none: through
+/// the agent, or read directly without one.
+pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, CommandError> {
+    let found = match target {
+        Target::Shared(store) => crate::agent::items(store, Some(name)),
+        Target::Agent(data_dir) => match Client::connect(data_dir) {
+            Ok(mut client) => match client.call(&Request::Get {
+                name: Some(name.to_owned()),
+            }) {
+                Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
+                Ok(_) => return Err(CommandError::failed("the agent answered something else")),
+                Err(ClientError::Api(ApiError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                })) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            },
+            Err(ClientError::NoAgent(_)) => match snapshot(&data_dir.join(DATABASE))? {
+                Some(store) => crate::agent::items(&store, Some(name)),
+                None => return Ok(None),
+            },
+            Err(e) => return Err(e.into()),
+        },
+    };
+    match found {
+        Ok((_, items)) => Ok(items.into_iter().next().map(|i| i.object)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(CommandError::failed(format!("store: {e}"))),
+    }
+}
+
 fn print_items(
     name: Option<&str>,
     revision: u64,
@@ -373,17 +404,19 @@ fn print_items(
     Ok(())
 }
 
-/// Without an agent the store file is read directly; a missing store is
-/// empty (and is not created by reading it).
+/// Without an agent the store file is read directly, as a read-only
+/// snapshot ([`RedbStore::snapshot`]): the file is never written, a
+/// read-only mount will do, and an agent starting meanwhile is never kept
+/// from its lock. A missing store is empty (and is not created by reading
+/// it).
 fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>), CommandError> {
     let path = data_dir.join(DATABASE);
-    if !path.exists() {
+    let Some(store) = snapshot(&path)? else {
         return match name {
             Some(name) => Err(CommandError::failed(format!("object \"{name}\" not found"))),
             None => Ok((0, Vec::new())),
         };
-    }
-    let store = RedbStore::open(&path).map_err(|e| store_failed(&path, e))?;
+    };
     crate::agent::items(&store, name).map_err(|e| match e {
         StoreError::NotFound { name } => {
             CommandError::failed(format!("object \"{name}\" not found"))
@@ -412,6 +445,16 @@ fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
         RuntimeError::Update(u) => CommandError::invalid(format!("object \"{name}\": {u}")),
         RuntimeError::Object(m) => CommandError::invalid(m),
         RuntimeError::Store(s) => CommandError::failed(format!("store: {s}")),
+    }
+}
+
+/// The store file at `path` as a read-only snapshot; `None` if there is
+/// none.
+fn snapshot(path: &Path) -> Result<Option<RedbStore>, CommandError> {
+    match RedbStore::snapshot(path) {
+        Ok(store) => Ok(Some(store)),
+        Err(_) if !path.exists() => Ok(None),
+        Err(e) => Err(store_failed(path, e)),
     }
 }
 

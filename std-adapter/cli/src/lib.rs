@@ -4,7 +4,7 @@
 //! (one command stopped like a pod), [`demo`], the node [`agent`] (and,
 //! with the `etcd` feature, the agent of one node among several), the
 //! kubectl-style store commands ([`kubectl`], object files in
-//! [`manifest`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
+//! [`manifest`], container output in [`logs`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
 //! [`timeline`], [`svg`]).
 //!
 //! This crate is the binary's; its modules are public so that its tests
@@ -18,6 +18,7 @@ use grace_std::{api, api_server, clock, process, runtime, store};
 pub mod agent;
 pub mod demo;
 pub mod kubectl;
+pub mod logs;
 pub mod manifest;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]

@@ -77,6 +77,8 @@ impl Cluster {
         let child = Command::new(GRACE)
             .args(["agent", "--node", node, "--lease-ttl", &TTL.to_string()])
             .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
+            .arg("--data-dir")
+            .arg(self.dir.path())
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::piped())
             .spawn()

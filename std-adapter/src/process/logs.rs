@@ -35,6 +35,10 @@ use std::time::Duration;
 
 use crate::store::StoredObject;
 
+/// The most rotated copies a container keeps ([`LogLimits::max_files`]
+/// is at most one more).
+pub const MAX_COPIES: u32 = 99;
+
 /// How often a supervisor should call [`ContainerLogs::rotate`].
 pub const ROTATE_EVERY: Duration = Duration::from_millis(500);
 
@@ -66,9 +70,10 @@ impl LogLimits {
         if self.max_bytes == 0 {
             return Err("log max size: must be at least 1 byte".into());
         }
-        if self.max_files < 2 {
+        if self.max_files < 2 || self.max_files > MAX_COPIES.saturating_add(1) {
             return Err(format!(
-                "log max files: must be at least 2 (the file being written and one rotated copy), got {}",
+                "log max files: must be 2 to {} (the file being written and its rotated copies), got {}",
+                MAX_COPIES.saturating_add(1),
                 self.max_files
             ));
         }
@@ -121,13 +126,14 @@ impl ContainerLogs {
     }
 
     /// The files of one container that exist, oldest first (the rotated
-    /// copies, then the file being written).
-    pub fn files(&self, current: &Path) -> Vec<PathBuf> {
-        let mut files: Vec<PathBuf> = (1..self.limits.max_files)
-            .rev()
+    /// copies, then the file being written). Whatever limits they were
+    /// written with: a reader need not know the agent's.
+    pub fn files(current: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<PathBuf> = (1..=MAX_COPIES)
             .map(|n| rotated(current, n))
-            .filter(|p| p.is_file())
+            .take_while(|p| p.is_file())
             .collect();
+        files.reverse();
         if current.is_file() {
             files.push(current.to_path_buf());
         }
