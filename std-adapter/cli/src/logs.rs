@@ -61,20 +61,29 @@ pub fn print(
             logs.dir().display()
         )));
     }
+    let failed = |e: std::io::Error| CommandError::failed(format!("{}: {e}", current.display()));
+    // Opened once: what is read from it later is there even if the
+    // record (and its logs) goes meanwhile.
+    let mut open = std::fs::File::open(&current).ok();
     let mut text = Vec::new();
-    for file in &files {
-        let mut bytes = std::fs::read(file)
-            .map_err(|e| CommandError::failed(format!("{}: {e}", file.display())))?;
+    for copy in files.iter().filter(|f| **f != current) {
+        let mut bytes = std::fs::read(copy)
+            .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
         text.append(&mut bytes);
     }
-    let offset = std::fs::metadata(&current).map_or(0, |m| m.len());
+    let mut offset = 0;
+    if let Some(file) = open.as_mut() {
+        let (mut bytes, next) = read_from(file, &current, 0).map_err(failed)?;
+        text.append(&mut bytes);
+        offset = next;
+    }
     let shown = match options.tail {
         Some(n) => last_lines(&text, n),
         None => &text[..],
     };
     write_all(out, shown)?;
     if options.follow {
-        follow(target, name, object.uid(), &current, offset, out)?;
+        follow(target, name, object.uid(), &current, open, offset, out)?;
     }
     Ok(())
 }
@@ -86,6 +95,7 @@ fn follow(
     name: &str,
     uid: &str,
     current: &Path,
+    mut open: Option<std::fs::File>,
     mut offset: u64,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
@@ -98,10 +108,16 @@ fn follow(
         } else {
             false
         };
-        let (bytes, next) = read_from(current, offset)
-            .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
-        offset = next;
-        write_all(out, &bytes)?;
+        if open.is_none() {
+            // Not started when we began: it may have been since.
+            open = std::fs::File::open(current).ok();
+        }
+        if let Some(file) = open.as_mut() {
+            let (bytes, next) = read_from(file, current, offset)
+                .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
+            offset = next;
+            write_all(out, &bytes)?;
+        }
         if gone {
             return Ok(());
         }

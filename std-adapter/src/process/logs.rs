@@ -249,17 +249,14 @@ impl ContainerLogs {
     }
 }
 
-/// Reads a container's log from `offset` on: what it has written since,
-/// and the offset to read from next. A file that shrank was rotated: the
-/// rest of what was read is in its first copy, then the file from its
-/// start.
-pub fn read_from(current: &Path, offset: u64) -> io::Result<(Vec<u8>, u64)> {
+/// Reads a container's log from `offset` on, from `file` (the open file
+/// being written: a reader that keeps it open reads to the end even once
+/// the record and its logs are removed): what it has written since, and
+/// the offset to read from next. A file that shrank was rotated: the rest
+/// of what was read is in its first copy (`current.1`), then comes the
+/// file from its start.
+pub fn read_from(file: &mut File, current: &Path, offset: u64) -> io::Result<(Vec<u8>, u64)> {
     let mut text = Vec::new();
-    let mut file = match File::open(current) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((text, offset)),
-        Err(e) => return Err(e),
-    };
     let len = file.metadata()?.len();
     let from = if len < offset {
         if let Ok(mut copy) = File::open(rotated(current, 1)) {
