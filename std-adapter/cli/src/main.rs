@@ -436,7 +436,10 @@ fn main() -> ExitCode {
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
             match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
+                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+                }
                 Err(e) => {
                     eprintln!("grace demo: {e}");
                     ExitCode::from(1)
