@@ -328,14 +328,18 @@ pub fn get(
     if watch {
         return get_watch(data_dir, name, output, out);
     }
+    // No agent, or one that went away while answering (it stopped): a
+    // read is served from the file all the same.
     let (revision, items) = match Client::connect(data_dir) {
         Ok(mut client) => match client.call(&Request::Get {
             name: name.map(str::to_owned),
-        })? {
-            Reply::Objects { revision, items } => (revision, items),
-            _ => return Err(CommandError::failed("the agent answered something else")),
+        }) {
+            Ok(Reply::Objects { revision, items }) => (revision, items),
+            Ok(_) => return Err(CommandError::failed("the agent answered something else")),
+            Err(ClientError::Io(_)) => read_directly(data_dir, name)?,
+            Err(e) => return Err(e.into()),
         },
-        Err(ClientError::NoAgent(_)) => read_directly(data_dir, name)?,
+        Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, name)?,
         Err(e) => return Err(e.into()),
     };
     print_items(name, revision, &items, output, out)
@@ -356,12 +360,18 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
                     kind: ErrorKind::NotFound,
                     ..
                 })) => return Ok(None),
+                Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
+                },
                 Err(e) => return Err(e.into()),
             },
-            Err(ClientError::NoAgent(_)) => match snapshot(&data_dir.join(DATABASE))? {
-                Some(store) => crate::agent::items(&store, Some(name)),
-                None => return Ok(None),
-            },
+            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
+                match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
+                }
+            }
             Err(e) => return Err(e.into()),
         },
     };
