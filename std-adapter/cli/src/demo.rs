@@ -245,7 +245,7 @@ fn show(
         if let Some(signal) = signalled(interrupted) {
             say(
                 out,
-                format!("\ninterrupted: the demo's processes are killed"),
+                "\ninterrupted: the demo's processes are killed".to_string(),
             );
             return Ok(Ended::Interrupted(signal));
         }
