@@ -469,13 +469,7 @@ fn snapshot(path: &Path) -> Result<Option<RedbStore>, CommandError> {
 }
 
 fn store_failed(path: &Path, e: StoreError) -> CommandError {
-    match e {
-        StoreError::AlreadyOpen { .. } => CommandError::failed(format!(
-            "store {} is locked by another process (a `grace demo` or an agent that is starting?)",
-            path.display()
-        )),
-        other => CommandError::failed(format!("store {}: {other}", path.display())),
-    }
+    CommandError::failed(format!("store {}: {e}", path.display()))
 }
 
 /// `get -w` through the agent: its listing, then the changes it forwards.

@@ -1,6 +1,5 @@
 //! `grace logs NAME [-c CONTAINER] [-f] [--tail N]`: a container's output,
-//! as the agent of this machine keeps it (see
-//! [`ContainerLogs`](crate::process::logs::ContainerLogs)): the rotated
+//! as the agent of this machine keeps it (see [`ContainerLogs`]): the rotated
 //! copies, oldest first, then the file being written. The files outlive
 //! the agent (a restarted agent carries on with them) and go with the
 //! object's record.

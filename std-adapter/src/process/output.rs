@@ -5,8 +5,9 @@ use std::process::{Command, Stdio};
 use super::logs::ContainerLogs;
 use crate::store::StoredObject;
 
-/// Where a workload's stdin, stdout and stderr go (pre-stop hooks: see
-/// [`Output::hook`]).
+/// Where a workload's stdin, stdout and stderr go. A pre-stop hook's stdin
+/// is always `/dev/null`; its stdout and stderr are the supervisor's with
+/// [`Output::Inherit`], discarded otherwise.
 #[derive(Clone, Debug, Default)]
 pub enum Output {
     /// `/dev/null`, all three.

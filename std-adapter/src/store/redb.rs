@@ -168,7 +168,7 @@ impl RedbStore {
     ///
     /// A writer may commit while the bytes are read; what was read is then
     /// torn, which redb's checksums tell, and the file is read again (up to
-    /// [`SNAPSHOT_ATTEMPTS`] times). A file that is not a database of this
+    /// 10 times). A file that is not a database of this
     /// format is [`StoreError::Corrupt`]; one that cannot be read,
     /// [`StoreError::Io`].
     pub fn snapshot(path: impl AsRef<Path>) -> Result<Self, StoreError> {
@@ -207,7 +207,7 @@ impl RedbStore {
 
 /// How many times [`RedbStore::snapshot`] reads a file that changes under
 /// it before it reports it corrupt.
-pub const SNAPSHOT_ATTEMPTS: u32 = 10;
+const SNAPSHOT_ATTEMPTS: u32 = 10;
 
 /// A database in memory holding `bytes` (a copy of a database file, or
 /// nothing for an empty file), checked and repaired if need be; its
