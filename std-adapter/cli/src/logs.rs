@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::kubectl::{CommandError, Target, fetch};
-use crate::process::logs::{ContainerLogs, LogLimits, read_from};
+use crate::process::logs::{ContainerLogs, LogFollower, LogLimits};
 use crate::store::StoredObject;
 
 /// How often `-f` looks for new output.
@@ -63,18 +63,15 @@ pub fn print(
     let failed = |e: std::io::Error| CommandError::failed(format!("{}: {e}", current.display()));
     // Opened once: what is read from it later is there even if the
     // record (and its logs) goes meanwhile.
-    let mut open = std::fs::File::open(&current).ok();
+    let mut follower = LogFollower::open(&current).ok();
     let mut text = Vec::new();
     for copy in files.iter().filter(|f| **f != current) {
         let mut bytes = std::fs::read(copy)
             .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
         text.append(&mut bytes);
     }
-    let mut offset = 0;
-    if let Some(file) = open.as_mut() {
-        let (mut bytes, next) = read_from(file, &current, 0).map_err(failed)?;
-        text.append(&mut bytes);
-        offset = next;
+    if let Some(follower) = follower.as_mut() {
+        text.append(&mut follower.read_new().map_err(failed)?);
     }
     let shown = match options.tail {
         Some(n) => last_lines(&text, n),
@@ -82,20 +79,20 @@ pub fn print(
     };
     write_all(out, shown)?;
     if options.follow {
-        follow(target, name, object.uid(), &current, open, offset, out)?;
+        follow(target, name, object.uid(), &current, follower, out)?;
     }
     Ok(())
 }
 
-/// Prints what the file `current` gets from `offset` on, until the object
-/// `name` with uid `uid` is gone (then what it wrote last, and the end).
+/// Prints what the file `current` gets from where `follower` is, until
+/// the object `name` with uid `uid` is gone (then what it wrote last, and
+/// the end).
 fn follow(
     target: Target<'_>,
     name: &str,
     uid: &str,
     current: &Path,
-    mut open: Option<std::fs::File>,
-    mut offset: u64,
+    mut follower: Option<LogFollower>,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
     let mut checked = StdInstant::now();
@@ -107,14 +104,14 @@ fn follow(
         } else {
             false
         };
-        if open.is_none() {
+        if follower.is_none() {
             // Not started when we began: it may have been since.
-            open = std::fs::File::open(current).ok();
+            follower = LogFollower::open(current).ok();
         }
-        if let Some(file) = open.as_mut() {
-            let (bytes, next) = read_from(file, current, offset)
+        if let Some(follower) = follower.as_mut() {
+            let bytes = follower
+                .read_new()
                 .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
-            offset = next;
             write_all(out, &bytes)?;
         }
         if gone {

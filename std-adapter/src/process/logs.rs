@@ -249,27 +249,75 @@ impl ContainerLogs {
     }
 }
 
-/// Reads a container's log from `offset` on, from `file` (the open file
-/// being written: a reader that keeps it open reads to the end even once
-/// the record and its logs are removed): what it has written since, and
-/// the offset to read from next. A file that shrank was rotated: the rest
-/// of what was read is in its first copy (`current.1`), then comes the
-/// file from its start.
-pub fn read_from(file: &mut File, current: &Path, offset: u64) -> io::Result<(Vec<u8>, u64)> {
-    let mut text = Vec::new();
-    let len = file.metadata()?.len();
-    let from = if len < offset {
-        if let Ok(mut copy) = File::open(rotated(current, 1)) {
-            let _ = copy.seek(SeekFrom::Start(offset))?;
-            let _ = copy.read_to_end(&mut text)?;
-        }
-        0
-    } else {
-        offset
-    };
-    let _ = file.seek(SeekFrom::Start(from))?;
-    let read = file.read_to_end(&mut text)?;
-    Ok((text, from.saturating_add(read as u64)))
+/// Follows one container's log file as it grows and is rotated: each
+/// [`read_new`](LogFollower::read_new) returns what was written since the
+/// last. The file is kept open, so a follower reads to the end even once
+/// the record and its logs are removed.
+///
+/// A rotation is told by the first rotated copy changing (a new copy is a
+/// new file) or by the file being shorter than what was read: the rest of
+/// what was read is then in that copy, and the file is read from its start.
+#[derive(Debug)]
+pub struct LogFollower {
+    file: File,
+    current: PathBuf,
+    offset: u64,
+    copy: Option<CopyId>,
+}
+
+/// What tells one rotated copy from the next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CopyId {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+}
+
+fn copy_id(path: &Path) -> Option<CopyId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(CopyId {
+        dev: m.dev(),
+        ino: m.ino(),
+        len: m.len(),
+        mtime: (m.mtime(), m.mtime_nsec()),
+    })
+}
+
+impl LogFollower {
+    /// Opens the file being written, `current`, to follow it from its
+    /// start.
+    pub fn open(current: &Path) -> io::Result<Self> {
+        let copy = copy_id(&rotated(current, 1));
+        Ok(LogFollower {
+            file: File::open(current)?,
+            current: current.to_path_buf(),
+            offset: 0,
+            copy,
+        })
+    }
+
+    /// What was written since the last call (the first: the whole file).
+    pub fn read_new(&mut self) -> io::Result<Vec<u8>> {
+        let mut text = Vec::new();
+        let len = self.file.metadata()?.len();
+        let copy = copy_id(&rotated(&self.current, 1));
+        let from = if copy != self.copy || len < self.offset {
+            if let Ok(mut old) = File::open(rotated(&self.current, 1)) {
+                let _ = old.seek(SeekFrom::Start(self.offset))?;
+                let _ = old.read_to_end(&mut text)?;
+            }
+            0
+        } else {
+            self.offset
+        };
+        let _ = self.file.seek(SeekFrom::Start(from))?;
+        let read = self.file.read_to_end(&mut text)?;
+        self.offset = from.saturating_add(read as u64);
+        self.copy = copy;
+        Ok(text)
+    }
 }
 
 /// The `n`th rotated copy of `current`: `<current>.<n>`.
@@ -322,6 +370,107 @@ fn path_unsafe(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use grace_core::{Name, Record};
+
+    fn object(uid: &str) -> StoredObject {
+        let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
+        object.containers = vec![crate::store::StoredContainer {
+            name: "app".into(),
+            ..Default::default()
+        }];
+        object
+    }
+
+    fn append(file: &mut File, text: &str) {
+        use std::io::Write;
+        file.write_all(text.as_bytes()).expect("written");
+    }
+
+    #[test]
+    fn rotation_copies_truncates_and_keeps_max_files() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let logs = ContainerLogs::new(
+            dir.path(),
+            LogLimits {
+                max_bytes: 4,
+                max_files: 3,
+            },
+        );
+        let web = object("u1");
+        let mut file = logs.open("web", &web, 0).expect("opened");
+        let current = logs.file("web", &web, 0).expect("a container");
+        append(&mut file, "one\n");
+        logs.rotate().expect("rotated");
+        assert_eq!(
+            ContainerLogs::files(&current),
+            [current.clone()],
+            "within the bound"
+        );
+        for text in ["two\n2\n", "three\n", "four\n4\n"] {
+            append(&mut file, text);
+            logs.rotate().expect("rotated");
+        }
+        // The writer appends: after each truncation it starts again at 0.
+        append(&mut file, "five\n");
+        let files = ContainerLogs::files(&current);
+        assert_eq!(files.len(), 3, "{files:?}");
+        let read: Vec<String> = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).expect("read"))
+            .collect();
+        assert_eq!(read, ["three\n", "four\n4\n", "five\n"]);
+    }
+
+    #[test]
+    fn a_follower_reads_across_rotations_without_loss_or_repeat() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let logs = ContainerLogs::new(
+            dir.path(),
+            LogLimits {
+                max_bytes: 8,
+                max_files: 2,
+            },
+        );
+        let web = object("u1");
+        let mut writer = logs.open("web", &web, 0).expect("opened");
+        let current = logs.file("web", &web, 0).expect("a container");
+        let mut follower = LogFollower::open(&current).expect("open");
+        append(&mut writer, "a\n");
+        assert_eq!(follower.read_new().expect("read"), b"a\n");
+        assert_eq!(follower.read_new().expect("read"), b"", "nothing new");
+        // The file is rotated and grows past what was read: the rest comes
+        // from the copy, then the file from its start.
+        append(&mut writer, "bbbbbbbbb\n");
+        logs.rotate().expect("rotated");
+        append(&mut writer, "c\n");
+        assert_eq!(follower.read_new().expect("read"), b"bbbbbbbbb\nc\n");
+        // Rotated twice more, read in between.
+        append(&mut writer, "dddddddd\n");
+        logs.rotate().expect("rotated");
+        assert_eq!(follower.read_new().expect("read"), b"dddddddd\n");
+        append(&mut writer, "e\n");
+        assert_eq!(follower.read_new().expect("read"), b"e\n");
+    }
+
+    #[test]
+    fn removal_takes_one_objects_logs_and_spares_the_current_uid() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let logs = ContainerLogs::new(dir.path(), LogLimits::default());
+        for (name, uid) in [("web", "old"), ("web", "new"), ("web-2", "u"), ("api", "u")] {
+            let _ = logs.open(name, &object(uid), 0).expect("opened");
+        }
+        logs.remove_object("web", Some("new"));
+        assert!(!logs.object_dir("web", "old").exists());
+        assert!(logs.object_dir("web", "new").exists());
+        assert!(
+            logs.object_dir("web-2", "u").exists(),
+            "another name, untouched"
+        );
+        logs.remove_unless(|name, _| name == "api");
+        assert!(logs.object_dir("api", "u").exists());
+        assert!(!logs.object_dir("web", "new").exists());
+        assert!(!logs.object_dir("web-2", "u").exists());
+    }
 
     #[test]
     fn path_safe_round_trips_and_never_holds_a_separator() {
