@@ -403,7 +403,7 @@ mod tests {
         logs.rotate().expect("rotated");
         assert_eq!(
             ContainerLogs::files(&current),
-            [current.clone()],
+            std::slice::from_ref(&current),
             "within the bound"
         );
         for text in ["two\n2\n", "three\n", "four\n4\n"] {
