@@ -111,6 +111,7 @@ fn log_files(dir: &Path) -> Vec<(PathBuf, u64)> {
 fn logs_keep_stdout_and_stderr_per_container_across_an_agent_crash() {
     let dir = tempfile::tempdir().expect("temp dir");
     let pid = dir.path().join("app.pid");
+    let side_pid = dir.path().join("side.pid");
     let agent = Agent::start(dir.path(), &[]);
     apply(
         dir.path(),
@@ -123,7 +124,13 @@ fn logs_keep_stdout_and_stderr_per_container_across_an_agent_crash() {
                     pid.display()
                 ),
             ),
-            ("side", "echo hello from side; exec sleep 1000"),
+            (
+                "side",
+                &format!(
+                    "echo $$ > {}; echo hello from side; exec sleep 1000",
+                    side_pid.display()
+                ),
+            ),
         ],
     );
     wait_for("both containers wrote", Duration::from_secs(10), || {
@@ -167,11 +174,13 @@ fn logs_keep_stdout_and_stderr_per_container_across_an_agent_crash() {
         "hello from side\n"
     );
 
-    // The workload the crashed agent left behind (adopting it is not this
-    // test's business).
-    if alive(&pid) {
-        let pid = std::fs::read_to_string(&pid).expect("pid");
-        let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+    // The workloads the crashed agent left behind (adopting them is not
+    // this test's business).
+    for pid in [&pid, &side_pid] {
+        if alive(pid) {
+            let pid = std::fs::read_to_string(pid).expect("pid");
+            let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        }
     }
 }
 
