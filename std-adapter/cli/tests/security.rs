@@ -166,11 +166,45 @@ fn under_umask_000_the_agent_creates_nothing_group_or_world_accessible() {
     assert_eq!(mode(&dir), 0o700, "the data directory");
     assert_eq!(mode(&dir.join("grace.redb")), 0o600, "the store");
     assert_eq!(mode(&socket_path(&dir)), 0o600, "the socket");
-    for entry in std::fs::read_dir(&dir).expect("listed") {
-        let path = entry.expect("entry").path();
+
+    // A workload's output goes to a log file in the data directory.
+    let file = root.path().join("web.json");
+    std::fs::write(
+        &file,
+        r#"{"metadata":{"name":"web"},
+            "spec":{"nodeName":"local","containers":[{"name":"app","command":["sh","-c","echo hello; sleep 30"]}]}}"#,
+    )
+    .expect("written");
+    let out = grace(&dir, &["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !everything_under(&dir)
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "log"))
+    {
+        assert!(Instant::now() < deadline, "a container log within 10 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for path in everything_under(&dir) {
         assert_eq!(mode(&path) & 0o077, 0, "{} is private", path.display());
     }
     drop(agent);
+}
+
+/// Every file and directory under `dir`.
+fn everything_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path.clone());
+            }
+            found.push(path);
+        }
+    }
+    found
 }
 
 #[test]
@@ -230,6 +264,24 @@ fn a_data_dir_store_or_socket_others_can_write_is_refused_saying_how_to_fix_it()
         err.contains("grace.sock is writable by group or others"),
         "{err}"
     );
+}
+
+#[cfg(feature = "etcd")]
+#[test]
+fn the_agent_of_a_shared_store_refuses_a_data_dir_others_can_write_too() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("data");
+    std::fs::create_dir(&dir).expect("made");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    // Refused before it connects: nothing listens there.
+    let out = grace(
+        &dir,
+        &["agent", "--etcd", "http://127.0.0.1:9", "--node", "n"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("refusing to start"), "{err}");
+    assert!(err.contains("writable by group or others"), "{err}");
 }
 
 #[test]
