@@ -44,6 +44,8 @@ fn with_flags(server: &SecureEtcd, args: &[&str]) -> Command {
     let mut c = bare();
     c.args(args)
         .args(["--etcd", &server.endpoint(), "--etcd-prefix", PREFIX])
+        .arg("--data-dir")
+        .arg(server.dir.path().join("data"))
         .arg("--etcd-cacert")
         .arg(&server.certs.ca)
         .arg("--etcd-cert")
