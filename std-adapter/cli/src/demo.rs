@@ -111,6 +111,7 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
             pre_stop: p.pre_stop.map(str::to_owned),
             sidecar: false,
             command: vec!["sh".into(), "-c".into(), p.command.into()],
+            stop_signal: None,
         }];
         if rt.lifecycle(p.name).is_some() {
             continue; // a data dir kept from an interrupted run

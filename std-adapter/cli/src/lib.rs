@@ -16,8 +16,10 @@ use grace_std::{api, api_server, clock, process, runtime, store};
 
 pub mod agent;
 pub mod demo;
+pub mod k8s_pod;
 pub mod kubectl;
 pub mod manifest;
+pub mod manifest_file;
 #[cfg(feature = "etcd")]
 pub mod node_agent;
 pub mod run;
