@@ -39,6 +39,16 @@ pub enum Request {
         /// The object.
         object: Box<StoredObject>,
     },
+    /// Create the object, or update the one stored under `name` (kubectl's
+    /// apply): an update may change labels and finalizers (R45, R46) and
+    /// nothing of the spec. An empty uid is assigned on create and matches
+    /// any on update.
+    Put {
+        /// The name to store it under.
+        name: String,
+        /// The object as the manifest gives it.
+        object: Box<StoredObject>,
+    },
     /// A delete request, decided by grace-core (R1–R44).
     Delete {
         /// The object.
@@ -129,6 +139,12 @@ pub enum Reply {
     },
     /// The object was updated.
     Updated,
+    /// A [`Request::Put`] found the object stored and updated it
+    /// (`changed`) or found nothing to change.
+    Configured {
+        /// Whether anything was written.
+        changed: bool,
+    },
     /// The delete was decided (and, unless a dry run, written).
     Deleted(DeleteReport),
     /// Objects, as of a store revision.

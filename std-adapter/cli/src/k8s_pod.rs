@@ -325,6 +325,13 @@ fn pre_stop(hook: &LifecycleHandler, path: &str) -> Result<String, PodError> {
                 "Required value",
             ));
         }
+        // `sh -c LINE` is the line itself (what `grace get` writes back).
+        if let [sh, c, line] = argv
+            && sh == "sh"
+            && c == "-c"
+        {
+            return Ok(line.clone());
+        }
         return Ok(shell_line(argv));
     }
     if let Some(sleep) = &hook.sleep {
