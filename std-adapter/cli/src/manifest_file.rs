@@ -44,14 +44,15 @@ pub struct ManifestError {
 
 impl std::fmt::Display for ManifestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.source)?;
-        if let Some((line, column)) = self.at {
-            write!(f, ":{line}:{column}")?;
-        }
+        write!(f, "\"{}\": ", self.source)?;
         if let Some(field) = &self.field {
-            write!(f, ": {field}")?;
+            write!(f, "{field}: ")?;
         }
-        write!(f, ": {}", self.message)
+        write!(f, "{}", self.message)?;
+        if let Some((line, column)) = self.at {
+            write!(f, " (line {line}, column {column})")?;
+        }
+        Ok(())
     }
 }
 
@@ -80,7 +81,8 @@ pub fn read(files: &[PathBuf]) -> Result<Vec<Document>, ManifestError> {
     let mut documents = Vec::new();
     for file in files {
         for (source, text) in sources(file)? {
-            documents.extend(parse(&source, &text)?);
+            let json = source.ends_with(".json");
+            documents.extend(parse_as(&source, &text, json)?);
         }
     }
     Ok(documents)
@@ -127,10 +129,16 @@ enum Format {
     Yaml,
 }
 
-/// Parses every document of one manifest file's `text`.
+/// Parses every document of one manifest file's `text` (JSON if it
+/// starts with `{`, else YAML).
 pub fn parse(source: &str, text: &str) -> Result<Vec<Document>, ManifestError> {
+    parse_as(source, text, false)
+}
+
+/// [`parse`], as JSON if `json` (a `.json` file).
+fn parse_as(source: &str, text: &str, json: bool) -> Result<Vec<Document>, ManifestError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let format = if text.trim_start().starts_with('{') {
+    let format = if json || text.trim_start().starts_with('{') {
         Format::Json
     } else {
         Format::Yaml
