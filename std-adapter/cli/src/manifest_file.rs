@@ -769,7 +769,7 @@ spec:
     lifecycle:
       preStop:
         exec:
-          command: [sh, -c, \"echo it's time\"]
+          command: [echo, \"it's time\"]
       stopSignal: SIGUSR1
 ";
 
@@ -790,7 +790,7 @@ spec:
         assert_eq!(names, [("log", true), ("app", false)]);
         let app = &d.object.containers[1];
         assert_eq!(app.command, ["sleep", "1000"]);
-        assert_eq!(app.pre_stop.as_deref(), Some("sh -c 'echo it'\\''s time'"));
+        assert_eq!(app.pre_stop.as_deref(), Some("echo 'it'\\''s time'"));
         assert_eq!(
             app.stop_signal,
             Some(rustix::process::Signal::USR1.as_raw())
