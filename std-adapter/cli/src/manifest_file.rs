@@ -274,11 +274,14 @@ fn legacy(source: &str, doc: &str) -> Result<Document, ManifestError> {
     })
 }
 
+/// A format's error: its message, and its line and column when known.
+type Failure = (String, Option<(u64, u64)>);
+
 /// The byte ranges of the documents in `text`.
 fn split(
     format: Format,
     text: &str,
-) -> Result<Vec<std::ops::Range<usize>>, (String, Option<(u64, u64)>)> {
+) -> Result<Vec<std::ops::Range<usize>>, Failure> {
     match format {
         Format::Json => {
             let mut ranges = Vec::new();
@@ -396,7 +399,7 @@ fn run<P: Pass>(
     format: Format,
     text: &str,
     mut pass: P,
-) -> Result<P::Out, (String, Option<(u64, u64)>)> {
+) -> Result<P::Out, Failure> {
     match format {
         Format::Json => {
             let mut de = serde_json::Deserializer::from_str(text);
@@ -417,7 +420,7 @@ fn run<P: Pass>(
     }
 }
 
-fn json_error(e: serde_json::Error) -> (String, Option<(u64, u64)>) {
+fn json_error(e: serde_json::Error) -> Failure {
     let text = e.to_string();
     let message = match text.rfind(" at line ") {
         Some(i) => text[..i].to_owned(),
