@@ -278,10 +278,7 @@ fn legacy(source: &str, doc: &str) -> Result<Document, ManifestError> {
 type Failure = (String, Option<(u64, u64)>);
 
 /// The byte ranges of the documents in `text`.
-fn split(
-    format: Format,
-    text: &str,
-) -> Result<Vec<std::ops::Range<usize>>, Failure> {
+fn split(format: Format, text: &str) -> Result<Vec<std::ops::Range<usize>>, Failure> {
     match format {
         Format::Json => {
             let mut ranges = Vec::new();
@@ -395,11 +392,7 @@ trait Pass {
 }
 
 /// Runs `pass` on `text`; an error comes with its message and position.
-fn run<P: Pass>(
-    format: Format,
-    text: &str,
-    mut pass: P,
-) -> Result<P::Out, Failure> {
+fn run<P: Pass>(format: Format, text: &str, mut pass: P) -> Result<P::Out, Failure> {
     match format {
         Format::Json => {
             let mut de = serde_json::Deserializer::from_str(text);
