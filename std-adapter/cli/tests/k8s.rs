@@ -21,6 +21,8 @@ struct Agent(Child);
 impl Agent {
     fn start(dir: &Path) -> Agent {
         let child = Command::new(GRACE)
+            // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+            .env_remove("GRACE_ETCD_ENDPOINTS")
             .arg("agent")
             .env("GRACE_DATA_DIR", dir)
             .stdout(Stdio::null())
@@ -49,6 +51,8 @@ impl Drop for Agent {
 /// `GRACE_DATA_DIR` lets a user do).
 fn grace(dir: &Path, args: &[&str]) -> Output {
     Command::new(GRACE)
+        // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+        .env_remove("GRACE_ETCD_ENDPOINTS")
         .args(args)
         .env("GRACE_DATA_DIR", dir)
         .output()
@@ -624,5 +628,26 @@ fn completions_for_bash_zsh_and_fish() {
     assert_eq!(
         grace(dir.path(), &["completion", "tcsh"]).status.code(),
         Some(2)
+    );
+}
+
+#[test]
+fn the_store_flags_come_from_the_environment_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // GRACE_DATA_DIR: every test here relies on it; an empty store.
+    let out = grace(dir.path(), &["get"]);
+    assert_eq!(text(&out.stderr).trim(), "No resources found");
+    // GRACE_ETCD_ENDPOINTS is --etcd.
+    let out = Command::new(GRACE)
+        .args(["get"])
+        .env("GRACE_ETCD_ENDPOINTS", "http://127.0.0.1:1")
+        .env("GRACE_DATA_DIR", dir.path())
+        .output()
+        .expect("grace runs");
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("--etcd"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -25,6 +25,8 @@ struct Agent {
 impl Agent {
     fn start(dir: &Path) -> Agent {
         let child = Command::new(GRACE)
+            // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+            .env_remove("GRACE_ETCD_ENDPOINTS")
             .args(["agent", "--data-dir"])
             .arg(dir)
             .stdout(Stdio::piped())
@@ -71,6 +73,8 @@ fn terminate(child: &Child) {
 
 fn grace(dir: &Path, args: &[&str]) -> Output {
     Command::new(GRACE)
+        // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+        .env_remove("GRACE_ETCD_ENDPOINTS")
         .args(args)
         .arg("--data-dir")
         .arg(dir)
@@ -199,6 +203,8 @@ fn get_watch_shows_terminating_then_deleted() {
     apply(dir.path(), "w.json", &pod("w", 1, &pid, false, ""));
 
     let mut watch = Command::new(GRACE)
+        // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+        .env_remove("GRACE_ETCD_ENDPOINTS")
         .args(["get", "w", "-w", "--data-dir"])
         .arg(dir.path())
         .stdout(Stdio::piped())
