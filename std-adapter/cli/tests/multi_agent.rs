@@ -129,7 +129,8 @@ impl Cluster {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines()
             .nth(1)
-            .and_then(|row| row.split_whitespace().nth(1))
+            // NAME READY STATUS AGE
+            .and_then(|row| row.split_whitespace().nth(2))
             .map(str::to_owned)
     }
 }
