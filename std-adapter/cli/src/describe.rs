@@ -268,9 +268,20 @@ fn events(
                 ));
             }
             Stage::Killed => events.push(format!(
-                "Killed             {name}: SIGKILL sent: it outlived its budget after the stop signal (R63)"
+                "Killed             {name}: SIGKILL sent {} s after the stop signal: it outlived its budget (the grace less the whole seconds the hook took, R61; at least 2 s, R62; R63)",
+                kill.budget_seconds().max(2)
             )),
-            Stage::Stopped => events.push(format!("Stopped            {name}: the process has exited")),
+            Stage::Stopped => events.push(format!(
+                "Stopped            {name}: the process has exited{}",
+                if agent.killing && kill.budget_seconds() > 0 {
+                    format!(
+                        " (SIGKILL was due {} s after the stop signal: the grace less the whole seconds the hook took, R61; at least 2 s, R62)",
+                        kill.budget_seconds().max(2)
+                    )
+                } else {
+                    String::new()
+                }
+            )),
         }
     }
     if agent.reported {

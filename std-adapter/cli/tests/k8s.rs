@@ -507,7 +507,7 @@ fn describe_tells_each_decision_of_the_deletion_with_its_rule() {
     let manifest = format!(
         "apiVersion: v1
 kind: Pod
-metadata: {{name: h}}
+metadata: {{name: h, finalizers: [example.com/keep]}}
 spec:
   nodeName: local
   terminationGracePeriodSeconds: 4
@@ -546,6 +546,15 @@ spec:
     ] {
         assert!(out.contains(needle), "{needle}: {out}");
     }
+    // After SIGKILL (a finalizer keeps the object to look at).
+    wait_for("SIGKILL", Duration::from_secs(10), || {
+        ok(d, &["describe", "h"]).contains("Stopped            app")
+    });
+    let out = ok(d, &["describe", "h"]);
+    assert!(
+        out.contains("SIGKILL was due 3 s after the stop signal"),
+        "{out}"
+    );
     let out = grace(d, &["describe", "nope"]);
     assert_eq!(out.status.code(), Some(1));
 }
