@@ -660,3 +660,47 @@ fn the_store_flags_come_from_the_environment_too() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn apply_reads_standard_input_and_delete_f_deletes_a_files_objects() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = Agent::start(d);
+    let pid = |n: &str| d.join(format!("{n}.pid"));
+    let docs = [
+        yaml_pod("in1", "app: in", 5, &pid("in1"), ""),
+        yaml_pod("in2", "app: in", 5, &pid("in2"), ""),
+    ]
+    .join("---\n");
+    let mut child = Command::new(GRACE)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .env("GRACE_DATA_DIR", d)
+        .args(["apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("grace runs");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), docs.as_bytes())
+        .expect("written");
+    let out = child.wait_with_output().expect("grace exits");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "pod/in1 created\npod/in2 created\n");
+    for n in ["in1", "in2"] {
+        wait_for("the workload starts", Duration::from_secs(5), || {
+            alive(&pid(n))
+        });
+    }
+
+    // The same manifests name what `delete -f` deletes.
+    let file = write(d, "in.yaml", &docs);
+    let out = ok(d, &["delete", "-f", path(&file), "-o", "name"]);
+    assert_eq!(out, "pod/in1\npod/in2\n");
+    assert!(
+        !alive(&pid("in1")) && !alive(&pid("in2")),
+        "waited for both"
+    );
+    let out = grace(d, &["delete", "-f", path(&file)]);
+    assert_eq!(out.status.code(), Some(1), "gone: not found");
+    assert_eq!(text(&out.stderr).matches("NotFound").count(), 2);
+}
