@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use grace_core::{DeleteOptions, DeleteOutcome, Record};
+use grace_core::{DeleteOptions, DeleteOutcome, Name, Preconditions, Propagation, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Event, FINALIZERS, StoredObject};
@@ -46,11 +46,23 @@ pub enum Request {
         /// The object.
         object: Box<StoredObject>,
     },
+    /// Create the object, or update the one stored under `name` (kubectl's
+    /// apply): an update may change labels and finalizers (R45, R46) and
+    /// nothing of the spec. An empty uid is assigned on create and matches
+    /// any on update.
+    Put {
+        /// The name to store it under.
+        name: String,
+        /// The object as the manifest gives it.
+        object: Box<StoredObject>,
+    },
     /// A delete request, decided by grace-core (R1–R44).
     Delete {
         /// The object.
         name: String,
-        /// The request's options.
+        /// The request's options: grace-core's form, or the body of a
+        /// Kubernetes DELETE (see [`delete_options_from_wire`]).
+        #[serde(deserialize_with = "either_delete_options")]
         options: DeleteOptions,
     },
     /// Remove one finalizer (R45: may complete a deletion).
@@ -141,6 +153,12 @@ pub enum Reply {
     },
     /// The object was updated.
     Updated,
+    /// A [`Request::Put`] found the object stored and updated it
+    /// (`changed`) or found nothing to change.
+    Configured {
+        /// Whether anything was written.
+        changed: bool,
+    },
     /// The delete was decided (and, unless a dry run, written).
     Deleted(DeleteReport),
     /// Objects, as of a store revision.
@@ -353,6 +371,109 @@ pub fn write_reply(writer: &mut impl Write, reply: &Reply) -> std::io::Result<()
     writer.flush()
 }
 
+/// `DeleteOptions` as Kubernetes sends them (`meta/v1`): camelCase,
+/// `resourceVersion` a string, `dryRun` a list.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireDeleteOptions {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    preconditions: Option<WirePreconditions>,
+    #[serde(default)]
+    propagation_policy: Option<String>,
+    #[serde(default)]
+    orphan_dependents: Option<bool>,
+    #[serde(default)]
+    dry_run: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WirePreconditions {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+}
+
+/// Reads the body of a Kubernetes DELETE (a `meta/v1` `DeleteOptions` in
+/// JSON: `{"gracePeriodSeconds": 30, "preconditions": {"uid": "…",
+/// "resourceVersion": "12"}, "propagationPolicy": "Foreground",
+/// "dryRun": ["All"]}`) into grace-core's options. An empty body (`{}`)
+/// is "nothing given" (R1). Values Kubernetes' validation refuses (a
+/// propagation policy or dry-run value it does not know, R6) and values
+/// grace cannot hold (a resource version that is not a whole number) are
+/// errors naming the field.
+pub fn delete_options_from_wire(json: &str) -> Result<DeleteOptions, String> {
+    let wire: WireDeleteOptions = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    from_wire(wire)
+}
+
+fn from_wire(wire: WireDeleteOptions) -> Result<DeleteOptions, String> {
+    if let Some(kind) = wire.kind.as_deref().filter(|k| *k != "DeleteOptions") {
+        return Err(format!(
+            "kind: Unsupported value: \"{kind}\" (DeleteOptions)"
+        ));
+    }
+    let _ = wire.api_version;
+    let propagation_policy = match wire.propagation_policy.as_deref() {
+        None => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        // Validation refuses it, in its order (R4, R6).
+        Some(_) => Some(Propagation::Unrecognized),
+    };
+    if let Some(bad) = wire.dry_run.iter().find(|d| *d != "All") {
+        return Err(format!(
+            "dryRun: Unsupported value: \"{bad}\": supported values: \"All\" (R6)"
+        ));
+    }
+    let preconditions = match wire.preconditions {
+        None => Preconditions::default(),
+        Some(p) => Preconditions {
+            uid: p
+                .uid
+                .map(|u| Name::try_from(u.as_str()).map_err(|e| format!("preconditions.uid: {e}")))
+                .transpose()?,
+            resource_version: p
+                .resource_version
+                .map(|rv| {
+                    rv.parse::<u64>().map_err(|_| {
+                        format!("preconditions.resourceVersion: \"{rv}\" is not a resource version of this store (a whole number)")
+                    })
+                })
+                .transpose()?,
+        },
+    };
+    Ok(DeleteOptions {
+        grace_period_seconds: wire.grace_period_seconds,
+        preconditions,
+        propagation_policy,
+        orphan_dependents: wire.orphan_dependents,
+        dry_run: !wire.dry_run.is_empty(),
+    })
+}
+
+/// grace-core's serde form of the options, or else Kubernetes' wire form.
+fn either_delete_options<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<DeleteOptions, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    if let Ok(options) = DeleteOptions::deserialize(&value) {
+        return Ok(options);
+    }
+    WireDeleteOptions::deserialize(&value)
+        .map_err(|e| e.to_string())
+        .and_then(from_wire)
+        .map_err(serde::de::Error::custom)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -391,5 +512,59 @@ mod tests {
         assert!(matches!(got[1], Err(BadRequest::Malformed(_))));
         assert_eq!(got[2], Ok(Request::Watch));
         assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn r1_an_empty_kubernetes_body_gives_nothing() {
+        let o = delete_options_from_wire("{}").expect("valid");
+        assert_eq!(o.grace_period_seconds, None);
+        assert_eq!(o.propagation_policy, None);
+        assert!(!o.dry_run);
+    }
+
+    #[test]
+    fn a_kubernetes_delete_options_body_is_read_with_its_string_resource_version() {
+        let o = delete_options_from_wire(
+            r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":5,
+                "preconditions":{"uid":"u-1","resourceVersion":"12"},
+                "propagationPolicy":"Foreground","dryRun":["All"]}"#,
+        )
+        .expect("valid");
+        assert_eq!(o.grace_period_seconds, Some(5));
+        assert_eq!(o.preconditions.uid.as_deref(), Some("u-1"));
+        assert_eq!(o.preconditions.resource_version, Some(12));
+        assert_eq!(o.propagation_policy, Some(Propagation::Foreground));
+        assert!(o.dry_run);
+    }
+
+    #[test]
+    fn r6_unknown_values_are_left_to_validation_or_refused_naming_the_field() {
+        let o = delete_options_from_wire(r#"{"propagationPolicy":"Sideways"}"#).expect("parsed");
+        assert_eq!(o.propagation_policy, Some(Propagation::Unrecognized));
+        assert!(o.validate().is_err(), "R6");
+        let e = delete_options_from_wire(r#"{"dryRun":["Some"]}"#).expect_err("R6");
+        assert!(e.starts_with("dryRun"), "{e}");
+        let e = delete_options_from_wire(r#"{"gracePeriod":3}"#).expect_err("unknown");
+        assert!(e.contains("gracePeriod"), "{e}");
+    }
+
+    #[test]
+    fn the_agent_protocol_takes_either_form() {
+        let wire: Request = serde_json::from_str(
+            r#"{"op":"delete","name":"web","options":{"gracePeriodSeconds":0}}"#,
+        )
+        .expect("wire form");
+        let core: Request = serde_json::from_str(
+            &serde_json::to_string(&Request::Delete {
+                name: "web".into(),
+                options: DeleteOptions {
+                    grace_period_seconds: Some(0),
+                    ..DeleteOptions::default()
+                },
+            })
+            .expect("serializes"),
+        )
+        .expect("core form");
+        assert_eq!(wire, core);
     }
 }

@@ -86,7 +86,10 @@ impl ProcessActuator {
         (actuator, rx)
     }
 
-    /// Uses `signal` instead of SIGTERM as the stop signal.
+    /// Uses `signal` instead of SIGTERM as the stop signal of containers
+    /// that do not name their own ([`StoredContainer::stop_signal`]).
+    ///
+    /// [`StoredContainer::stop_signal`]: crate::store::StoredContainer::stop_signal
     pub fn with_stop_signal(mut self, signal: Signal) -> Self {
         self.stop_signal = signal;
         self
@@ -202,8 +205,16 @@ impl Actuator for ProcessActuator {
                 if let Some(group) = self.hooks.remove(&key(container)) {
                     signal_group(group, Signal::KILL);
                 }
+                // The container's own stop signal (lifecycle.stopSignal),
+                // else the actuator's.
+                let signal = stored
+                    .containers
+                    .get(container)
+                    .and_then(|c| c.stop_signal)
+                    .and_then(Signal::from_named_raw)
+                    .unwrap_or(self.stop_signal);
                 if let Some(&group) = self.workloads.get(&key(container)) {
-                    signal_group(group, self.stop_signal);
+                    signal_group(group, signal);
                     signal_group(group, Signal::CONT);
                 }
                 Ok(())

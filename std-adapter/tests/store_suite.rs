@@ -42,12 +42,14 @@ fn full_obj(uid: &str) -> StoredObject {
             pre_stop: Some("sleep 5".into()),
             sidecar: false,
             command: vec!["/bin/app".into(), "--port=80".into()],
+            stop_signal: None,
         },
         StoredContainer {
             name: "log".into(),
             pre_stop: None,
             sidecar: true,
             command: vec!["/bin/log".into()],
+            stop_signal: None,
         },
     ];
     // Opaque to the store: any bytes are kept as written.

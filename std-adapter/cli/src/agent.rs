@@ -357,6 +357,12 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             }
             Reply::Applied { revision }
         }
+        Request::Put { name, object } => {
+            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
+                return invalid(e.to_string());
+            }
+            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, e))
+        }
         Request::Delete { name, options } => {
             let answer = match rt.delete(&name, &options) {
                 Ok(r) => r,

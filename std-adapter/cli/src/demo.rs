@@ -163,6 +163,7 @@ fn show(
             pre_stop: p.pre_stop.map(str::to_owned),
             sidecar: false,
             command: vec!["sh".into(), "-c".into(), p.command.into()],
+            stop_signal: None,
         }];
         if rt.lifecycle(p.name).is_some() {
             continue; // a data dir kept from an interrupted run
