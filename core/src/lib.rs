@@ -37,7 +37,8 @@
 //!
 //! All off by default, none turns on `std` or `alloc`: `serde` (derives on
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
-//! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
+//! [`Instant`] and [`Duration`]), `embassy` (an async driver for embassy
+//! firmware, `driver`), `arbitrary` (for fuzzers).
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(
@@ -64,6 +65,8 @@
 #[cfg(all(feature = "arbitrary", not(target_os = "none")))]
 extern crate std;
 
+#[cfg(feature = "embassy")]
+pub mod driver;
 mod grace;
 mod hint;
 mod kill;
