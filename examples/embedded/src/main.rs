@@ -1,4 +1,4 @@
-//! grace-core on a microcontroller: three pods deleted gracefully on a
+//! grace-core on a microcontroller: four pods deleted gracefully on a
 //! Cortex-M4 (QEMU `mps2-an386`), deadlines driven by a 1 kHz SysTick, every
 //! step logged with defmt over semihosting.
 //!
@@ -12,6 +12,11 @@
 //! | web      | 2 s   | exits 1 s after SIGTERM      | SIGTERM at 500, exits and is deleted at 1500         |
 //! | stubborn | 3 s   | ignores SIGTERM              | SIGTERM at 500, SIGKILL at 3500 (500 + grace)        |
 //! | hook     | 2 s   | pre-stop hook hangs; stuck   | hook at 500, SIGTERM at 2500 (budget spent), SIGKILL at 4500 (+2 s floor, R62) |
+//! | forced   | 0     | ignores SIGTERM              | record removed at 0 (force); SIGTERM at 500, SIGKILL at 2500; forgotten only then |
+//!
+//! The board forgets an object (frees its slot) only once it is finished
+//! ([`grace_core::Lifecycle::is_finished`]), never on `Remove` alone: the
+//! decisions are in `world.rs`, which a host test drives too.
 #![no_std]
 #![no_main]
 
@@ -23,9 +28,12 @@ use cortex_m_semihosting::debug;
 use defmt::{error, info, unwrap};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, Instant, Lifecycle, Name, Now, Phase, Record,
-    SharedTable, Strategy, WallTime,
+    Action, ContainerSpec, DeleteOptions, Instant, Lifecycle, Name, Now, Record, SharedTable,
+    Strategy, WallTime,
 };
+use world::{Event, Pod, Spec};
+
+mod world;
 
 /// Up to 4 objects, each with room for 2 finalizers and 1 container; in a
 /// `static` so that interrupt handlers (a UART taking delete requests,
@@ -39,16 +47,7 @@ const GIVE_UP_MS: u64 = 10_000;
 /// mps2-an386's CPU clock, which drives SysTick.
 const CPU_HZ: u32 = 25_000_000;
 
-/// One pod, as the scenario defines it.
-struct Spec {
-    name: &'static str,
-    grace: i64,
-    pre_stop: bool,
-    /// The process exits this long after SIGTERM; `None`: it ignores SIGTERM.
-    exits_after_sigterm_ms: Option<u64>,
-}
-
-const SPECS: [Spec; 3] = [
+const SPECS: [Spec; 4] = [
     Spec {
         name: "web",
         grace: 2,
@@ -69,24 +68,15 @@ const SPECS: [Spec; 3] = [
         pre_stop: true,
         exits_after_sigterm_ms: None,
     },
+    // A force delete: the record goes at once, the kill still has to run
+    // (D4); the board must not drop it on `Remove`.
+    Spec {
+        name: "forced",
+        grace: 0,
+        pre_stop: false,
+        exits_after_sigterm_ms: None,
+    },
 ];
-
-/// One pod at run time: its id in the table, the last phase logged, and the
-/// next thing the outside world does to it.
-struct Pod {
-    spec: &'static Spec,
-    id: Id,
-    phase: Phase,
-    event: Option<(u64, Event)>,
-}
-
-#[derive(Clone, Copy)]
-enum Event {
-    /// The node agent sees the deletion and starts the kill.
-    AgentSync,
-    /// The container's process exits.
-    Exit,
-}
 
 // ---- the clock: SysTick at 1 kHz, read through embassy-time ---------------
 
@@ -149,7 +139,7 @@ fn sleep_until(deadline: Instant) {
 fn main() -> ! {
     let peripherals = unwrap!(cortex_m::Peripherals::take());
     info!(
-        "grace-core on a Cortex-M4: 3 pods, grace 2/3/2 s, agent delay {=u64} ms",
+        "grace-core on a Cortex-M4: 4 pods, grace 2/3/2/0 s, agent delay {=u64} ms",
         AGENT_DELAY_MS
     );
     start_clock(peripherals.SYST);
@@ -193,10 +183,10 @@ fn main() -> ! {
             settle(now, &mut pods);
         }
 
-        if pods.iter().all(|p| p.phase == Phase::Deleted) {
+        if pods.iter().all(|p| p.forgotten) {
             let left = unwrap!(TABLE.with(|t| t.len()));
             info!(
-                "t={=u64} ms: all pods deleted, {=usize} objects left in the table",
+                "t={=u64} ms: all pods finished, {=usize} objects left in the table",
                 ms, left
             );
             exit(debug::EXIT_SUCCESS);
@@ -243,6 +233,7 @@ fn create(now: Now, spec: &'static Spec) -> Pod {
         id,
         phase,
         event: None,
+        forgotten: false,
     }
 }
 
@@ -309,28 +300,34 @@ fn settle(now: Now, pods: &mut [Pod]) {
                     "t={=u64} ms {=str}: action SIGTERM, SIGKILL due at t={=u64} ms",
                     ms, name, due
                 );
-                match pod.spec.exits_after_sigterm_ms {
-                    Some(after) => pod.event = Some((ms + after, Event::Exit)),
-                    None => info!("t={=u64} ms {=str}: process ignores SIGTERM", ms, name),
+                if pod.spec.exits_after_sigterm_ms.is_none() {
+                    info!("t={=u64} ms {=str}: process ignores SIGTERM", ms, name);
                 }
             }
             Action::SendKill { .. } => {
                 info!("t={=u64} ms {=str}: action SIGKILL", ms, name);
-                // SIGKILL cannot be ignored: the process is gone at once.
-                pod.event = Some((ms, Event::Exit));
             }
             Action::ContainerStopped { .. } => {
                 info!("t={=u64} ms {=str}: action container stopped", ms, name);
             }
             Action::Remove { force } => {
-                // The table is this board's storage: removing the record
-                // frees the slot.
-                unwrap!(TABLE.with(|t| t.remove(id)));
+                // The record's end, not the object's: after a force delete
+                // the kill goes on, so the slot is freed only once finished.
                 info!(
                     "t={=u64} ms {=str}: action remove record (force: {=bool})",
                     ms, name, force
                 );
             }
+        }
+        world::carry_out(pod, action, ms);
+    }
+
+    for pod in pods.iter_mut().filter(|p| !p.forgotten) {
+        if unwrap!(TABLE.with(|t| world::forget_if_finished(t, pod))) {
+            info!(
+                "t={=u64} ms {=str}: finished, slot freed",
+                ms, pod.spec.name
+            );
         }
     }
 }
@@ -349,13 +346,11 @@ fn exit(status: debug::ExitStatus) -> ! {
     }
 }
 
-/// Prints where it panicked (not the message: that would pull in core::fmt)
-/// and fails the QEMU run.
+/// Fails the QEMU run. Nothing here panics by design (every `unwrap!`
+/// guards an invariant of the story); printing the location or message
+/// would cost about 100 bytes of `.text` for a case that does not occur.
 #[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    match info.location() {
-        Some(at) => error!("panicked at {=str}:{=u32}", at.file(), at.line()),
-        None => error!("panicked"),
-    }
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    error!("panicked");
     exit(debug::EXIT_FAILURE)
 }
