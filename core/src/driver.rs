@@ -1,5 +1,5 @@
 //! An async driver for embassy (feature `embassy`): a task that owns a
-//! [`Table`] (or shares a [`SharedTable`]), takes inputs from an
+//! [`Table`] (or shares a [`SharedTable`](crate::SharedTable)), takes inputs from an
 //! embassy-sync channel, sleeps with [`embassy_time::Timer::at`] until the
 //! table's next deadline or the next input, and hands every action to the
 //! firmware's [`Firmware`] implementation.
@@ -28,7 +28,7 @@ use embassy_time::Timer;
 use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UpdateOutcome};
 use crate::options::DeleteOptions;
 use crate::registry::FinalizerChange;
-use crate::shared::{Busy, SharedTable};
+use crate::shared::{Busy, TableAccess};
 use crate::table::{ContainerInputError, Id, Table, TableDeleteError, TableUpdateError};
 use crate::time::{Instant, Now, WallTime};
 
@@ -176,29 +176,12 @@ impl<E> From<Busy> for DriverError<E> {
     }
 }
 
-/// A table the driver can work on: one it owns, or a shared one.
-pub trait TableAccess<const N: usize, const F: usize, const C: usize> {
-    /// Runs `f` on the table.
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy>;
-}
-
-impl<const N: usize, const F: usize, const C: usize> TableAccess<N, F, C> for Table<N, F, C> {
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
-        Ok(f(self))
-    }
-}
-
-impl<const N: usize, const F: usize, const C: usize> TableAccess<N, F, C>
-    for &SharedTable<N, F, C>
-{
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
-        self.with(f)
-    }
-}
-
 /// The driver: a table, the receiving end of the input channel, and the
 /// table's capacities (`N` objects, `F` finalizers, `C` containers; `Q`
 /// is the channel's).
+///
+/// A [`SharedTable`](crate::SharedTable) in a `static` lets interrupt
+/// handlers read it while the driver task works on it:
 ///
 /// ```ignore
 /// static INPUTS: Channel<CriticalSectionRawMutex, Input, 8> = Channel::new();

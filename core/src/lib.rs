@@ -38,7 +38,8 @@
 //! All off by default, none turns on `std` or `alloc`: `serde` (derives on
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
 //! [`Instant`] and [`Duration`]), `embassy` (an async driver for embassy
-//! firmware, `driver`), `arbitrary` (for fuzzers).
+//! firmware, `driver`), `flash` (lifecycles kept on NOR flash across
+//! reboots, `flash`), `arbitrary` (for fuzzers).
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(
@@ -67,6 +68,8 @@ extern crate std;
 
 #[cfg(feature = "embassy")]
 pub mod driver;
+#[cfg(feature = "flash")]
+pub mod flash;
 mod grace;
 mod hint;
 mod kill;
@@ -95,7 +98,7 @@ pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
 };
-pub use shared::{Busy, SharedTable};
+pub use shared::{Busy, SharedTable, TableAccess};
 pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
