@@ -183,14 +183,30 @@ impl<E> From<Busy> for DriverError<E> {
 /// A [`SharedTable`](crate::SharedTable) in a `static` lets interrupt
 /// handlers read it while the driver task works on it:
 ///
-/// ```ignore
+/// ```no_run
+/// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+/// use embassy_sync::channel::Channel;
+/// use grace_core::driver::{Driver, Firmware, Input};
+/// use grace_core::{Action, Id, Lifecycle, SharedTable};
+///
 /// static INPUTS: Channel<CriticalSectionRawMutex, Input, 8> = Channel::new();
 /// static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
 ///
-/// #[embassy_executor::task]
-/// async fn grace(firmware: Board) {
-///     let mut driver = Driver::new(&TABLE, INPUTS.receiver());
-///     let _ = driver.run(&mut firmware).await;
+/// struct Board;
+///
+/// impl Firmware<2, 1> for Board {
+///     type Error = ();
+///     async fn perform(&mut self, id: Id, action: Action, _: &Lifecycle<2, 1>) -> Result<(), ()> {
+///         // Signal the process, drop it from load balancing, ...
+///         Ok(())
+///     }
+/// }
+///
+/// // The body of an `#[embassy_executor::task]`; tasks and interrupt
+/// // handlers send `Input`s to `INPUTS`.
+/// async fn grace_task() {
+///     let mut driver: Driver<'_, _, _, 4, 2, 1, 8> = Driver::new(&TABLE, INPUTS.receiver());
+///     let Err(_stopped) = driver.run(&mut Board).await;
 /// }
 /// ```
 pub struct Driver<
