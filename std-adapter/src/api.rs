@@ -226,8 +226,9 @@ fn io(e: impl std::fmt::Display) -> ClientError {
     ClientError::Io(e.to_string())
 }
 
-/// Reads one request line from a client; `None` at the end of the stream.
-pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<Result<Request, String>> {
+/// Reads one request line from a client (the serving side of the
+/// protocol); `None` at the end of the stream.
+pub fn read_request(reader: &mut impl BufRead) -> Option<Result<Request, String>> {
     let mut line = String::new();
     match reader.read_line(&mut line) {
         Ok(0) | Err(_) => None,
@@ -235,8 +236,8 @@ pub(crate) fn read_request(reader: &mut impl BufRead) -> Option<Result<Request, 
     }
 }
 
-/// Writes one reply line.
-pub(crate) fn write_reply(writer: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
+/// Writes one reply line (the serving side of the protocol).
+pub fn write_reply(writer: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_string(reply).map_err(std::io::Error::other)?;
     line.push('\n');
     writer.write_all(line.as_bytes())?;

@@ -1,7 +1,7 @@
 //! Requests decided straight against a shared store: what a Kubernetes
 //! API server does, for any process that can reach the store.
 //!
-//! With one machine the agent is the API server (`crate::agent`). With
+//! With one machine the node agent (`grace agent`) is the API server. With
 //! several agents sharing etcd, each agent runs only the objects bound to
 //! its node, and a request is decided here, by whoever makes it (the CLI):
 //! the object is read, grace-core decides on it as the API server would
@@ -30,6 +30,29 @@ use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, Store
 /// many attempts (each attempt, one competing writer wins).
 const ATTEMPTS: usize = 64;
 
+/// The longest object name accepted: a DNS-1123 label's 63 bytes.
+pub const NAME_MAX: usize = 63;
+
+/// Checks that `name` is a DNS-1123 label (lower-case letters, digits and
+/// `-`, starting and ending with a letter or digit, 1 to [`NAME_MAX`]
+/// bytes); the error says what is wrong with it.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if name.is_empty() || name.len() > NAME_MAX {
+        return Err(format!(
+            "must be 1 to {NAME_MAX} characters, got {}",
+            name.len()
+        ));
+    }
+    if !name.chars().all(ok_char) || !edge(name.chars().next()) || !edge(name.chars().last()) {
+        return Err(format!(
+            "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+        ));
+    }
+    Ok(())
+}
+
 /// Stores a new object under a free `name` (its agent, if it has one,
 /// takes it from the watch and starts it).
 pub fn create<S: Store + ?Sized>(
@@ -37,8 +60,7 @@ pub fn create<S: Store + ?Sized>(
     name: &str,
     object: StoredObject,
 ) -> Result<Revision, RuntimeError> {
-    crate::manifest::check_name("metadata.name", name)
-        .map_err(|e| RuntimeError::Object(e.to_string()))?;
+    check_name(name).map_err(|e| RuntimeError::Object(format!("metadata.name: {e}")))?;
     let mut object = object;
     object.agent = None;
     store.create(name, object).map_err(|e| match e {
@@ -106,6 +128,35 @@ pub fn update_finalizers<S: Store + ?Sized>(
         RuntimeError::NotFound(_) => RuntimeError::Update(UpdateError::NotFound),
         other => other,
     })
+}
+
+/// The garbage collector's step ([`crate::gc`]) on a shared store:
+/// removes the `orphan` and `foregroundDeletion` finalizers of an object
+/// marked for deletion, each with [`update_finalizers`] (R45: the last one
+/// may remove the object). Returns the finalizers removed; none if the
+/// object is not being deleted, has neither, or is gone.
+pub fn collect_garbage<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+    name: &str,
+) -> Result<Vec<grace_core::Name>, RuntimeError> {
+    let Some((object, _)) = store.get(name)? else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for finalizer in crate::gc::finalizers_to_remove(&object.meta) {
+        match update_finalizers(
+            store,
+            now,
+            name,
+            &FinalizerChange::Remove(finalizer.clone()),
+        ) {
+            Ok(_) => removed.push(finalizer),
+            Err(RuntimeError::Update(UpdateError::NotFound)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
 }
 
 /// Declares `node` gone for good (D7): like PodGC on a deleted node (R82),

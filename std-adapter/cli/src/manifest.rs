@@ -30,7 +30,7 @@ use crate::store::{FINALIZERS, StoredContainer, StoredObject};
 
 /// The longest object name: a DNS-1123 label, as Kubernetes requires of
 /// pod names.
-pub const NAME_MAX: usize = 63;
+pub const NAME_MAX: usize = grace_std::api_server::NAME_MAX;
 
 /// A parsed object file: the name it is stored under and the object.
 #[derive(Clone, Debug, PartialEq)]
@@ -187,23 +187,7 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
 /// A DNS-1123 label: lower-case letters, digits and `-`, starting and
 /// ending with a letter or digit, at most [`NAME_MAX`] bytes.
 pub fn check_name(field: &str, name: &str) -> Result<(), FieldError> {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if name.is_empty() || name.len() > NAME_MAX {
-        return Err(FieldError::at(
-            field,
-            format!("must be 1 to {NAME_MAX} characters, got {}", name.len()),
-        ));
-    }
-    if !name.chars().all(ok_char) || !edge(name.chars().next()) || !edge(name.chars().last()) {
-        return Err(FieldError::at(
-            field,
-            format!(
-                "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
-            ),
-        ));
-    }
-    Ok(())
+    grace_std::api_server::check_name(name).map_err(|message| FieldError::at(field, message))
 }
 
 #[cfg(test)]

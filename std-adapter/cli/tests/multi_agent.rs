@@ -9,6 +9,7 @@
 //! own.
 #![cfg(feature = "etcd")]
 
+#[path = "../../tests/common/mod.rs"]
 mod common;
 
 use std::io::Read;
@@ -76,6 +77,8 @@ impl Cluster {
         let child = Command::new(GRACE)
             .args(["agent", "--node", node, "--lease-ttl", &TTL.to_string()])
             .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
+            .arg("--data-dir")
+            .arg(self.dir.path())
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::piped())
             .spawn()
@@ -367,4 +370,38 @@ fn etcd_get_w_follows_a_deletion_to_its_end() {
         assert_ne!(pair[0], pair[1], "rows that say nothing new: {seen:?}");
     }
     a.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
+    let cluster = Cluster::new("cascade");
+    let _a = cluster.agent("node-a");
+    cluster.pod("web", "node-a", 1);
+    // The workload's output, kept by node-a's agent on this machine.
+    wait_for("output kept", Duration::from_secs(5), || {
+        cluster
+            .grace(&[
+                "logs",
+                "web",
+                "--data-dir",
+                &cluster.dir.path().display().to_string(),
+            ])
+            .status
+            .success()
+    });
+    let out = cluster.ok(&["delete", "web", "--cascade", "orphan"]);
+    assert!(out.contains("held by finalizers orphan"), "{out}");
+    // The CLI ran the garbage collector's step: the finalizer is gone at
+    // once, and the deletion finishes on its own.
+    let (object, _) = cluster
+        .store()
+        .get("web")
+        .expect("readable")
+        .expect("still terminating");
+    assert!(object.meta.finalizers.is_empty(), "{:?}", object.meta);
+    wait_for("web removed", Duration::from_secs(10), || {
+        cluster.status("web").is_none()
+    });
+    assert!(!alive(&cluster.pid_file("web")));
 }

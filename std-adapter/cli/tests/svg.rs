@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use grace_std::svg::SvgOptions;
+use grace_cli::svg::SvgOptions;
 use roxmltree::{Document, Node};
 
 const SVG_NS: &str = "http://www.w3.org/2000/svg";
@@ -14,12 +14,12 @@ const SVG_NS: &str = "http://www.w3.org/2000/svg";
 const EPSILON: f64 = 0.011;
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios")
 }
 
 fn render_text(text: &str) -> String {
-    let scenario = grace_std::parse(text).expect("scenario parses");
-    let timeline = grace_std::simulate(&scenario).expect("scenario simulates");
+    let scenario = grace_cli::parse(text).expect("scenario parses");
+    let timeline = grace_cli::simulate(&scenario).expect("scenario simulates");
     timeline.to_svg_with(&SvgOptions::of(&scenario))
 }
 
@@ -254,7 +254,7 @@ fn every_golden_scenario_is_well_formed_svg_with_a_lane_per_container_and_no_nan
         let svg = render(&name);
         let doc = parse(&svg);
         assert_all_finite(&doc);
-        let scenario = grace_std::parse(
+        let scenario = grace_cli::parse(
             &std::fs::read_to_string(scenarios_dir().join(format!("{name}.json"))).unwrap(),
         )
         .unwrap();
@@ -434,10 +434,11 @@ fn huge_grace_stays_on_a_seconds_scale() {
     );
     let record = by_id(&doc, "lane-record");
     assert_bar(&scale, record, "pending", 0.0, 1.0);
-    assert_bar(&scale, record, "terminating", 1.0, 5.0);
+    // Grace 1 seen at +4 s, SIGTERM at +1 s: SIGKILL at +4 + max(1, 2) s (D5).
+    assert_bar(&scale, record, "terminating", 1.0, 6.0);
     let app = by_id(&doc, "lane-app");
-    assert_bar(&scale, app, "sigterm", 1.0, 5.0);
-    scale.assert_at(kill_xs(app)[0], 5.0, "SIGKILL");
+    assert_bar(&scale, app, "sigterm", 1.0, 6.0);
+    scale.assert_at(kill_xs(app)[0], 6.0, "SIGKILL");
     let labels = mark_labels(&doc);
     assert!(
         labels.iter().any(|l| l == "delete (grace 9.2e18 s) +0 s"),
@@ -533,7 +534,7 @@ fn same_timeline_same_bytes() {
 #[test]
 fn the_timeline_alone_renders_too() {
     let text = std::fs::read_to_string(scenarios_dir().join("sidecars.json")).unwrap();
-    let timeline = grace_std::simulate(&grace_std::parse(&text).unwrap()).unwrap();
+    let timeline = grace_cli::simulate(&grace_cli::parse(&text).unwrap()).unwrap();
     let svg = timeline.to_svg();
     let doc = parse(&svg);
     let scale = Scale::of(&doc);
@@ -564,7 +565,7 @@ fn cli_simulate_format_svg_exits_0_and_prints_the_picture() {
 /// draws today; regenerate with `GRACE_BLESS=1`.
 #[test]
 fn docs_picture_is_current() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/simulate-sidecars.svg");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/simulate-sidecars.svg");
     let svg = render("sidecars");
     if std::env::var_os("GRACE_BLESS").is_some() {
         std::fs::write(&path, &svg).expect("docs/ writable");
@@ -573,6 +574,6 @@ fn docs_picture_is_current() {
     let committed = std::fs::read_to_string(&path).expect("docs/simulate-sidecars.svg exists");
     assert!(
         committed == svg,
-        "docs/simulate-sidecars.svg is stale: run `cargo run -p grace-std -- simulate --format svg examples/scenarios/sidecars.json > docs/simulate-sidecars.svg`"
+        "docs/simulate-sidecars.svg is stale: run `cargo run -p grace-cli -- simulate --format svg examples/scenarios/sidecars.json > docs/simulate-sidecars.svg`"
     );
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use grace_std::kubectl;
+use grace_cli::kubectl;
 
 /// Kubernetes-grade graceful deletion.
 #[derive(Parser)]
@@ -56,6 +56,32 @@ enum Command {
         /// its node counts as lost.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
         lease_ttl: u64,
+        /// Rotate a container's log file once it is bigger than this
+        /// (bytes, or with a suffix Ki, Mi, Gi).
+        #[arg(long, default_value = "10Mi", value_parser = parse_size)]
+        log_max_size: u64,
+        /// Log files kept per container: the one being written and its
+        /// rotated copies (2 to 100).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
+        log_max_files: u32,
+    },
+    /// Print a container's output (stdout and stderr), as the agent of
+    /// this machine kept it.
+    Logs {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object's name.
+        name: String,
+        /// The container; may be left out when the object has one.
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Keep printing what it writes, until the object is deleted (or
+        /// Ctrl-C).
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
     },
     /// Declare a node gone for good (D7): its agent, should it come back,
     /// may no longer act, and its objects are deleted as PodGC does on a
@@ -127,7 +153,7 @@ enum Command {
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
-        /// The scenario (JSON, see SCENARIOS.md).
+        /// The scenario (JSON; the format is docs/scenarios.md).
         file: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -161,6 +187,8 @@ enum Opened<'a> {
 impl StoreArgs {
     fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
         let Some(endpoints) = &self.etcd else {
+            grace_cli::agent::check_data_dir(&self.data_dir)
+                .map_err(kubectl::CommandError::invalid)?;
             return Ok(Opened::Dir(&self.data_dir));
         };
         #[cfg(feature = "etcd")]
@@ -177,7 +205,7 @@ impl StoreArgs {
         #[cfg(not(feature = "etcd"))]
         Err(kubectl::CommandError::invalid(format!(
             "--etcd {endpoints}: this grace was built without the `etcd` feature \
-             (cargo install grace-std --features etcd)"
+             (cargo install grace-cli --features etcd)"
         )))
     }
 }
@@ -221,8 +249,34 @@ enum OutputArg {
 #[derive(Copy, Clone, Debug)]
 struct SignalArg(rustix::process::Signal);
 
+/// A size in bytes: a whole number, or with a suffix `Ki`, `Mi`, `Gi`
+/// (powers of 1024, as Kubernetes quantities); at least 1.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        other => return Err(format!("unknown unit `{other}` (use Ki, Mi or Gi)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (such as 10Mi)"))?;
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too big"))?;
+    if bytes == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    Ok(bytes)
+}
+
 fn parse_signal(name: &str) -> Result<SignalArg, String> {
-    grace_std::run::parse_signal(name).map(SignalArg)
+    grace_cli::run::parse_signal(name).map(SignalArg)
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -245,13 +299,13 @@ fn main() -> ExitCode {
             stop_signal,
             command,
         } => {
-            let options = grace_std::run::RunOptions {
+            let options = grace_cli::run::RunOptions {
                 command,
                 grace_period_seconds: grace_period,
                 pre_stop,
                 stop_signal: stop_signal.0,
             };
-            match grace_std::run::run(&options) {
+            match grace_cli::run::run(&options) {
                 Ok(code) => ExitCode::from(code),
                 Err(e) => {
                     eprintln!("grace run: {e}");
@@ -265,8 +319,10 @@ fn main() -> ExitCode {
             node,
             reset_full_grace,
             lease_ttl,
+            log_max_size,
+            log_max_files,
         } => {
-            let options = grace_std::agent::AgentOptions {
+            let options = grace_cli::agent::AgentOptions {
                 data_dir: store.data_dir.clone(),
                 node,
                 recovery: if reset_full_grace {
@@ -274,15 +330,23 @@ fn main() -> ExitCode {
                 } else {
                     grace_std::Recovery::HonourOriginalDeadline
                 },
+                log_limits: grace_std::process::logs::LogLimits {
+                    max_bytes: log_max_size,
+                    max_files: log_max_files,
+                },
             };
-            if let Err(e) = grace_std::manifest::check_name("--node", &options.node) {
+            if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
                 eprintln!("grace agent: {e}");
                 return ExitCode::from(2);
             }
             if store.etcd.is_some() {
                 return shared_agent(&store, options, lease_ttl);
             }
-            match grace_std::agent::run(&options, &mut std::io::stdout()) {
+            if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
+                eprintln!("grace agent: {e}");
+                return ExitCode::from(2);
+            }
+            match grace_cli::agent::run(&options, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("grace agent: {e}");
@@ -345,6 +409,23 @@ fn main() -> ExitCode {
                 )
             })
         }
+        Command::Logs {
+            store,
+            name,
+            container,
+            follow,
+            tail,
+        } => {
+            let options = grace_cli::logs::LogsOptions {
+                container,
+                follow,
+                tail,
+            };
+            let data_dir = store.data_dir.clone();
+            on_store("logs", &store, |target| {
+                grace_cli::logs::print(target, &data_dir, &name, &options, &mut std::io::stdout())
+            })
+        }
         Command::Patch {
             store,
             name,
@@ -354,8 +435,11 @@ fn main() -> ExitCode {
         }),
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
-            match grace_std::demo::run(&mut out, data_dir.as_deref()) {
-                Ok(()) => ExitCode::SUCCESS,
+            match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
+                Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
+                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+                }
                 Err(e) => {
                     eprintln!("grace demo: {e}");
                     ExitCode::from(1)
@@ -368,7 +452,7 @@ fn main() -> ExitCode {
 /// `grace agent --etcd ..`: one node's agent on a shared store.
 fn shared_agent(
     store: &StoreArgs,
-    options: grace_std::agent::AgentOptions,
+    options: grace_cli::agent::AgentOptions,
     lease_ttl: u64,
 ) -> ExitCode {
     let opened = match store.open() {
@@ -377,12 +461,17 @@ fn shared_agent(
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
-        let shared = grace_std::node_agent::SharedAgentOptions {
+        let shared = grace_cli::node_agent::SharedAgentOptions {
+            logs: grace_cli::agent::container_logs(
+                &store.data_dir,
+                Some(&options.node),
+                options.log_limits,
+            ),
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
         };
-        return match grace_std::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
+        return match grace_cli::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("grace agent: {e}");
@@ -413,7 +502,7 @@ fn fence(store: &StoreArgs, node: &str) -> ExitCode {
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = &opened {
-        return match grace_std::node_agent::fence(etcd, node, false) {
+        return match grace_cli::node_agent::fence(etcd, node, false) {
             Ok(names) => {
                 println!("node \"{node}\" fenced; objects deleted: {}", names.len());
                 for name in names {
@@ -453,14 +542,14 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenario = match grace_std::parse(&text) {
+    let scenario = match grace_cli::parse(&text) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
             return ExitCode::from(2);
         }
     };
-    let timeline = match grace_std::simulate(&scenario) {
+    let timeline = match grace_cli::simulate(&scenario) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
@@ -470,7 +559,7 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
     let out = match format {
         Format::Text => timeline.to_text(),
         Format::Json => timeline.to_json_lines(),
-        Format::Svg => timeline.to_svg_with(&grace_std::svg::SvgOptions::of(&scenario)),
+        Format::Svg => timeline.to_svg_with(&grace_cli::svg::SvgOptions::of(&scenario)),
     };
     print!("{out}");
     ExitCode::SUCCESS

@@ -1,5 +1,5 @@
 //! `grace simulate` as a user runs it: the real binary, real files, exit
-//! codes and messages (SCENARIOS.md: 0 when the scenario ran, 2 for a file
+//! codes and messages (docs/scenarios.md: 0 when the scenario ran, 2 for a file
 //! that cannot be read or parsed, with a message naming the field and line).
 
 use std::path::{Path, PathBuf};
@@ -36,7 +36,7 @@ fn simulate_err(name: &str, text: &str) -> (i32, String) {
 
 #[test]
 fn simulate_prints_a_text_timeline_by_default() {
-    let out = grace(&["simulate", "../examples/scenarios/prestop_hangs.json"]);
+    let out = grace(&["simulate", "../../examples/scenarios/prestop_hangs.json"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     assert!(text.contains("+30s    · app: SIGTERM"), "{text}");
@@ -50,7 +50,7 @@ fn simulate_json_prints_one_json_object_a_line_with_at_first() {
         "simulate",
         "--format",
         "json",
-        "../examples/scenarios/default_delete.json",
+        "../../examples/scenarios/default_delete.json",
     ]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).expect("utf-8");
@@ -175,7 +175,7 @@ fn unknown_format_is_a_usage_error() {
         "simulate",
         "--format",
         "yaml",
-        "../examples/scenarios/default_delete.json",
+        "../../examples/scenarios/default_delete.json",
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
