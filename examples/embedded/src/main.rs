@@ -25,7 +25,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::{SYST, syst::SystClkSource};
 use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::debug;
-use defmt::{error, info, unwrap};
+use defmt::{error, info};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Instant, Lifecycle, Name, Now, Record, SharedTable,
@@ -137,7 +137,7 @@ fn sleep_until(deadline: Instant) {
 
 #[entry]
 fn main() -> ! {
-    let peripherals = unwrap!(cortex_m::Peripherals::take());
+    let peripherals = (cortex_m::Peripherals::take()).or_fail();
     info!(
         "grace-core on a Cortex-M4: 4 pods, grace 2/3/2/0 s, agent delay {=u64} ms",
         AGENT_DELAY_MS
@@ -156,7 +156,7 @@ fn main() -> ! {
         let ms = now.mono.as_millis();
 
         // Deadlines that have passed: hook cut-offs, SIGKILLs.
-        unwrap!(TABLE.with(|t| t.handle_timeout(now)));
+        (TABLE.with(|t| t.handle_timeout(now))).or_fail();
         settle(now, &mut pods);
 
         // What the world does by now. A reaction can be due at once (a
@@ -170,13 +170,12 @@ fn main() -> ! {
             match pod.event.take() {
                 Some((_, Event::AgentSync)) => {
                     info!("t={=u64} ms {=str}: agent sees the deletion", ms, name);
-                    let _ = unwrap!(TABLE.with(|t| t.handle_agent_sync(now, id)));
+                    let _ = (TABLE.with(|t| t.handle_agent_sync(now, id))).or_fail();
                 }
                 Some((_, Event::Exit)) => {
                     info!("t={=u64} ms {=str}: process exits", ms, name);
-                    let _ = unwrap!(unwrap!(
-                        TABLE.with(|t| t.handle_container_exited(now, id, 0))
-                    ));
+                    let _ = ((TABLE.with(|t| t.handle_container_exited(now, id, 0))).or_fail())
+                        .or_fail();
                 }
                 None => {}
             }
@@ -184,7 +183,7 @@ fn main() -> ! {
         }
 
         if pods.iter().all(|p| p.forgotten) {
-            let left = unwrap!(TABLE.with(|t| t.len()));
+            let left = (TABLE.with(|t| t.len())).or_fail();
             info!(
                 "t={=u64} ms: all pods finished, {=usize} objects left in the table",
                 ms, left
@@ -194,7 +193,9 @@ fn main() -> ! {
 
         // Sleep until the earliest of the table's deadline and the world's
         // next event.
-        let deadline = unwrap!(TABLE.with(|t| t.poll_timeout())).map(Instant::as_millis);
+        let deadline = (TABLE.with(|t| t.poll_timeout()))
+            .or_fail()
+            .map(Instant::as_millis);
         let event = pods.iter().filter_map(|p| p.event.map(|(at, _)| at)).min();
         let next = match (deadline, event) {
             (Some(d), Some(e)) => d.min(e),
@@ -211,17 +212,17 @@ fn main() -> ! {
 
 /// Puts a live, running pod with one container into the table.
 fn create(now: Now, spec: &'static Spec) -> Pod {
-    let uid = unwrap!(Name::try_from(spec.name));
+    let uid = (Name::try_from(spec.name)).or_fail();
     let record = Record::new(uid);
     let container = ContainerSpec {
         pre_stop: spec.pre_stop,
         ..ContainerSpec::default()
     };
-    let lifecycle = unwrap!(Lifecycle::new(Strategy::POD, record, &[container]));
-    let id = unwrap!(TABLE.with(|t| t.insert(lifecycle).ok()));
-    let id = unwrap!(id, "table full");
-    let phase = unwrap!(TABLE.with(|t| t.get(id).map(Lifecycle::phase)));
-    let phase = unwrap!(phase);
+    let lifecycle = (Lifecycle::new(Strategy::POD, record, &[container])).or_fail();
+    let id = (TABLE.with(|t| t.insert(lifecycle).ok())).or_fail();
+    let id = (id).or_fail();
+    let phase = (TABLE.with(|t| t.get(id).map(Lifecycle::phase))).or_fail();
+    let phase = (phase).or_fail();
     info!(
         "t={=u64} ms {=str}: created, phase {}",
         now.mono.as_millis(),
@@ -243,13 +244,15 @@ fn delete(now: Now, pods: &mut [Pod], i: usize) {
     let (id, ms) = (pod.id, now.mono.as_millis());
     let options = DeleteOptions::with_grace(pod.spec.grace);
     // The response is small; the object as written is the table's record.
-    let at = unwrap!(unwrap!(TABLE.with(|t| {
+    let at = ((TABLE.with(|t| {
         t.handle_delete(now, id, &options).map(|_| {
             t.get(id)
                 .and_then(|l| l.record().deletion_timestamp)
                 .map_or(-1, |ts| ts.as_unix_seconds())
         })
-    })));
+    }))
+    .or_fail())
+    .or_fail();
     info!(
         "t={=u64} ms {=str}: delete, grace {=i64} s, deletion timestamp {=i64} s",
         ms, pod.spec.name, pod.spec.grace, at
@@ -263,7 +266,7 @@ fn delete(now: Now, pods: &mut [Pod], i: usize) {
 fn settle(now: Now, pods: &mut [Pod]) {
     let ms = now.mono.as_millis();
     for pod in pods.iter_mut() {
-        let phase = unwrap!(TABLE.with(|t| t.get(pod.id).map(Lifecycle::phase)));
+        let phase = (TABLE.with(|t| t.get(pod.id).map(Lifecycle::phase))).or_fail();
         if let Some(phase) = phase
             && phase != pod.phase
         {
@@ -276,13 +279,14 @@ fn settle(now: Now, pods: &mut [Pod]) {
     }
 
     // Each poll is its own critical section: logging happens outside them.
-    while let Some((id, action)) = unwrap!(TABLE.with(|t| t.poll_action())) {
+    while let Some((id, action)) = (TABLE.with(|t| t.poll_action())).or_fail() {
         let Some(pod) = pods.iter_mut().find(|p| p.id == id) else {
             continue;
         };
         let name = pod.spec.name;
         // The object's next deadline, as the action just set it.
-        let due = unwrap!(TABLE.with(|t| t.get(id).and_then(Lifecycle::poll_timeout)))
+        let due = (TABLE.with(|t| t.get(id).and_then(Lifecycle::poll_timeout)))
+            .or_fail()
             .map_or(0, Instant::as_millis);
         match action {
             Action::RemoveEndpoints => {
@@ -323,13 +327,47 @@ fn settle(now: Now, pods: &mut [Pod]) {
     }
 
     for pod in pods.iter_mut().filter(|p| !p.forgotten) {
-        if unwrap!(TABLE.with(|t| world::forget_if_finished(t, pod))) {
+        if (TABLE.with(|t| world::forget_if_finished(t, pod))).or_fail() {
             info!(
                 "t={=u64} ms {=str}: finished, slot freed",
                 ms, pod.spec.name
             );
         }
     }
+}
+
+/// `unwrap` with one shared failure path: defmt's `unwrap!` logs each call
+/// site's expression and location, which costs `.text` at every use for
+/// failures this story never has.
+trait OrFail<T> {
+    fn or_fail(self) -> T;
+}
+
+impl<T, E> OrFail<T> for Result<T, E> {
+    #[inline(always)]
+    fn or_fail(self) -> T {
+        match self {
+            Ok(value) => value,
+            Err(_) => unwrap_failed(),
+        }
+    }
+}
+
+impl<T> OrFail<T> for Option<T> {
+    #[inline(always)]
+    fn or_fail(self) -> T {
+        match self {
+            Some(value) => value,
+            None => unwrap_failed(),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unwrap_failed() -> ! {
+    error!("unwrap failed");
+    exit(debug::EXIT_FAILURE)
 }
 
 fn fail(ms: u64, why: &str) -> ! {
