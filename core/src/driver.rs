@@ -16,7 +16,10 @@
 //!    take it out of the table and call [`Firmware::forget`].
 //!
 //! The driver never allocates and never panics; the firmware's errors end
-//! [`Driver::run`] with [`DriverError::Firmware`].
+//! [`Driver::run`] with [`DriverError::Firmware`]. Every input must go
+//! through the channel: a change made directly on a shared table (other
+//! than inserting a new object) is not persisted, and its actions wait
+//! until the object's next input or deadline.
 
 use core::convert::Infallible;
 
