@@ -75,7 +75,9 @@
 //!
 //! All off by default, none turns on `std` or `alloc`: `serde` (derives on
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
-//! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
+//! [`Instant`] and [`Duration`]), `embassy` (an async driver for embassy
+//! firmware, `driver`), `flash` (lifecycles kept on NOR flash across
+//! reboots, `flash`), `arbitrary` (for fuzzers).
 //!
 //! [D2]: crate::rules#d2
 //! [R62]: crate::rules#r62
@@ -106,6 +108,12 @@
 #[cfg(all(feature = "arbitrary", not(target_os = "none")))]
 extern crate std;
 
+#[cfg(feature = "embassy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy")))]
+pub mod driver;
+#[cfg(feature = "flash")]
+#[cfg_attr(docsrs, doc(cfg(feature = "flash")))]
+pub mod flash;
 #[doc = include_str!("../RULES.md")]
 pub mod rules {}
 
@@ -137,7 +145,7 @@ pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
 };
-pub use shared::{Busy, SharedTable};
+pub use shared::{Busy, SharedTable, TableAccess};
 pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };

@@ -282,7 +282,9 @@ pub struct AgentState {
 ///    repeated call is a harmless no-op);
 /// 3. report what the world did: a pre-stop hook that returned
 ///    ([`handle_pre_stop_finished`](Self::handle_pre_stop_finished)), a
-///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
+///    process that exited ([`handle_container_exited`](Self::handle_container_exited));
+/// 4. forget the lifecycle only once it [is finished](Self::is_finished):
+///    [`Phase::Deleted`] with a force delete still leaves a kill to run (D4).
 ///
 /// ```
 /// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
@@ -419,6 +421,22 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Whether the record is still in storage.
     pub fn is_stored(&self) -> bool {
         self.flags.has(Flag::Stored)
+    }
+
+    /// Whether nothing more can happen to this object, so that its caller
+    /// may forget it: the record is removed ([`Phase::Deleted`]), every
+    /// action has been handed out, and no workload may still run (there is
+    /// no agent, the node is fenced, or every container has stopped).
+    ///
+    /// [`Phase::Deleted`] alone is not enough: after a force delete the
+    /// record is gone while the workload still runs (D4). Until the agent
+    /// syncs, such a lifecycle has no action and no deadline, yet the sync
+    /// starts the kill; after SIGKILL it waits for the process to exit. A
+    /// lifecycle that is not finished and has neither an action nor a
+    /// deadline is waiting for an input from the world (the agent's sync,
+    /// an exit, the node's return or fencing), never for time.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Deleted && !self.has_action() && !self.agent_has_work()
     }
 
     /// The type's deletion strategy.
@@ -902,6 +920,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     fn all_stopped(&self) -> bool {
         self.containers().iter().all(Container::is_stopped)
+    }
+
+    /// Could the agent still have something to stop? Unlike
+    /// [`workload_may_run`](Self::workload_may_run), a pod the API sees as
+    /// finished still counts while its agent has containers not stopped:
+    /// the agent would still signal them.
+    fn agent_has_work(&self) -> bool {
+        self.has_agent() && self.flags.link() != Link::Fenced && !self.all_stopped()
     }
 
     /// D4: could something of this object still be running?

@@ -369,6 +369,19 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         Some(lifecycle)
     }
 
+    /// Removes the object if it is [finished](Lifecycle::is_finished) and
+    /// hands its lifecycle back; otherwise leaves it. This, not
+    /// [`remove`](Self::remove) on [`Action::Remove`], is how a caller that
+    /// keeps no other copy of its objects frees their slots: after a force
+    /// delete the record is removed while the kill still has to run (D4).
+    pub fn remove_finished(&mut self, id: Id) -> Option<Lifecycle<F, C>> {
+        if self.get(id)?.is_finished() {
+            self.remove(id)
+        } else {
+            None
+        }
+    }
+
     /// The object's lifecycle, to read.
     pub fn get(&self, id: Id) -> Option<&Lifecycle<F, C>> {
         let slot = self.slots.get(id.index as usize)?;

@@ -111,7 +111,7 @@ impl Duration {
     /// [R61]: crate::rules#r61
     #[inline]
     pub const fn whole_seconds(self) -> u64 {
-        self.0 / 1000
+        div_1000(self.0)
     }
 
     /// `self + other`, stopping at [`Duration::MAX`].
@@ -188,7 +188,17 @@ impl WallTime {
     /// [R48]: crate::rules#r48
     #[inline]
     pub const fn floor_to_timestamp(self) -> Timestamp {
-        Timestamp(self.0.div_euclid(1000))
+        // Floor division by 1000 as `div_euclid(1000)`, through `div_1000`
+        // on 32-bit targets: for a negative `x`, `!x` is `-x - 1 >= 0` and
+        // the floor of `x / 1000` is `!(!x / 1000)`.
+        let seconds = if cfg!(target_pointer_width = "64") {
+            self.0.div_euclid(1000)
+        } else if self.0 >= 0 {
+            div_1000(self.0 as u64) as i64
+        } else {
+            !(div_1000((!self.0) as u64) as i64)
+        };
+        Timestamp(seconds)
     }
 
     #[inline]
@@ -271,6 +281,44 @@ pub(crate) fn saturate_timestamp(seconds_wide: i128, floor: Timestamp) -> Timest
         // In range by the two checks above.
         Timestamp(seconds_wide as i64)
     }
+}
+
+/// `x / 1000`. On 32-bit targets (Cortex-M) a 64-bit division is a call
+/// into about 1 KiB of compiler builtins, most of a small firmware's
+/// arithmetic; the multiply-and-shift that compilers emit for 64-bit targets
+/// does it with four 32-bit multiplications. On 64-bit targets the compiler
+/// does that by itself.
+#[inline]
+const fn div_1000(x: u64) -> u64 {
+    if cfg!(target_pointer_width = "64") {
+        x / 1000
+    } else {
+        div_1000_by_multiply(x)
+    }
+}
+
+/// `x / 1000` for every `u64`, exactly: the high 64 bits of
+/// `(x >> 3) * ceil(2^68 / 125)`, shifted right by 4.
+#[inline]
+const fn div_1000_by_multiply(x: u64) -> u64 {
+    const MAGIC: u64 = 0x20C4_9BA5_E353_F7CF;
+    mul_high(x >> 3, MAGIC) >> 4
+}
+
+/// The high 64 bits of the 128-bit product `a * b`, from 32-bit halves.
+/// Nothing wraps: each partial product is below 2^64 - 2^33 + 2, and the
+/// middle sum below 2^64.
+#[inline]
+const fn mul_high(a: u64, b: u64) -> u64 {
+    const LOW: u64 = 0xFFFF_FFFF;
+    let (a_lo, a_hi) = (a & LOW, a >> 32);
+    let (b_lo, b_hi) = (b & LOW, b >> 32);
+    let lo_lo = a_lo.wrapping_mul(b_lo);
+    let hi_lo = a_hi.wrapping_mul(b_lo);
+    let lo_hi = a_lo.wrapping_mul(b_hi);
+    let hi_hi = a_hi.wrapping_mul(b_hi);
+    let middle = (lo_lo >> 32).wrapping_add(hi_lo & LOW).wrapping_add(lo_hi);
+    hi_hi.wrapping_add(hi_lo >> 32).wrapping_add(middle >> 32)
 }
 
 #[cfg(feature = "embassy-time")]
@@ -383,6 +431,45 @@ mod tests {
                     "{base:?} + {seconds}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn division_by_1000_by_multiply_is_exact() {
+        let mut edges = [0, 1, 999, 1000, 1001, 7999, 8000, u64::MAX, u64::MAX - 999]
+            .into_iter()
+            .chain((0..64).map(|b| 1u64 << b))
+            .chain((0..64).map(|b| (1u64 << b).wrapping_sub(1)))
+            .collect::<heapless::Vec<u64, 160>>();
+        // A deterministic spread of values (xorshift).
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            assert_eq!(div_1000_by_multiply(x), x / 1000, "{x}");
+            assert_eq!(div_1000_by_multiply(x >> 20), (x >> 20) / 1000);
+        }
+        for x in edges.iter_mut() {
+            assert_eq!(div_1000_by_multiply(*x), *x / 1000, "{x}");
+        }
+    }
+
+    #[test]
+    fn r48_floor_division_through_the_complement_matches_div_euclid() {
+        // The 32-bit targets' form of `floor_to_timestamp`.
+        let floor = |x: i64| {
+            if x >= 0 {
+                div_1000_by_multiply(x as u64) as i64
+            } else {
+                !(div_1000_by_multiply((!x) as u64) as i64)
+            }
+        };
+        let edges = [0, 1, 999, 1000, -1, -999, -1000, -1001, i64::MIN, i64::MAX];
+        for ms in edges.into_iter().chain((-5_000..5_000).map(|x| x * 7)) {
+            assert_eq!(floor(ms), ms.div_euclid(1000), "{ms}");
+            let timestamp = WallTime::from_unix_millis(ms).floor_to_timestamp();
+            assert_eq!(timestamp.as_unix_seconds(), ms.div_euclid(1000), "{ms}");
         }
     }
 

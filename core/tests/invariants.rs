@@ -1126,6 +1126,40 @@ impl Invariant for RefusalsChangeNothing {
     }
 }
 
+/// A finished lifecycle (D4: removed, nothing owed, nothing left running)
+/// stays finished: no later input yields an action or a deadline, so a
+/// caller that forgets it at that point drops nothing.
+struct FinishedIsFinal {
+    finished: bool,
+}
+
+impl Invariant for FinishedIsFinal {
+    fn start(_: &Setup) -> Self {
+        FinishedIsFinal { finished: false }
+    }
+
+    fn check(&mut self, s: &Step<'_>) -> Result<(), String> {
+        if self.finished {
+            if !s.actions.is_empty() {
+                return Err("a finished lifecycle handed out actions".into());
+            }
+            if !s.after.is_finished() {
+                return Err("a finished lifecycle is no longer finished".into());
+            }
+        }
+        if s.after.is_finished() {
+            if let Some(deadline) = s.after.poll_timeout() {
+                return Err(format!("finished, yet a deadline at {deadline:?}"));
+            }
+            if s.after.phase() != Phase::Deleted || s.after.has_action() {
+                return Err("finished, yet stored or owing an action".into());
+            }
+        }
+        self.finished = s.after.is_finished();
+        Ok(())
+    }
+}
+
 /// Invariant 6: only the harness's own checks (no panic, `poll_action` runs dry).
 struct NoPanic;
 
@@ -1184,6 +1218,11 @@ proptest! {
     #[test]
     fn invariant_refusals_dry_runs_and_early_timeouts_change_nothing((setup, events) in scenario()) {
         run::<RefusalsChangeNothing>(&setup, &events)?;
+    }
+
+    #[test]
+    fn d4_invariant_finished_is_final((setup, events) in scenario()) {
+        run::<FinishedIsFinal>(&setup, &events)?;
     }
 
     #[test]
