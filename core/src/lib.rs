@@ -82,6 +82,8 @@
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
+// Examples compile without warnings, as a user copying them would see them.
+#![doc(test(attr(deny(warnings))))]
 #![deny(
     missing_docs,
     clippy::unwrap_used,

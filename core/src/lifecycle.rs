@@ -136,7 +136,6 @@ pub enum Action {
 /// [R33]: crate::rules#r33
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
@@ -153,7 +152,6 @@ pub struct DeleteResponse {
 /// The answer to a finalizer update.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub enum UpdateOutcome {
     /// Written (or nothing to change); the record stays.
     Updated,
@@ -169,7 +167,6 @@ pub enum UpdateOutcome {
 /// Whether an agent-side input applied.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub enum Handled {
     /// The input was acted on.
     Applied,
@@ -299,13 +296,13 @@ pub struct AgentState {
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
-/// let _ = pod.handle_agent_sync(at(1001));
+/// pod.handle_agent_sync(at(1001));
 /// assert_eq!(pod.phase(), Phase::Terminating);
 /// assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
 /// assert_eq!(pod.poll_timeout().map(|t| t.as_millis()), Some(1_031_000));
 ///
 /// // The process exits on SIGTERM; the agent's final delete removes the record.
-/// let _ = pod.handle_container_exited(at(1004), 0).unwrap();
+/// pod.handle_container_exited(at(1004), 0).unwrap();
 /// assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
 /// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 /// assert_eq!(pod.phase(), Phase::Deleted);
@@ -583,7 +580,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
-            let _ = self.handle_agent_sync(now);
+            self.handle_agent_sync(now);
         }
         self.refresh_phase();
         Ok(Handled::Applied)

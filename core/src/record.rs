@@ -159,6 +159,12 @@ impl<const F: usize> Finalizers<F> {
         self.0.push(name).map_err(|_| TooManyFinalizers)
     }
 
+    /// Appends the name `name`: a `&str` or a [`Name`].
+    pub fn push_str(&mut self, name: &str) -> Result<(), FinalizerListError> {
+        let name = Name::try_from_str(name).map_err(|_| FinalizerListError::NameTooLong)?;
+        self.push(name).map_err(|_| FinalizerListError::TooMany)
+    }
+
     /// Whether `name` is in the list.
     #[inline]
     pub fn contains(&self, name: &str) -> bool {

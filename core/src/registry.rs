@@ -647,6 +647,25 @@ pub enum FinalizerChange {
     Remove(Name),
 }
 
+impl FinalizerChange {
+    /// Append the finalizer `name` (a `&str`, or a [`Name`]).
+    ///
+    /// ```
+    /// use grace_core::FinalizerChange;
+    ///
+    /// let change = FinalizerChange::add("example.com/backup").unwrap();
+    /// assert_eq!(change, FinalizerChange::Add("example.com/backup".parse().unwrap()));
+    /// ```
+    pub fn add<N: TryInto<Name>>(name: N) -> Result<Self, N::Error> {
+        Ok(FinalizerChange::Add(name.try_into()?))
+    }
+
+    /// Remove the finalizer `name` (a `&str`, or a [`Name`]).
+    pub fn remove<N: TryInto<Name>>(name: N) -> Result<Self, N::Error> {
+        Ok(FinalizerChange::Remove(name.try_into()?))
+    }
+}
+
 /// Why an update of the finalizers was refused. Nothing was changed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

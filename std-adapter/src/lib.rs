@@ -49,6 +49,9 @@
 //! [`grace_core::rules`].
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Examples (and the README's) compile without warnings, as a user copying
+// them would see them.
+#![doc(test(attr(deny(warnings))))]
 
 pub mod api;
 pub mod api_server;
