@@ -111,6 +111,7 @@ extern crate std;
 #[doc = include_str!("../RULES.md")]
 pub mod rules {}
 
+mod error;
 mod grace;
 mod hint;
 mod kill;
@@ -123,8 +124,9 @@ mod shared;
 mod table;
 mod time;
 
+pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
-pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use kill::{Container, ContainerIndex, ContainerSpec, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
@@ -133,7 +135,7 @@ pub use name::{NAME_CAPACITY, Name, NameTooLong};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
-    PodPhase, Record, Strategy, TooManyFinalizers,
+    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers,
 };
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,

@@ -6,7 +6,7 @@ use core::fmt;
 
 use crate::grace::effective_grace;
 use crate::hint::likely;
-use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
+use crate::kill::{Container, ContainerIndex, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
 use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
@@ -32,6 +32,7 @@ use queue::{ENDPOINTS, Ends, Entry, MAX_CONTAINERS, REMOVE};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Phase {
     /// No deletion timestamp.
     Live,
@@ -70,12 +71,15 @@ impl fmt::Display for Phase {
 ///
 /// Small on purpose (8 bytes, like `Option<Action>`): a container is named
 /// by its index as one byte, as a lifecycle has at most 253 containers, and
-/// a pre-stop budget is whole seconds in 32 bits. `usize::from(container)`
-/// indexes [`Lifecycle::containers`] and is what the `handle_*` inputs
-/// naming a container take.
+/// a pre-stop budget is whole seconds in 32 bits. The `handle_*` inputs
+/// naming a container take that byte as it is ([`ContainerIndex`]);
+/// `usize::from(container)` indexes [`Lifecycle::containers`].
+///
+/// More kinds of action may be added: match with a `_` arm.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Action {
     /// Take the object out of load balancing (ready=false, [R85]–[R88]).
     ///
@@ -125,6 +129,38 @@ pub enum Action {
     },
 }
 
+impl fmt::Display for Action {
+    /// The action in a few words, for logs: `container 0: stop signal`.
+    ///
+    /// ```
+    /// use grace_core::Action;
+    ///
+    /// assert_eq!(Action::SendKill { container: 1 }.to_string(), "container 1: SIGKILL");
+    /// assert_eq!(Action::Remove { force: false }.to_string(), "record removed");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::RemoveEndpoints => f.write_str("removed from endpoints"),
+            Action::RunPreStop {
+                container,
+                budget_seconds,
+            } => write!(
+                f,
+                "container {container}: pre-stop hook started (budget {budget_seconds} s)"
+            ),
+            Action::SendStopSignal { container } => {
+                write!(f, "container {container}: stop signal")
+            }
+            Action::SendKill { container } => write!(f, "container {container}: SIGKILL"),
+            Action::ContainerStopped { container } => write!(f, "container {container}: stopped"),
+            Action::Remove { force: false } => f.write_str("record removed"),
+            Action::Remove { force: true } => {
+                f.write_str("record removed (FORCE: the workload may still run)")
+            }
+        }
+    }
+}
+
 /// The answer to a delete request (the REST response, [R33]), without a
 /// copy of the object: the object as written is [`Lifecycle::record`] (when
 /// the request removed it, the last state written before removal). A dry
@@ -152,6 +188,7 @@ pub struct DeleteResponse {
 /// The answer to a finalizer update.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum UpdateOutcome {
     /// Written (or nothing to change); the record stays.
     Updated,
@@ -638,13 +675,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's pre-stop hook returned. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_pre_stop_finished(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         let c = self.containers().get(container).ok_or(UnknownContainer)?;
         if self.flags.link() == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
             return Ok(Handled::Ignored);
@@ -654,13 +693,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's process exited. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_container_exited(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
         let acts = self.has_agent() && self.flags.link() != Link::Fenced;
         if container >= self.containers().len() {

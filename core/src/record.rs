@@ -19,6 +19,7 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum Kind {
     /// A pod: graceful strategy, has containers and an agent.
     #[default]
@@ -212,6 +213,7 @@ impl<const F: usize> TryFrom<&[&str]> for Finalizers<F> {
 /// Why a list of finalizer names does not fit a record.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum FinalizerListError {
     /// A name is longer than [`crate::NAME_CAPACITY`].
     NameTooLong,
@@ -285,7 +287,8 @@ impl<const F: usize> Record<F> {
     };
 
     /// A live, scheduled, running pod with the API's default grace of 30 s,
-    /// generation 1 and resource version 1.
+    /// generation 1 and resource version 1. For anything else (unscheduled,
+    /// finished, another grace, finalizers) see [`Record::builder`].
     pub fn new(uid: Name) -> Self {
         Record {
             uid,
@@ -298,5 +301,102 @@ impl<const F: usize> Record<F> {
             phase: PodPhase::Running,
             termination_grace_period_seconds: Some(30),
         }
+    }
+}
+
+impl<const F: usize> Record<F> {
+    /// A record built step by step, starting from [`Record::new`]'s live,
+    /// scheduled, running pod with 30 s of grace; the uid is a `&str` or a
+    /// [`Name`]. Errors (a name too long, too many finalizers) are reported
+    /// once, by [`build`](RecordBuilder::build).
+    ///
+    /// ```
+    /// use grace_core::{PodPhase, Record};
+    ///
+    /// let record = Record::<4>::builder("uid-1")
+    ///     .grace_period_seconds(10)
+    ///     .finalizer("example.com/backup")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(record.termination_grace_period_seconds, Some(10));
+    /// assert!(record.scheduled && record.finalizers.contains("example.com/backup"));
+    ///
+    /// let pending = Record::<4>::builder("uid-2").unscheduled().phase(PodPhase::Pending).build().unwrap();
+    /// assert!(!pending.scheduled);
+    /// ```
+    pub fn builder<N: TryInto<Name>>(uid: N) -> RecordBuilder<F> {
+        RecordBuilder {
+            record: uid
+                .try_into()
+                .map(Record::new)
+                .map_err(|_| crate::Error::NameTooLong),
+        }
+    }
+}
+
+/// Builds a [`Record`] (see [`Record::builder`]).
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RecordBuilder<const F: usize> {
+    record: Result<Record<F>, crate::Error>,
+}
+
+impl<const F: usize> RecordBuilder<F> {
+    fn with(mut self, change: impl FnOnce(&mut Record<F>) -> Result<(), crate::Error>) -> Self {
+        if let Ok(record) = &mut self.record
+            && let Err(e) = change(record)
+        {
+            self.record = Err(e);
+        }
+        self
+    }
+
+    /// `spec.terminationGracePeriodSeconds` (30 unless set).
+    pub fn grace_period_seconds(self, seconds: i64) -> Self {
+        self.with(|r| {
+            r.termination_grace_period_seconds = Some(seconds);
+            Ok(())
+        })
+    }
+
+    /// Not bound to a node (no agent runs it): a delete removes it at once
+    /// (R19).
+    pub fn unscheduled(self) -> Self {
+        self.with(|r| {
+            r.scheduled = false;
+            Ok(())
+        })
+    }
+
+    /// `status.phase` (`Running` unless set); a finished pod (Succeeded,
+    /// Failed) has nothing to stop (R20).
+    pub fn phase(self, phase: PodPhase) -> Self {
+        self.with(|r| {
+            r.phase = phase;
+            Ok(())
+        })
+    }
+
+    /// Appends a finalizer: a `&str` or a [`Name`].
+    pub fn finalizer<N: TryInto<Name>>(self, name: N) -> Self {
+        self.with(|r| {
+            let name = name.try_into().map_err(|_| crate::Error::NameTooLong)?;
+            Ok(r.finalizers.push(name)?)
+        })
+    }
+
+    /// The resource version and generation the record starts with (1 and 1
+    /// unless set).
+    pub fn versions(self, resource_version: u64, generation: i64) -> Self {
+        self.with(|r| {
+            r.resource_version = resource_version;
+            r.generation = generation;
+            Ok(())
+        })
+    }
+
+    /// The record, or the first error met.
+    pub fn build(self) -> Result<Record<F>, crate::Error> {
+        self.record
     }
 }

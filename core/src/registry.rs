@@ -20,6 +20,7 @@ use crate::time::{Timestamp, WallTime, saturate_timestamp};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum DeleteOutcome {
     /// Deletion accepted or shortened; the record is kept.
     Graceful,
@@ -94,6 +95,8 @@ impl fmt::Display for Conflict {
         })
     }
 }
+
+impl core::error::Error for Conflict {}
 
 /// Why a delete request was refused. Nothing was changed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -38,6 +38,20 @@ pub struct SharedTable<const N: usize, const F: usize = 4, const C: usize = 4> {
     table: Mutex<RefCell<Table<N, F, C>>>,
 }
 
+impl<const N: usize, const F: usize, const C: usize> fmt::Debug for SharedTable<N, F, C> {
+    /// The table's length and capacity, read in a critical section (or
+    /// `in use` while a `with` call holds it).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let len = self.with(|table| table.len());
+        let mut out = f.debug_struct("SharedTable");
+        match len {
+            Ok(len) => out.field("len", &len),
+            Err(Busy) => out.field("len", &format_args!("in use")),
+        };
+        out.field("capacity", &N).finish()
+    }
+}
+
 impl<const N: usize, const F: usize, const C: usize> Default for SharedTable<N, F, C> {
     fn default() -> Self {
         Self::new()

@@ -9,6 +9,7 @@
 
 use core::fmt;
 
+use crate::kill::ContainerIndex;
 use crate::lifecycle::UpdateOutcome;
 use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UnknownContainer};
 use crate::options::DeleteOptions;
@@ -66,6 +67,7 @@ impl core::error::Error for UnknownId {}
 /// Errors of table inputs that name a container.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ContainerInputError {
     /// No such object.
     UnknownId,
@@ -99,6 +101,7 @@ impl From<UnknownContainer> for ContainerInputError {
 /// Errors of a delete sent to a table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TableDeleteError {
     /// No such object.
     UnknownId,
@@ -120,6 +123,7 @@ impl core::error::Error for TableDeleteError {}
 /// Errors of a finalizer update sent to a table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TableUpdateError {
     /// No such object.
     UnknownId,
@@ -257,6 +261,28 @@ impl<const F: usize, const C: usize> Slot<F, C> {
 /// table.handle_timeout(at(5_000));
 /// assert_eq!(table.poll_action(), Some((id, Action::SendKill { container: 0 })));
 /// ```
+///
+/// # Placing a big table
+///
+/// Everything is inline: `size_of::<Table<N, F, C>>()` grows with `N` (a
+/// `Table<20_000>` is about 11 MB). `Box::new(Table::new())` builds the
+/// table on the stack before moving it, which overflows a thread's stack
+/// in a debug build. A new table is all zero bits and [`Table::new`] is
+/// `const`, so put a big one in a `static`: it lands in `.bss`, costs no
+/// image and never touches the stack.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use grace_core::Table;
+///
+/// static TABLE: Mutex<Table<20_000>> = Mutex::new(Table::new());
+///
+/// let table = TABLE.lock().unwrap();
+/// assert_eq!(table.capacity(), 20_000);
+/// ```
+///
+/// On a microcontroller, or to share it with interrupt handlers, the
+/// `static` is a [`SharedTable`](crate::SharedTable).
 ///
 /// [`poll_action`]: Table::poll_action
 /// [`poll_timeout`]: Table::poll_timeout
@@ -451,8 +477,9 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         &mut self,
         now: Now,
         id: Id,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, ContainerInputError> {
+        let container = container.into();
         Ok(self.with(id, |l| l.handle_pre_stop_finished(now, container))??)
     }
 
@@ -461,8 +488,9 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         &mut self,
         now: Now,
         id: Id,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, ContainerInputError> {
+        let container = container.into();
         Ok(self.with(id, |l| l.handle_container_exited(now, container))??)
     }
 

@@ -177,6 +177,7 @@ pub fn compare_delete(record: &Record<F>, strategy: &Strategy, opts: &DeleteOpti
                 DeleteOutcome::Graceful => model::Outcome::Graceful,
                 DeleteOutcome::Pending => model::Outcome::Pending,
                 DeleteOutcome::Deleted => model::Outcome::Deleted,
+                other => panic!("unknown to the checker: {other:?}"),
             };
             let got = model::Decision {
                 outcome,
@@ -340,6 +341,7 @@ pub fn compare_kill(k: &KubeletInput) {
                 }
                 Action::ContainerStopped { .. } => exits = None,
                 Action::RemoveEndpoints | Action::Remove { .. } => {}
+                other => panic!("unknown to the checker: {other:?}"),
             }
         }
         let deadline = pod.poll_timeout().map(Instant::as_millis);

@@ -199,8 +199,10 @@ struct Deletion {
 /// with one container, deleted with a 30 s grace, stopped by SIGTERM.
 fn deletion(run: &str, i: usize) -> Deletion {
     let uid = format!("uid-{run}-{i:06}");
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid.as_str()).expect("short")));
-    object.node = Some("node-a".into());
+    let mut object = StoredObject::on_node(
+        Record::new(Name::try_from(uid.as_str()).expect("short")),
+        "node-a",
+    );
     object.containers = vec![StoredContainer {
         name: "app".into(),
         pre_stop: None,

@@ -194,6 +194,7 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A connection to the agent serving a data directory.
+#[derive(Debug)]
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,

@@ -60,7 +60,10 @@ pub fn create<S: Store + ?Sized>(
     name: &str,
     object: StoredObject,
 ) -> Result<Revision, RuntimeError> {
-    check_name(name).map_err(|e| RuntimeError::Object(format!("metadata.name: {e}")))?;
+    check_name(name).map_err(|reason| RuntimeError::InvalidName {
+        field: "metadata.name",
+        reason,
+    })?;
     let mut object = object;
     object.agent = None;
     store.create(name, object).map_err(|e| match e {
@@ -117,10 +120,11 @@ pub fn update_finalizers<S: Store + ?Sized>(
             .map_err(RuntimeError::Update)?;
         let write = match outcome {
             UpdateOutcome::Deleted { .. } => Decided::Remove,
-            UpdateOutcome::Updated if lifecycle.record() != &object.meta => {
+            // Updated (or an outcome added later): write what changed.
+            _ if lifecycle.record() != &object.meta => {
                 Decided::Update(Box::new(lifecycle.record().clone()))
             }
-            UpdateOutcome::Updated => Decided::Nothing,
+            _ => Decided::Nothing,
         };
         Ok((write, outcome))
     })
@@ -252,7 +256,9 @@ fn decide<S: Store + ?Sized, T>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(RuntimeError::Store(StoreError::Unavailable(format!(
-        "{name}: other writers won {ATTEMPTS} times in a row"
-    ))))
+    Err(RuntimeError::Store(StoreError::Unavailable(
+        crate::store::BackendError::from(format!(
+            "{name}: other writers won {ATTEMPTS} times in a row"
+        )),
+    )))
 }

@@ -59,6 +59,7 @@ pub enum WorldEvent {
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
+#[derive(Debug)]
 pub struct ProcessActuator {
     events: mpsc::Sender<WorldEvent>,
     /// Process group of each running container's workload.
@@ -223,6 +224,8 @@ impl Actuator for ProcessActuator {
                 self.reaped(object, container);
                 Ok(())
             }
+            // An action added to the core later: nothing a process needs.
+            _ => Ok(()),
         }
     }
 }

@@ -100,6 +100,7 @@ impl Actuator for World {
             Action::RemoveEndpoints => self.line(&format!("endpoints {object}")),
             Action::ContainerStopped { .. } => self.line(&format!("stopped {object}")),
             Action::Remove { .. } => {}
+            other => return Err(format!("an action this test does not know: {other:?}")),
         }
         Ok(())
     }
@@ -145,10 +146,10 @@ fn worker(dir: &Path) {
         }
         if !exists && !was_created {
             let (_, hook, _) = spec(i);
-            let mut object = StoredObject::new(Record::new(
-                Name::try_from(format!("uid-{n}").as_str()).expect("short"),
-            ));
-            object.node = Some("node-a".into());
+            let mut object = StoredObject::on_node(
+                Record::new(Name::try_from(format!("uid-{n}").as_str()).expect("short")),
+                "node-a",
+            );
             object.containers = vec![StoredContainer {
                 name: "app".into(),
                 pre_stop: hook.then(|| "sleep infinity".into()),

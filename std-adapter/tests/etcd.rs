@@ -31,7 +31,7 @@ const NEEDS_ETCD: &str = "needs an etcd server";
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }
@@ -464,7 +464,7 @@ fn a_batch_too_big_for_one_etcd_transaction_writes_nothing() {
             assert_eq!(e.index, None, "nobody's write in particular");
             assert!(
                 matches!(&e.error, StoreError::Unavailable(m)
-                    if m.contains("--max-txn-ops") && !m.contains("may or may not")),
+                    if m.message().contains("--max-txn-ops") && !m.message().contains("may or may not")),
                 "{e}"
             );
             assert_eq!(s.revision().unwrap(), Revision::ZERO);

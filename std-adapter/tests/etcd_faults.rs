@@ -39,7 +39,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }
@@ -562,8 +562,7 @@ impl Agent {
             let p = plan(i);
             let name = object_name(i);
             let uid = Name::try_from(first_uid(i).as_str()).expect("short");
-            let mut object = StoredObject::new(Record::new(uid));
-            object.node = Some("node-a".into());
+            let mut object = StoredObject::on_node(Record::new(uid), "node-a");
             object.containers = vec![StoredContainer {
                 name: "app".into(),
                 pre_stop: p.hook.then(|| "drain".into()),

@@ -52,7 +52,7 @@ fn finalizers(object: &StoredObject) -> Vec<String> {
 /// default.
 fn generic(uid: &str, policy: GcPolicy) -> StoredObject {
     let mut object =
-        StoredObject::new(grace_core::Record::new(Name::try_from(uid).expect("short")));
+        StoredObject::unscheduled(grace_core::Record::new(Name::try_from(uid).expect("short")));
     object.strategy = Strategy {
         kind: Kind::Generic,
         default_gc_policy: policy,

@@ -71,8 +71,7 @@ impl World {
 }
 
 fn pod(uid: &str, node: &str) -> StoredObject {
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-    object.node = Some(node.into());
+    let mut object = StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), node);
     object.containers = vec![StoredContainer {
         name: "app".into(),
         ..StoredContainer::default()

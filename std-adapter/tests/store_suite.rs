@@ -20,7 +20,7 @@ use grace_std::store::{
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }

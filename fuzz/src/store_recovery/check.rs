@@ -38,6 +38,7 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::GracefulPending => 1,
         Phase::Terminating => 2,
         Phase::Deleted => 3,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -49,6 +50,7 @@ fn stage_rank(s: Stage) -> u8 {
         Stage::Stopping { .. } => 3,
         Stage::Killed => 4,
         Stage::Stopped => 5,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -379,6 +381,7 @@ impl Checker {
                     matches!(stage(container), Some(Stage::Stopped))
                 }
                 Action::Remove { .. } => false,
+                other => panic!("unknown to the checker: {other:?}"),
             };
             if !persisted {
                 return Err(fail(format!(
@@ -434,6 +437,7 @@ impl Checker {
             | Action::RunPreStop { .. }
             | Action::ContainerStopped { .. }
             | Action::Remove { .. } => {}
+            other => panic!("unknown to the checker: {other:?}"),
         }
         Ok(())
     }

@@ -187,7 +187,7 @@ impl NewObject {
                 let _ = meta.finalizers.push(name(f));
             }
         }
-        let mut object = StoredObject::new(meta);
+        let mut object = StoredObject::unscheduled(meta);
         match self.kind % 8 {
             0 => object.strategy = Strategy::GENERIC,
             1 => object.node = None,

@@ -132,8 +132,8 @@ pub(crate) fn stop_on_signal<I: Send + 'static>(
     tx: mpsc::Sender<I>,
     stop: I,
 ) -> Result<(), RuntimeError> {
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             let _ = tx.send(stop);
@@ -166,11 +166,14 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
     // Everything that can be checked before anything is written.
-    check_data_dir(dir).map_err(RuntimeError::Object)?;
-    options.log_limits.check().map_err(RuntimeError::Object)?;
+    check_data_dir(dir).map_err(RuntimeError::InvalidInput)?;
+    options
+        .log_limits
+        .check()
+        .map_err(RuntimeError::InvalidInput)?;
     let socket = socket_path(dir);
     std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|e| {
-        RuntimeError::Object(format!(
+        RuntimeError::InvalidInput(format!(
             "--data-dir {}: the socket path {} cannot be used ({e}); choose a shorter path",
             dir.display(),
             socket.display()
@@ -433,8 +436,14 @@ fn error(name: &str, e: RuntimeError) -> Reply {
         }
         RuntimeError::Delete(d) => (ErrorKind::Invalid, format!("object \"{name}\": {d}")),
         RuntimeError::Update(u) => (ErrorKind::Invalid, format!("object \"{name}\": {u}")),
-        RuntimeError::Object(m) => (ErrorKind::Invalid, m.clone()),
         RuntimeError::Store(s) => (ErrorKind::Internal, format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::InvalidInput(_)
+        | RuntimeError::Private(_)
+        | RuntimeError::NodeAlive { .. } => (ErrorKind::Invalid, e.to_string()),
+        _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })
 }

@@ -173,10 +173,11 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
             command: c.command,
         });
     }
-    meta.scheduled = raw.spec.node_name.is_some();
-    let mut object = StoredObject::new(meta);
+    let mut object = match raw.spec.node_name {
+        Some(node) => StoredObject::on_node(meta, node),
+        None => StoredObject::unscheduled(meta),
+    };
     object.strategy = strategy;
-    object.node = raw.spec.node_name;
     object.containers = containers;
     Ok(Manifest {
         name: raw.metadata.name,

@@ -20,11 +20,10 @@
 //! ```
 //! use grace_core::{Name, Record};
 //! use grace_std::store::{MemoryStore, Preconditions, Revision, Store, StoredObject, EventKind};
-//! use std::time::Duration;
 //!
 //! let store = MemoryStore::new();
 //! let uid = Name::try_from("uid-1").unwrap();
-//! let r1 = store.create("web-0", StoredObject::new(Record::new(uid))).unwrap();
+//! let r1 = store.create("web-0", StoredObject::unscheduled(Record::new(uid))).unwrap();
 //!
 //! // Compare-and-swap: an update names the revision it read.
 //! let (mut obj, rev) = store.get("web-0").unwrap().unwrap();
@@ -57,7 +56,7 @@ mod redb;
 mod scoped;
 mod watch;
 
-pub use self::error::{BatchError, StoreError};
+pub use self::error::{BackendError, BatchError, StoreError};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use self::etcd::{
