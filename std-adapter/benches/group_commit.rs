@@ -26,7 +26,7 @@ fn object(i: usize) -> StoredObject {
         name: "app".into(),
         ..StoredContainer::default()
     }];
-    let mut record = object.meta.clone();
+    let mut record = object.record.clone();
     record.scheduled = true;
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,

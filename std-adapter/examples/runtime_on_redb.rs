@@ -46,8 +46,8 @@ pub fn main() -> Result<(), Box<dyn Error>> {
         web.containers
             .push(StoredContainer::new("app", ["sleep", "1000"]));
         runtime.create("web-0", web)?;
-        runtime.delete("web-0", &DeleteOptions::with_grace(30))?;
-        runtime.agent_sync("web-0")?;
+        runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?;
+        runtime.handle_agent_sync("web-0")?;
         let pod = runtime.lifecycle("web-0").ok_or("web-0 is tracked")?;
         assert_eq!(pod.phase(), Phase::Terminating);
     } // The program stops here: the runtime and the store are closed.
@@ -70,7 +70,7 @@ pub fn main() -> Result<(), Box<dyn Error>> {
     ));
 
     // The process exits: the agent's final delete removes the record.
-    runtime.container_exited("web-0", 0)?;
+    runtime.handle_container_exited("web-0", 0)?;
     assert!(runtime.lifecycle("web-0").is_none());
 
     let lines = notebook.0.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -41,9 +41,9 @@
 //! web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
 //! runtime.create("web-0", web)?;
 //!
-//! runtime.delete("web-0", &DeleteOptions::with_grace(30))?; // durable, then endpoints removed
-//! runtime.agent_sync("web-0")?;                             // SIGTERM; SIGKILL due in 30 s
-//! runtime.container_exited("web-0", 0)?;                    // exited: final delete, removed
+//! runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?; // durable, then endpoints removed
+//! runtime.handle_agent_sync("web-0")?;                             // SIGTERM; SIGKILL due in 30 s
+//! runtime.handle_container_exited("web-0", 0)?;                    // exited: final delete, removed
 //! assert!(runtime.lifecycle("web-0").is_none());
 //! assert!(transitions.try_iter().count() >= 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())

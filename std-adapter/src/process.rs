@@ -238,12 +238,12 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                let _ = self.pre_stop_finished(&object, container)?;
+                let _ = self.handle_pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
                 object, container, ..
             } => {
-                let _ = self.container_exited(&object, container)?;
+                let _ = self.handle_container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }
         }

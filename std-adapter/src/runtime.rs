@@ -36,8 +36,8 @@ use grace_core::{
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError, StoredContainer,
-    StoredObject, Write,
+    BatchError, FINALIZERS, KillState, Revision, Store, StoreError, StorePreconditions,
+    StoredContainer, StoredObject, Write,
 };
 
 mod objects;
@@ -351,7 +351,7 @@ impl Spec {
     /// The stored object for `lifecycle`, with the kill state `agent`.
     fn object(&self, lifecycle: &ObjectLifecycle, agent: Option<KillState>) -> StoredObject {
         StoredObject {
-            meta: lifecycle.record().clone(),
+            record: lifecycle.record().clone(),
             strategy: self.strategy,
             node: self.node.clone(),
             containers: self.containers.clone(),
@@ -619,8 +619,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(())
     }
 
-    /// A delete request (R1–R44, D4).
-    pub fn delete(
+    /// A delete request (R1–R44, D4): the core's
+    /// [`Lifecycle::handle_delete`] on the named object, made durable.
+    pub fn handle_delete(
         &mut self,
         name: &str,
         options: &DeleteOptions,
@@ -641,8 +642,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         })
     }
 
-    /// An update of the finalizer list (R45, R46).
-    pub fn update_finalizers(
+    /// An update of the finalizer list (R45, R46): the core's
+    /// [`Lifecycle::handle_finalizer_update`] on the named object.
+    pub fn handle_finalizer_update(
         &mut self,
         name: &str,
         change: &FinalizerChange,
@@ -665,7 +667,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let due = crate::gc::finalizers_to_remove(lifecycle.record());
         let mut removed = Vec::with_capacity(due.len());
         for finalizer in due {
-            match self.update_finalizers(name, &FinalizerChange::Remove(finalizer.clone())) {
+            match self.handle_finalizer_update(name, &FinalizerChange::Remove(finalizer.clone())) {
                 Ok(_) => removed.push(finalizer),
                 // Removed meanwhile (by the removal before): nothing left.
                 Err(RuntimeError::NotFound(_) | RuntimeError::Update(UpdateError::NotFound)) => {
@@ -677,13 +679,14 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(removed)
     }
 
-    /// The agent observes the object (and starts or shortens its kill).
-    pub fn agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+    /// The agent observes the object (and starts or shortens its kill):
+    /// [`Lifecycle::handle_agent_sync`].
+    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
     }
 
-    /// An eviction override (R52, R73, R74).
-    pub fn evict(
+    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`].
+    pub fn handle_evict(
         &mut self,
         name: &str,
         grace_period_seconds: i64,
@@ -691,8 +694,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.input(name, |l, now| Ok(l.handle_evict(now, grace_period_seconds)))
     }
 
-    /// A container's pre-stop hook returned.
-    pub fn pre_stop_finished(
+    /// A container's pre-stop hook returned:
+    /// [`Lifecycle::handle_pre_stop_finished`].
+    pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
         container: impl Into<ContainerIndex>,
@@ -707,8 +711,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         })
     }
 
-    /// A container's process exited.
-    pub fn container_exited(
+    /// A container's process exited:
+    /// [`Lifecycle::handle_container_exited`].
+    pub fn handle_container_exited(
         &mut self,
         name: &str,
         container: impl Into<ContainerIndex>,
@@ -721,6 +726,62 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     container,
                 })
         })
+    }
+
+    /// [`handle_delete`](Self::handle_delete)'s old name.
+    #[deprecated(note = "renamed handle_delete, as in the core")]
+    pub fn delete(
+        &mut self,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<DeleteAnswer, RuntimeError> {
+        self.handle_delete(name, options)
+    }
+
+    /// [`handle_finalizer_update`](Self::handle_finalizer_update)'s old name.
+    #[deprecated(note = "renamed handle_finalizer_update, as in the core")]
+    pub fn update_finalizers(
+        &mut self,
+        name: &str,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, RuntimeError> {
+        self.handle_finalizer_update(name, change)
+    }
+
+    /// [`handle_agent_sync`](Self::handle_agent_sync)'s old name.
+    #[deprecated(note = "renamed handle_agent_sync, as in the core")]
+    pub fn agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+        self.handle_agent_sync(name)
+    }
+
+    /// [`handle_evict`](Self::handle_evict)'s old name.
+    #[deprecated(note = "renamed handle_evict, as in the core")]
+    pub fn evict(
+        &mut self,
+        name: &str,
+        grace_period_seconds: i64,
+    ) -> Result<Handled, RuntimeError> {
+        self.handle_evict(name, grace_period_seconds)
+    }
+
+    /// [`handle_pre_stop_finished`](Self::handle_pre_stop_finished)'s old name.
+    #[deprecated(note = "renamed handle_pre_stop_finished, as in the core")]
+    pub fn pre_stop_finished(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.handle_pre_stop_finished(name, container)
+    }
+
+    /// [`handle_container_exited`](Self::handle_container_exited)'s old name.
+    #[deprecated(note = "renamed handle_container_exited, as in the core")]
+    pub fn container_exited(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.handle_container_exited(name, container)
     }
 
     /// The earliest deadline of all objects, or the next attempt to read
@@ -1168,7 +1229,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let name = Arc::clone(open.name);
             let outcome = match action {
                 Action::Remove { .. } => {
-                    let preconditions = Preconditions {
+                    let preconditions = StorePreconditions {
                         uid: Some(open.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
@@ -1241,7 +1302,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .map_err(|e| cannot_encode(&entry.name, e))?;
             let object = match reuse {
                 Some(mut object) => {
-                    object.meta.clone_from(lifecycle.record());
+                    object.record.clone_from(lifecycle.record());
                     object.agent = Some(agent);
                     object
                 }
@@ -1400,7 +1461,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             Some((object, revision)) => {
                 match entry
                     .lifecycle
-                    .handle_record_observed(now, Some(&object.meta))
+                    .handle_record_observed(now, Some(&object.record))
                 {
                     Ok(_) => {
                         entry.lifecycle.stored_at(revision.get());
@@ -1441,7 +1502,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let mut lifecycle = saved.lifecycle;
         lifecycle.stored_at(revision.get());
-        let mut meta = object.meta.clone();
+        let mut meta = object.record.clone();
         meta.resource_version = revision.get();
         // Another process may have written the record since (a shared
         // store): the stored record is the truth, taken once the
@@ -1558,7 +1619,7 @@ pub(crate) fn fresh(
             ..c.core_spec()
         })
         .collect();
-    let mut meta = object.meta.clone();
+    let mut meta = object.record.clone();
     meta.scheduled = object.node.is_some();
     Lifecycle::new(object.strategy, meta, &specs).map_err(|_| RuntimeError::TooManyContainers {
         uid: object.uid().to_owned(),

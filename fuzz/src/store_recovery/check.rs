@@ -231,7 +231,7 @@ impl Checker {
         }
 
         // Invariant 2 / R16: never unset, never later than max(previous, now).
-        let record = &object.meta;
+        let record = &object.record;
         if let Some(previous) = t.ts {
             let bound = previous.max(now.wall.floor_to_timestamp());
             match record.deletion_timestamp {
@@ -463,7 +463,7 @@ impl Checker {
         }
         for (name, object, _) in &listing.objects {
             let t = self.objects.get(object.uid()).ok_or("untracked uid")?;
-            if t.accepted && object.meta.deletion_timestamp.is_none() {
+            if t.accepted && object.record.deletion_timestamp.is_none() {
                 return Err(format!(
                     "invariant 7: {name} ({}): an accepted deletion is lost: no deletion timestamp stored",
                     object.uid()
@@ -482,7 +482,7 @@ impl Checker {
     ) -> Result<(), String> {
         for (name, object, _) in store.list().map_err(|e| e.to_string())?.objects {
             let uid = object.uid();
-            if object.meta.deletion_timestamp.is_some() {
+            if object.record.deletion_timestamp.is_some() {
                 return Err(format!(
                     "liveness: {name} ({uid}) is still stored with a deletion timestamp: {object:?}"
                 ));

@@ -247,7 +247,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
-            let _ = rt.agent_sync(&name)?;
+            let _ = rt.handle_agent_sync(&name)?;
         }
         if let Err(e) = rt.collect_garbage(&name) {
             let _ = writeln!(
@@ -354,14 +354,14 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             if let Err(e) = rt.create(&name, (*object).clone()) {
                 return error(&name, e);
             }
-            let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
+            let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
             if object.node.as_deref() == Some(node) {
                 start(rt, &name);
             }
             Reply::Applied { revision }
         }
         Request::Delete { name, options } => {
-            let answer = match rt.delete(&name, &options) {
+            let answer = match rt.handle_delete(&name, &options) {
                 Ok(r) => r,
                 Err(e) => return error(&name, e),
             };
@@ -369,7 +369,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             // deletion at once and starts the kill.
             if !answer.response.dry_run
                 && bound_here(rt, &name, node)
-                && let Err(e) = rt.agent_sync(&name)
+                && let Err(e) = rt.handle_agent_sync(&name)
             {
                 return error(&name, e);
             }
@@ -390,7 +390,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
                 return invalid(format!("finalizer `{finalizer}`: name too long"));
             };
-            match rt.update_finalizers(&name, &FinalizerChange::Remove(finalizer)) {
+            match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Reply::Updated,
                 Err(e) => error(&name, e),
             }
@@ -408,7 +408,7 @@ pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>,
     if rt.actuator().start(name, &object).is_err() {
         for i in 0..object.containers.len() {
             if !rt.actuator().is_running(name, i) {
-                let _ = rt.container_exited(name, i);
+                let _ = rt.handle_container_exited(name, i);
             }
         }
     }

@@ -185,7 +185,7 @@ fn show(
     let t0_mono = rt.clock().now().mono;
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     for p in &PARTS {
-        let response = rt.delete(p.name, &DeleteOptions::with_grace(p.grace))?;
+        let response = rt.handle_delete(p.name, &DeleteOptions::with_grace(p.grace))?;
         let ts = response
             .record
             .deletion_timestamp
@@ -197,7 +197,7 @@ fn show(
                 0.0, p.name, p.grace, ts, p.grace
             ),
         );
-        let _ = rt.agent_sync(p.name)?;
+        let _ = rt.handle_agent_sync(p.name)?;
     }
 
     let limit = StdDuration::from_secs(30);

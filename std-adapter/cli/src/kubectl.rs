@@ -624,7 +624,7 @@ fn header() -> String {
 /// as kubectl shows it; GRACE is the deletion's grace then, the spec's
 /// before.
 fn row(name: &str, object: &StoredObject, status: Option<&str>) -> String {
-    let meta = &object.meta;
+    let meta = &object.record;
     let status = status.map(str::to_owned).unwrap_or_else(|| {
         if meta.deletion_timestamp.is_some() {
             "Terminating".to_owned()

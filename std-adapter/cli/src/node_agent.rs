@@ -109,7 +109,7 @@ pub fn run(
     );
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
-        let _ = rt.agent_sync(&name)?;
+        let _ = rt.handle_agent_sync(&name)?;
         if let Err(e) = rt.collect_garbage(&name) {
             let _ = writeln!(
                 log,

@@ -114,8 +114,8 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         if !deleting && signals_rx.try_recv().is_ok() {
             // kubectl delete: the spec's grace.
             deleting = true;
-            let _ = rt.delete("main", &DeleteOptions::default())?;
-            let _ = rt.agent_sync("main")?;
+            let _ = rt.handle_delete("main", &DeleteOptions::default())?;
+            let _ = rt.handle_agent_sync("main")?;
         }
         let wait = rt
             .poll_timeout()

@@ -16,20 +16,23 @@ pub const FINALIZERS: usize = 16;
 
 /// One stored object. Serialized as JSON by the durable backends.
 ///
-/// Every field but `meta` defaults when absent, so objects written by an
+/// Every field but `record` defaults when absent, so objects written by an
 /// older version still decode.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredObject {
     /// The deletion-relevant metadata. A store overwrites
-    /// `meta.resource_version` with the [`Revision`](super::Revision) of
+    /// `record.resource_version` with the [`Revision`](super::Revision) of
     /// each write, as the Kubernetes API server does with etcd's
     /// modification revision.
-    pub meta: Record<FINALIZERS>,
+    // Stored under its first name, `meta`: objects written before keep
+    // decoding, and the JSON the agent's API sends keeps its shape.
+    #[serde(rename = "meta")]
+    pub record: Record<FINALIZERS>,
     /// How the object's type is deleted (pod or generic); pods by default.
     #[serde(default)]
     pub strategy: Strategy,
     /// The node the object is bound to; `None` while unscheduled. This is
-    /// the truth for `meta.scheduled`: the runtime sets that from it, so an
+    /// the truth for `record.scheduled`: the runtime sets that from it, so an
     /// object with no node is an unscheduled pod, which a delete removes at
     /// once with no signals (R19). [`StoredObject::on_node`] and
     /// [`StoredObject::unscheduled`] keep the two in step.
@@ -46,7 +49,7 @@ pub struct StoredObject {
 
 impl StoredObject {
     /// A pod bound to `node`, whose agent there stops it
-    /// (`meta.scheduled` is set), with no containers yet and no agent
+    /// (`record.scheduled` is set), with no containers yet and no agent
     /// state.
     ///
     /// ```
@@ -55,17 +58,17 @@ impl StoredObject {
     ///
     /// let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
     /// web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
-    /// assert!(web.meta.scheduled && web.node.as_deref() == Some("node-a"));
+    /// assert!(web.record.scheduled && web.node.as_deref() == Some("node-a"));
     /// # Ok::<(), grace_core::Error>(())
     /// ```
     pub fn on_node(meta: Record<FINALIZERS>, node: impl Into<String>) -> Self {
         let mut object = StoredObject::unscheduled(meta);
-        object.meta.scheduled = true;
+        object.record.scheduled = true;
         object.node = Some(node.into());
         object
     }
 
-    /// An object bound to no node (`meta.scheduled` is cleared to match):
+    /// An object bound to no node (`record.scheduled` is cleared to match):
     /// a pod not scheduled yet, which a delete removes at once with no
     /// signals (R19), or an object of a type with no agent. No containers,
     /// no agent state.
@@ -73,7 +76,7 @@ impl StoredObject {
         let mut meta = meta;
         meta.scheduled = false;
         StoredObject {
-            meta,
+            record: meta,
             strategy: Strategy::POD,
             node: None,
             containers: Vec::new(),
@@ -81,9 +84,9 @@ impl StoredObject {
         }
     }
 
-    /// The uid of the object (`meta.uid`).
+    /// The uid of the object (`record.uid`).
     pub fn uid(&self) -> &str {
-        self.meta.uid.as_str()
+        self.record.uid.as_str()
     }
 }
 

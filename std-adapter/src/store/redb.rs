@@ -334,7 +334,7 @@ impl Inner {
                                 Ok(())
                             })
                             .map_err(at)?;
-                            Some(decode_object(name, &object).map_err(at)?.meta.uid)
+                            Some(decode_object(name, &object).map_err(at)?.record.uid)
                         }
                         Write::Create { .. } | Write::Update { .. } => None,
                     };
@@ -491,7 +491,7 @@ fn put(
     rev: Revision,
     bytes: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
-    object.meta.resource_version = rev.0;
+    object.record.resource_version = rev.0;
     bytes.clear();
     serde_json::to_writer(&mut *bytes, &object).map_err(encode_error)?;
     objects.insert(name, (rev.0, &[][..])).map_err(redb_error)?;
@@ -687,7 +687,7 @@ mod tests {
     fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
         let mut object =
             StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
-        object.meta.resource_version = 42;
+        object.record.resource_version = 42;
         object.node = Some("node-\"a\"".into());
         object.containers = vec![StoredContainer {
             name: "app".into(),
@@ -730,7 +730,7 @@ mod tests {
         let path = dir.path().join("old.redb");
         let object = |uid: &str, rev: u64| {
             let mut o = StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
-            o.meta.resource_version = rev;
+            o.record.resource_version = rev;
             o
         };
         {
@@ -783,7 +783,7 @@ mod tests {
         let listed: Vec<(String, StoredObject, Revision)> = store.list().unwrap().objects;
         assert_eq!(listed[0], ("a".into(), object("ua", 1), Revision(1)));
         assert_eq!(listed.len(), 3);
-        let pre = crate::store::Preconditions {
+        let pre = crate::store::StorePreconditions {
             uid: Some("ua".into()),
             revision: None,
         };

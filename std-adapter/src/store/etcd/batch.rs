@@ -230,7 +230,7 @@ fn plan(
         let object = match kind {
             EventKind::Created | EventKind::Updated => {
                 let mut object = object;
-                object.meta.resource_version = next;
+                object.record.resource_version = next;
                 staged.insert(
                     name,
                     Some(Current::Written(revision, Box::new(object.clone()))),

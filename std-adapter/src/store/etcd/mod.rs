@@ -214,7 +214,7 @@ impl Default for EtcdOptions {
 /// cluster-wide (other prefixes, other programs advance it), a transaction
 /// of several writes takes one etcd revision where the contract wants one
 /// per write, and it is known only after the commit, while the contract
-/// stores it in the object's `meta.resource_version`. So the store keeps its
+/// stores it in the object's `record.resource_version`. So the store keeps its
 /// own counter in etcd, in the key `<prefix>meta/revision`, and every
 /// [`batch`](Store::batch) (every single write is a batch of one) is:
 ///
