@@ -131,7 +131,7 @@ pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
 };
-pub use name::{NAME_CAPACITY, Name, NameTooLong};
+pub use name::{InlineName, NAME_CAPACITY, Name, NameTooLong, SMALL_NAME_CAPACITY};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,

@@ -2,6 +2,7 @@
 //! agent that stops its workload (agent level), driven by `handle_*` inputs
 //! and read through `poll_*` outputs.
 
+use crate::name::{NAME_CAPACITY, Name};
 use core::fmt;
 
 use crate::grace::effective_grace;
@@ -358,10 +359,10 @@ pub struct AgentState {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
-    serde(from = "persist::Persisted<F, C>")
+    serde(from = "persist::Persisted<F, C, L>")
 )]
-pub struct Lifecycle<const F: usize, const C: usize> {
-    record: Record<F>,
+pub struct Lifecycle<const F: usize, const C: usize, const L: usize = NAME_CAPACITY> {
+    record: Record<F, L>,
     /// The object's containers are the first `count`; the others stay
     /// `Container::VACANT` (never changed: every change goes through
     /// `containers_mut`), so that equality sees only the real ones and
@@ -381,7 +382,7 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     count: u8,
 }
 
-impl<const F: usize, const C: usize> Lifecycle<F, C> {
+impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// The container count is one byte, and container indices stay clear
     /// of the action queue's other entries.
     const COUNT_FITS: () = assert!(C <= MAX_CONTAINERS, "at most 253 containers");
@@ -404,7 +405,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// A finished pod's (or a stopped spec's) containers start stopped.
     pub fn new(
         strategy: Strategy,
-        record: Record<F>,
+        record: Record<F, L>,
         containers: &[ContainerSpec],
     ) -> Result<Self, TooManyContainers> {
         let finished = record.phase.is_terminal();
@@ -446,7 +447,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// The record as stored now, or, once removed, as last written.
-    pub fn record(&self) -> &Record<F> {
+    pub fn record(&self) -> &Record<F, L> {
         &self.record
     }
 
@@ -598,7 +599,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     pub fn handle_record_observed(
         &mut self,
         now: Now,
-        stored: Option<&Record<F>>,
+        stored: Option<&Record<F, L>>,
     ) -> Result<Handled, OtherObject> {
         if self.phase == Phase::Deleted || self.flags.link() == Link::Fenced {
             return Ok(Handled::Ignored);
@@ -964,7 +965,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Writes the record through `change` (the store bumps the resource
     /// version); a first deletion timestamp takes a scheduled, running pod
     /// out of endpoints.
-    fn write(&mut self, change: impl FnOnce(&mut Record<F>)) {
+    fn write(&mut self, change: impl FnOnce(&mut Record<F, L>)) {
         let was_deleting = self.record.deletion_timestamp.is_some();
         let serving = self.has_agent() && !self.record.phase.is_terminal();
         let version = self.record.resource_version;
@@ -1085,7 +1086,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         let options = DeleteOptions {
             grace_period_seconds: Some(0),
             preconditions: Preconditions {
-                uid: Some(self.record.uid.clone()),
+                // The request's uid holds any Kubernetes uid; a longer
+                // one (a capacity above NAME_CAPACITY) goes unchecked: the
+                // lifecycle's own record is the object.
+                uid: Name::try_from(&self.record.uid).ok(),
                 resource_version: None,
             },
             ..DeleteOptions::default()

@@ -28,6 +28,10 @@ pub struct Input {
 
 /// A delete request: structured (mostly) or raw `DeleteOptions`.
 #[derive(Arbitrary, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum DeleteInput {
     Structured(DeleteSpec),
     Raw(DeleteOptions),

@@ -38,6 +38,10 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 /// A request to the agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one request per socket round trip; a delete's options hold a uid of any Kubernetes length inline"
+)]
 pub enum Request {
     /// Store a new object (and start it, if it is bound to the agent's node).
     Apply {

@@ -23,14 +23,16 @@ use cortex_m_semihosting::debug;
 use defmt::{error, info, unwrap};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, Instant, Lifecycle, Name, Now, Phase, Record,
-    SharedTable, Strategy, WallTime,
+    Action, ContainerSpec, DeleteOptions, Id, InlineName, Instant, Lifecycle, Now, Phase, Record,
+    SMALL_NAME_CAPACITY, SharedTable, Strategy, WallTime,
 };
 
-/// Up to 4 objects, each with room for 2 finalizers and 1 container; in a
-/// `static` so that interrupt handlers (a UART taking delete requests,
-/// say) could share it with `main`; every access is a short critical section.
-static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
+/// Up to 4 objects, each with room for 2 finalizers and 1 container, with
+/// names of up to 62 bytes (a name then takes 64; the default capacity
+/// holds any Kubernetes name, in 319); in a `static` so that interrupt
+/// handlers (a UART taking delete requests, say) could share it with
+/// `main`; every access is a short critical section.
+static TABLE: SharedTable<4, 2, 1, SMALL_NAME_CAPACITY> = SharedTable::new();
 
 /// How long the node agent takes to notice a deletion.
 const AGENT_DELAY_MS: u64 = 500;
@@ -221,7 +223,7 @@ fn main() -> ! {
 
 /// Puts a live, running pod with one container into the table.
 fn create(now: Now, spec: &'static Spec) -> Pod {
-    let uid = unwrap!(Name::try_from(spec.name));
+    let uid = unwrap!(InlineName::try_from(spec.name));
     let record = Record::new(uid);
     let container = ContainerSpec {
         pre_stop: spec.pre_stop,
@@ -331,6 +333,8 @@ fn settle(now: Now, pods: &mut [Pod]) {
                     ms, name, force
                 );
             }
+            // An action added to the core later: this board does nothing.
+            _ => info!("t={=u64} ms {=str}: action {}", ms, name, action),
         }
     }
 }

@@ -100,6 +100,10 @@ pub struct NewObject {
 /// One step. `name` picks an object name modulo [`NAMES`]; `container`
 /// an index modulo the object's containers plus one (one unknown index).
 #[derive(Arbitrary, Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum Op {
     Create {
         name: u8,

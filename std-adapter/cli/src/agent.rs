@@ -118,6 +118,10 @@ impl Clock for RunClock {
     }
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
+)]
 enum Input {
     Request(Request, mpsc::Sender<Reply>),
     World(WorldEvent),
