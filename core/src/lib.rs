@@ -84,6 +84,8 @@
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
+// Examples compile without warnings, as a user copying them would see them.
+#![doc(test(attr(deny(warnings))))]
 #![deny(
     missing_docs,
     clippy::unwrap_used,
@@ -117,6 +119,7 @@ pub mod flash;
 #[doc = include_str!("../RULES.md")]
 pub mod rules {}
 
+mod error;
 mod grace;
 mod hint;
 mod kill;
@@ -129,17 +132,18 @@ mod shared;
 mod table;
 mod time;
 
+pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
-pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use kill::{Container, ContainerIndex, ContainerSpec, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
 };
-pub use name::{NAME_CAPACITY, Name, NameTooLong};
+pub use name::{InlineName, NAME_CAPACITY, Name, NameTooLong, SMALL_NAME_CAPACITY};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
-    PodPhase, Record, Strategy, TooManyFinalizers,
+    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers,
 };
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,

@@ -321,6 +321,155 @@ const fn mul_high(a: u64, b: u64) -> u64 {
     hi_hi.wrapping_add(hi_lo >> 32).wrapping_add(middle >> 32)
 }
 
+impl Instant {
+    /// Time elapsed from `earlier` to `self`, or `None` if `earlier` is
+    /// later.
+    #[inline]
+    pub const fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
+        match self.0.checked_sub(earlier.0) {
+            Some(ms) => Some(Duration(ms)),
+            None => None,
+        }
+    }
+
+    /// `self - d`, or `None` before the epoch.
+    #[inline]
+    pub const fn checked_sub(self, d: Duration) -> Option<Instant> {
+        match self.0.checked_sub(d.0) {
+            Some(ms) => Some(Instant(ms)),
+            None => None,
+        }
+    }
+
+    /// `self - d`, stopping at [`Instant::ZERO`].
+    #[inline]
+    pub const fn saturating_sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(d.0))
+    }
+}
+
+impl Duration {
+    /// A span of `seconds` whole seconds, saturating at [`Duration::MAX`].
+    #[inline]
+    pub const fn from_secs(seconds: u64) -> Self {
+        Duration(seconds.saturating_mul(1000))
+    }
+
+    /// `self - other`, stopping at [`Duration::ZERO`].
+    #[inline]
+    pub const fn saturating_sub(self, other: Duration) -> Duration {
+        Duration(self.0.saturating_sub(other.0))
+    }
+
+    /// `self + other`, or `None` past [`Duration::MAX`].
+    #[inline]
+    pub const fn checked_add(self, other: Duration) -> Option<Duration> {
+        match self.0.checked_add(other.0) {
+            Some(ms) => Some(Duration(ms)),
+            None => None,
+        }
+    }
+}
+
+/// Saturating, like [`Instant::saturating_add`]: never panics, never wraps
+/// (D2); past the end of time it is [`Instant::MAX`].
+impl core::ops::Add<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+/// Saturating, like [`Instant::saturating_add`].
+impl core::ops::AddAssign<Duration> for Instant {
+    #[inline]
+    fn add_assign(&mut self, d: Duration) {
+        *self = self.saturating_add(d);
+    }
+}
+
+/// Saturating, like [`Instant::saturating_sub`]: before the epoch it is
+/// [`Instant::ZERO`].
+impl core::ops::Sub<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn sub(self, d: Duration) -> Instant {
+        self.saturating_sub(d)
+    }
+}
+
+/// The time from `earlier` to `self`, saturating like
+/// [`Instant::saturating_duration_since`]: zero if `earlier` is later.
+impl core::ops::Sub<Instant> for Instant {
+    type Output = Duration;
+    #[inline]
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// Saturating, like [`Duration::saturating_add`].
+impl core::ops::Add for Duration {
+    type Output = Duration;
+    #[inline]
+    fn add(self, other: Duration) -> Duration {
+        self.saturating_add(other)
+    }
+}
+
+/// Saturating, like [`Duration::saturating_sub`].
+impl core::ops::Sub for Duration {
+    type Output = Duration;
+    #[inline]
+    fn sub(self, other: Duration) -> Duration {
+        self.saturating_sub(other)
+    }
+}
+
+/// Whole milliseconds, the fraction cut off; a span longer than
+/// [`Duration::MAX`] saturates.
+impl From<core::time::Duration> for Duration {
+    fn from(d: core::time::Duration) -> Self {
+        Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl From<Duration> for core::time::Duration {
+    fn from(d: Duration) -> Self {
+        core::time::Duration::from_millis(d.0)
+    }
+}
+
+impl Now {
+    /// A simulation's single clock at a monotonic instant: the wall clock
+    /// reads the same milliseconds as unix time (saturating at `i64::MAX`).
+    /// The counterpart of [`Now::from_unix_millis`] for the `u64` of
+    /// [`Instant::as_millis`].
+    ///
+    /// ```
+    /// use grace_core::{Duration, Instant, Now};
+    ///
+    /// let deadline = Instant::from_millis(5_000) + Duration::from_secs(2);
+    /// let now = Now::at(deadline);
+    /// assert_eq!(now.mono, deadline);
+    /// assert_eq!(now, Now::from_unix_millis(7_000));
+    /// ```
+    #[inline]
+    pub const fn at(mono: Instant) -> Self {
+        let wall = if mono.0 > i64::MAX as u64 {
+            i64::MAX
+        } else {
+            // At most i64::MAX here: lossless.
+            mono.0 as i64
+        };
+        Now {
+            wall: WallTime(wall),
+            mono,
+        }
+    }
+}
+
 #[cfg(feature = "embassy-time")]
 mod embassy {
     //! Conversions through milliseconds keep the core independent of the
@@ -471,6 +620,29 @@ mod tests {
             let timestamp = WallTime::from_unix_millis(ms).floor_to_timestamp();
             assert_eq!(timestamp.as_unix_seconds(), ms.div_euclid(1000), "{ms}");
         }
+    }
+
+    #[test]
+    fn d2_operators_saturate_and_convert_with_core_durations() {
+        let t = Instant::from_millis(1_000);
+        assert_eq!(t + Duration::from_secs(2), Instant::from_millis(3_000));
+        assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+        assert_eq!(t - Duration::from_secs(5), Instant::ZERO);
+        assert_eq!(
+            Instant::from_millis(3_500) - t,
+            Duration::from_millis(2_500)
+        );
+        assert_eq!(t - Instant::from_millis(3_500), Duration::ZERO);
+        assert_eq!(Duration::from_secs(u64::MAX), Duration::MAX);
+        assert_eq!(Duration::MAX + Duration::from_millis(1), Duration::MAX);
+        let std = core::time::Duration::from_micros(2_500_999);
+        assert_eq!(Duration::from(std), Duration::from_millis(2_500));
+        assert_eq!(
+            core::time::Duration::from(Duration::from_secs(3)),
+            core::time::Duration::from_secs(3)
+        );
+        assert_eq!(Duration::from(core::time::Duration::MAX), Duration::MAX);
+        assert_eq!(Now::at(Instant::MAX).wall.as_unix_millis(), i64::MAX);
     }
 
     #[cfg(feature = "embassy-time")]

@@ -791,6 +791,7 @@ impl Invariant for DeletedIsTerminal {
                             ));
                         }
                     }
+                    other => return Err(format!("an action the checker does not know: {other:?}")),
                 }
             }
             match s.reply {
@@ -911,6 +912,7 @@ impl Invariant for SigkillNeverEarly {
                 | Action::RunPreStop { .. }
                 | Action::ContainerStopped { .. }
                 | Action::Remove { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         // The deadline as scheduled already respects both floors.
@@ -1046,6 +1048,7 @@ impl Invariant for RemovalWhileRunningIsForced {
                 | Action::RunPreStop { .. }
                 | Action::SendStopSignal { .. }
                 | Action::SendKill { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         match s.reply {

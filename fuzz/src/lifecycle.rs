@@ -326,6 +326,7 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::GracefulPending => 1,
         Phase::Terminating => 2,
         Phase::Deleted => 3,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -524,6 +525,7 @@ impl Checker {
                             ));
                         }
                     }
+                    other => return Err(format!("an action the checker does not know: {other:?}")),
                 }
             }
             match s.reply {
@@ -684,6 +686,7 @@ impl Checker {
                     self.endpoints_removed = true;
                 }
                 Action::Remove { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         for (i, c) in s.after.containers().iter().enumerate() {
@@ -801,6 +804,7 @@ impl Checker {
                 | Action::RunPreStop { .. }
                 | Action::SendStopSignal { .. }
                 | Action::SendKill { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         match s.reply {

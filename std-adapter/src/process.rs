@@ -59,6 +59,7 @@ pub enum WorldEvent {
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
+#[derive(Debug)]
 pub struct ProcessActuator {
     events: mpsc::Sender<WorldEvent>,
     /// Process group of each running container's workload.
@@ -234,6 +235,8 @@ impl Actuator for ProcessActuator {
                 self.reaped(object, container);
                 Ok(())
             }
+            // An action added to the core later: nothing a process needs.
+            _ => Ok(()),
         }
     }
 }
@@ -246,12 +249,12 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                let _ = self.pre_stop_finished(&object, container)?;
+                let _ = self.handle_pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
                 object, container, ..
             } => {
-                let _ = self.container_exited(&object, container)?;
+                let _ = self.handle_container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }
         }

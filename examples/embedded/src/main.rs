@@ -28,17 +28,19 @@ use cortex_m_semihosting::debug;
 use defmt::{error, info};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Instant, Lifecycle, Name, Now, Record, SharedTable,
-    Strategy, WallTime,
+    Action, ContainerSpec, DeleteOptions, InlineName, Instant, Lifecycle, Now, Record,
+    SMALL_NAME_CAPACITY, SharedTable, Strategy, WallTime,
 };
 use world::{Event, Pod, Spec};
 
 mod world;
 
-/// Up to 4 objects, each with room for 2 finalizers and 1 container; in a
-/// `static` so that interrupt handlers (a UART taking delete requests,
-/// say) could share it with `main`; every access is a short critical section.
-static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
+/// Up to 4 objects, each with room for 2 finalizers and 1 container, with
+/// names of up to 62 bytes (a name then takes 64; the default capacity
+/// holds any Kubernetes name, in 319); in a `static` so that interrupt
+/// handlers (a UART taking delete requests, say) could share it with
+/// `main`; every access is a short critical section.
+static TABLE: SharedTable<4, 2, 1, SMALL_NAME_CAPACITY> = SharedTable::new();
 
 /// How long the node agent takes to notice a deletion.
 const AGENT_DELAY_MS: u64 = 500;
@@ -212,7 +214,7 @@ fn main() -> ! {
 
 /// Puts a live, running pod with one container into the table.
 fn create(now: Now, spec: &'static Spec) -> Pod {
-    let uid = (Name::try_from(spec.name)).or_fail();
+    let uid = (InlineName::try_from(spec.name)).or_fail();
     let record = Record::new(uid);
     let container = ContainerSpec {
         pre_stop: spec.pre_stop,
@@ -322,6 +324,8 @@ fn settle(now: Now, pods: &mut [Pod]) {
                     ms, name, force
                 );
             }
+            // An action added to the core later: this board does nothing.
+            _ => info!("t={=u64} ms {=str}: action {}", ms, name, action),
         }
         world::carry_out(pod, action, ms);
     }

@@ -59,13 +59,15 @@ pub fn carry_out(pod: &mut Pod, action: Action, ms: u64) {
         | Action::RunPreStop { .. }
         | Action::ContainerStopped { .. }
         | Action::Remove { .. } => {}
+        // An action added to the core later: nothing to carry out here.
+        _ => {}
     }
 }
 
 /// Frees the pod's slot once it is finished (removed, nothing owed,
 /// nothing running); returns whether it did.
-pub fn forget_if_finished<const N: usize, const F: usize, const C: usize>(
-    table: &mut Table<N, F, C>,
+pub fn forget_if_finished<const N: usize, const F: usize, const C: usize, const L: usize>(
+    table: &mut Table<N, F, C, L>,
     pod: &mut Pod,
 ) -> bool {
     if !pod.forgotten && table.remove_finished(pod.id).is_some() {

@@ -502,7 +502,11 @@ fn a_locked_store_is_read_from_a_snapshot_and_refuses_a_second_agent() {
     let out = grace(dir.path(), &["get"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(out.stdout.is_empty());
-    assert_eq!(text(&out.stderr).trim(), "No resources found", "as kubectl, on stderr");
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "No resources found",
+        "as kubectl, on stderr"
+    );
     let out = grace(dir.path(), &["agent"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
