@@ -29,6 +29,7 @@ use embassy_sync::channel::Receiver;
 use embassy_time::Timer;
 
 use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UpdateOutcome};
+use crate::name::NAME_CAPACITY;
 use crate::options::DeleteOptions;
 use crate::registry::FinalizerChange;
 use crate::shared::{Busy, TableAccess};
@@ -119,7 +120,7 @@ pub enum Answer {
 ///
 /// The futures need not be `Send`: the driver runs in one embassy task.
 #[allow(async_fn_in_trait, reason = "embassy tasks are single-threaded")]
-pub trait Firmware<const F: usize, const C: usize> {
+pub trait Firmware<const F: usize, const C: usize, const L: usize = NAME_CAPACITY> {
     /// The firmware's own error; it ends [`Driver::run`].
     type Error;
 
@@ -134,7 +135,7 @@ pub trait Firmware<const F: usize, const C: usize> {
 
     /// Stores `lifecycle`, which has just changed, before any of its
     /// actions is handed out (write-ahead). The default stores nothing.
-    async fn persist(&mut self, id: Id, lifecycle: &Lifecycle<F, C>) -> Result<(), Self::Error> {
+    async fn persist(&mut self, id: Id, lifecycle: &Lifecycle<F, C, L>) -> Result<(), Self::Error> {
         let _ = (id, lifecycle);
         Ok(())
     }
@@ -145,7 +146,7 @@ pub trait Firmware<const F: usize, const C: usize> {
         &mut self,
         id: Id,
         action: Action,
-        lifecycle: &Lifecycle<F, C>,
+        lifecycle: &Lifecycle<F, C, L>,
     ) -> Result<(), Self::Error>;
 
     /// The answer to `input`, once persisted: a delete's response, say,
@@ -157,7 +158,7 @@ pub trait Firmware<const F: usize, const C: usize> {
 
     /// The object is finished and out of the table; erase what
     /// [`persist`](Self::persist) stored for it.
-    async fn forget(&mut self, id: Id, lifecycle: &Lifecycle<F, C>) -> Result<(), Self::Error> {
+    async fn forget(&mut self, id: Id, lifecycle: &Lifecycle<F, C, L>) -> Result<(), Self::Error> {
         let _ = (id, lifecycle);
         Ok(())
     }
@@ -220,15 +221,16 @@ pub struct Driver<
     const F: usize,
     const C: usize,
     const Q: usize,
+    const L: usize = NAME_CAPACITY,
 > {
     table: T,
     inputs: Receiver<'ch, M, Input, Q>,
 }
 
-impl<'ch, T, M, const N: usize, const F: usize, const C: usize, const Q: usize>
-    Driver<'ch, T, M, N, F, C, Q>
+impl<'ch, T, M, const N: usize, const F: usize, const C: usize, const Q: usize, const L: usize>
+    Driver<'ch, T, M, N, F, C, Q, L>
 where
-    T: TableAccess<N, F, C>,
+    T: TableAccess<N, F, C, L>,
     M: RawMutex,
 {
     /// A driver over `table`, fed by `inputs`.
@@ -244,7 +246,7 @@ where
     /// Runs forever: settles what the table already owes (a restored
     /// table's actions), then waits for inputs and deadlines. Returns only
     /// on an error.
-    pub async fn run<W: Firmware<F, C>>(
+    pub async fn run<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
     ) -> Result<Infallible, DriverError<W::Error>> {
@@ -256,7 +258,7 @@ where
 
     /// Hands out the actions every object owes and forgets the finished
     /// ones, persisting each first (after a restore, say).
-    pub async fn settle_all<W: Firmware<F, C>>(
+    pub async fn settle_all<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
     ) -> Result<(), DriverError<W::Error>> {
@@ -281,7 +283,7 @@ where
     /// One round: handles every deadline that has passed, then waits for
     /// the next input or the next deadline, whichever comes first, and
     /// handles it.
-    pub async fn step<W: Firmware<F, C>>(
+    pub async fn step<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
     ) -> Result<(), DriverError<W::Error>> {
@@ -302,7 +304,7 @@ where
 
     /// Applies one input now: the change is persisted, then answered, then
     /// its actions are handed out.
-    pub async fn handle<W: Firmware<F, C>>(
+    pub async fn handle<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
         input: &Input,
@@ -324,7 +326,7 @@ where
 
     /// Handles every object whose deadline has passed, one at a time:
     /// each is persisted before its actions are handed out.
-    async fn expire<W: Firmware<F, C>>(
+    async fn expire<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
     ) -> Result<(), DriverError<W::Error>> {
@@ -351,7 +353,7 @@ where
     }
 
     /// Stores object `id` as it is now.
-    async fn persist<W: Firmware<F, C>>(
+    async fn persist<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
         id: Id,
@@ -368,7 +370,7 @@ where
 
     /// Hands out object `id`'s actions in order, then forgets it if it is
     /// finished.
-    async fn settle<W: Firmware<F, C>>(
+    async fn settle<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
         id: Id,
@@ -393,8 +395,8 @@ where
 }
 
 /// The table's input for `input`.
-fn apply<const N: usize, const F: usize, const C: usize>(
-    table: &mut Table<N, F, C>,
+fn apply<const N: usize, const F: usize, const C: usize, const L: usize>(
+    table: &mut Table<N, F, C, L>,
     now: Now,
     input: &Input,
 ) -> Answer {

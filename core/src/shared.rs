@@ -91,28 +91,38 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> SharedTable
 /// A table to work on through short, synchronous accesses: one owned
 /// outright, or a shared one (each access is then a critical section).
 /// The embassy driver and the flash store take either.
-pub trait TableAccess<const N: usize, const F: usize, const C: usize> {
+pub trait TableAccess<
+    const N: usize,
+    const F: usize,
+    const C: usize,
+    const L: usize = NAME_CAPACITY,
+>
+{
     /// Runs `f` on the table ([`Busy`] only for a shared table already
     /// borrowed by an enclosing call).
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy>;
+    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C, L>) -> R) -> Result<R, Busy>;
 }
 
-impl<const N: usize, const F: usize, const C: usize> TableAccess<N, F, C> for Table<N, F, C> {
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
-        Ok(f(self))
-    }
-}
-
-impl<const N: usize, const F: usize, const C: usize> TableAccess<N, F, C> for &mut Table<N, F, C> {
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
-        Ok(f(self))
-    }
-}
-
-impl<const N: usize, const F: usize, const C: usize> TableAccess<N, F, C>
-    for &SharedTable<N, F, C>
+impl<const N: usize, const F: usize, const C: usize, const L: usize> TableAccess<N, F, C, L>
+    for Table<N, F, C, L>
 {
-    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C>) -> R) -> Result<R, Busy> {
+    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C, L>) -> R) -> Result<R, Busy> {
+        Ok(f(self))
+    }
+}
+
+impl<const N: usize, const F: usize, const C: usize, const L: usize> TableAccess<N, F, C, L>
+    for &mut Table<N, F, C, L>
+{
+    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C, L>) -> R) -> Result<R, Busy> {
+        Ok(f(self))
+    }
+}
+
+impl<const N: usize, const F: usize, const C: usize, const L: usize> TableAccess<N, F, C, L>
+    for &SharedTable<N, F, C, L>
+{
+    fn access<R>(&mut self, f: impl FnOnce(&mut Table<N, F, C, L>) -> R) -> Result<R, Busy> {
         self.with(f)
     }
 }

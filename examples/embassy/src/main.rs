@@ -35,12 +35,17 @@ use embassy_time::{Duration, Instant as Clock, Timer};
 use embassy_time_queue_utils::Queue;
 use grace_core::driver::{Answer, Driver, Firmware, Input};
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, Lifecycle, Name, Phase, Record, SharedTable, Strategy,
+    Action, ContainerSpec, DeleteOptions, Id, InlineName, Lifecycle, Phase, Record,
+    SMALL_NAME_CAPACITY, SharedTable, Strategy,
 };
+
+/// Names of up to 62 bytes (64 in memory), as on the synchronous example:
+/// the default capacity holds any Kubernetes name in 319.
+const L: usize = SMALL_NAME_CAPACITY;
 
 /// Up to 4 objects, 2 finalizers and 1 container each; shared by the
 /// driver task and whoever inserts objects.
-static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
+static TABLE: SharedTable<4, 2, 1, L> = SharedTable::new();
 /// The driver's inputs, from tasks and from interrupt handlers.
 static INPUTS: Channel<CriticalSectionRawMutex, Input, 8> = Channel::new();
 /// Signals from the firmware to the workloads: (pod index, SIGKILL?).
@@ -181,10 +186,10 @@ impl Board {
     }
 }
 
-impl Firmware<2, 1> for Board {
+impl Firmware<2, 1, L> for Board {
     type Error = ();
 
-    async fn persist(&mut self, id: Id, lifecycle: &Lifecycle<2, 1>) -> Result<(), ()> {
+    async fn persist(&mut self, id: Id, lifecycle: &Lifecycle<2, 1, L>) -> Result<(), ()> {
         // No flash on this board: this is where a FlashStore::store goes.
         let pod = self.pod(id);
         let phase = lifecycle.phase();
@@ -201,7 +206,7 @@ impl Firmware<2, 1> for Board {
         Ok(())
     }
 
-    async fn perform(&mut self, id: Id, action: Action, l: &Lifecycle<2, 1>) -> Result<(), ()> {
+    async fn perform(&mut self, id: Id, action: Action, l: &Lifecycle<2, 1, L>) -> Result<(), ()> {
         let (t, pod) = (ms(), self.pod(id));
         let name = NAMES[pod];
         let due = l.poll_timeout().map_or(0, |d| d.as_millis());
@@ -230,6 +235,8 @@ impl Firmware<2, 1> for Board {
                 "t={=u64} ms {=str}: action remove record (force: {=bool})",
                 t, name, force
             ),
+            // An action added to the core later: this board does nothing.
+            _ => info!("t={=u64} ms {=str}: an action this board does not know", t, name),
         }
         Ok(())
     }
@@ -251,7 +258,7 @@ impl Firmware<2, 1> for Board {
         Ok(())
     }
 
-    async fn forget(&mut self, id: Id, _: &Lifecycle<2, 1>) -> Result<(), ()> {
+    async fn forget(&mut self, id: Id, _: &Lifecycle<2, 1, L>) -> Result<(), ()> {
         info!(
             "t={=u64} ms {=str}: finished, slot freed",
             ms(),
@@ -276,7 +283,7 @@ impl Firmware<2, 1> for Board {
 #[embassy_executor::task]
 async fn grace(board: Board) {
     let mut board = board;
-    let mut driver: Driver<'_, _, _, 4, 2, 1, 8> = Driver::new(&TABLE, INPUTS.receiver());
+    let mut driver: Driver<'_, _, _, 4, 2, 1, 8, L> = Driver::new(&TABLE, INPUTS.receiver());
     // `run` returns only with an error.
     let Err(e) = driver.run(&mut board).await;
     error!("t={=u64} ms: the driver stopped: {}", ms(), e);
@@ -367,7 +374,7 @@ async fn main(spawner: Spawner) {
 
     let mut ids = [None; 2];
     for (slot, name) in ids.iter_mut().zip(NAMES) {
-        let record = Record::new(unwrap!(Name::try_from(name).ok()));
+        let record = Record::new(unwrap!(InlineName::try_from(name).ok()));
         let lifecycle =
             unwrap!(Lifecycle::new(Strategy::POD, record, &[ContainerSpec::default()]).ok());
         *slot = unwrap!(TABLE.with(|t| t.insert(lifecycle).ok()));

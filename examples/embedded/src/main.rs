@@ -325,7 +325,7 @@ fn settle(now: Now, pods: &mut [Pod]) {
                 );
             }
             // An action added to the core later: this board does nothing.
-            _ => info!("t={=u64} ms {=str}: action {}", ms, name, action),
+            _ => info!("t={=u64} ms {=str}: an action this board does not know", ms, name),
         }
         world::carry_out(pod, action, ms);
     }

@@ -195,6 +195,8 @@ async fn cleanup<W: Workload>(
             GraceAction::SendKill { .. } => ctx.workload.kill(&name),
             GraceAction::Remove { .. } => removed = true,
             GraceAction::RemoveEndpoints | GraceAction::ContainerStopped { .. } => {}
+            // An action a later grace-core adds: nothing for a Worker.
+            _ => {}
         }
     }
     if removed || lifecycle.phase() == Phase::Deleted {
