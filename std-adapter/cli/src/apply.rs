@@ -123,7 +123,7 @@ pub fn put<S: Store, C: Clock>(
         if object.uid().is_empty() {
             object.record.uid =
                 Name::try_from(new_uid().as_str()).map_err(|e| RuntimeError::InvalidName {
-                    field: "metadata.uid".into(),
+                    field: "metadata.uid",
                     reason: e.to_string(),
                 })?;
         }
