@@ -973,6 +973,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     self.actuator.perform(&name, stored, &action)
                 }
             };
+            // R62 counts from when the stop signal really went out, which
+            // may be well after `now` (the write-ahead, a round's other
+            // actions): the core hears when, and SIGKILL keeps its 2 s.
+            if let (Ok(()), Action::SendStopSignal { container }) = (&outcome, action) {
+                // The clock counts whole milliseconds, rounded down: one
+                // more is never before the signal.
+                let read = self.clock.now();
+                let sent = Now::new(
+                    read.wall,
+                    read.mono.saturating_add(Duration::from_millis(1)),
+                );
+                if let Some(open) = self.objects.opened(id)? {
+                    let _ = open
+                        .lifecycle
+                        .handle_stop_signal_sent(sent, usize::from(container));
+                }
+            }
             match outcome {
                 Ok(()) => self.emit(now, &name, Change::Action(action)),
                 Err(e) => self.emit(now, &name, Change::ActionFailed(action, e)),

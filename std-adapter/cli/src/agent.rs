@@ -8,20 +8,27 @@
 //! and their deletions decided, but nobody here runs them: they wait for
 //! their own agent, as pods on a lost node do (R80).
 //!
-//! One thread runs the [`Runtime`]; every connection has a thread of its
-//! own that reads straight from the store and hands changes to the runtime
-//! thread. Each run of the agent is an epoch of its own: workloads do not
-//! outlive the agent (it SIGKILLs them when it stops), so a restarted agent
-//! finds them gone — their objects stay, and a deletion in progress
-//! completes at once (restart policy `Never`: nothing is restarted).
+//! One thread runs the [`Runtime`]; one reaper thread watches every
+//! workload ([`grace_std::process`]); every connection has a thread of its
+//! own (at most [`MAX_CONNECTIONS`] at once) that reads straight from the
+//! store and hands changes to the runtime thread.
+//!
+//! Workloads outlive the agent, as containers outlive the kubelet: each is
+//! written to the workload table in `<data-dir>/workloads` before it runs,
+//! and stopping the agent (SIGTERM, SIGINT) leaves them running. The next
+//! agent on the same boot adopts every one still there (same pid and start
+//! time) and carries on with its deletion on the persisted deadlines (D6);
+//! one that ended meanwhile is reported stopped. After a reboot nothing
+//! survived: a deletion in progress completes at once (restart policy
+//! `Never`: nothing is restarted).
 
 use std::io::{BufReader, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{DeleteError, FinalizerChange, Name, Now};
+use grace_core::{DeleteError, FinalizerChange, Name};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -30,7 +37,7 @@ use crate::api::{
     write_reply,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::process::{ProcessActuator, WorldEvent};
+use crate::process::{Containment, ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{RedbStore, Store, StoreError};
 
@@ -45,35 +52,92 @@ pub struct AgentOptions {
     pub recovery: Recovery,
 }
 
-/// The clock of one agent run: the machine's clocks, with an epoch that is
-/// this run's own (the workloads of an earlier run are gone).
-pub(crate) struct RunClock {
-    system: SystemClock,
-    epoch: String,
+/// The agent's clock: the machine's, whose epoch is the boot. Deadlines
+/// written by an agent are honoured by the next one on the same boot (its
+/// workloads are still there); after a reboot they have no meaning.
+pub(crate) type RunClock = SystemClock;
+
+/// The most connections served at once; more wait to be accepted.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// Where an agent keeps its workload table, in its data directory.
+pub fn workloads_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("workloads")
 }
 
-impl RunClock {
-    /// The machine's clocks, with an epoch of this process's own.
-    pub(crate) fn new() -> Self {
-        let system = SystemClock::new();
-        let epoch = format!(
-            "{}/agent:{}:{}",
-            system.epoch(),
-            std::process::id(),
-            system.now().wall.as_unix_millis()
+/// `(object, container, hook)`: one workload or pre-stop hook.
+pub(crate) type Workload = (String, usize, bool);
+
+/// Opens the process actuator on the workload table in `dir`, adopting
+/// what an earlier agent left running, and logs what it found and how
+/// workloads are contained.
+pub(crate) fn open_actuator(
+    dir: &Path,
+    log: &mut impl Write,
+) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), RuntimeError> {
+    let (actuator, world, adoption) = ProcessActuator::with_state_dir(dir)
+        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+    let containment = match (actuator.containment(), actuator.cgroup_root()) {
+        (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
+        _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),
+    };
+    let _ = writeln!(log, "grace agent: workloads run in {containment}");
+    for (object, container, hook) in &adoption.adopted {
+        let what = if *hook { "pre-stop hook" } else { "container" };
+        let _ = writeln!(log, "grace agent: adopted {object} {what} {container}");
+    }
+    for (object, container, hook) in &adoption.gone {
+        let what = if *hook { "pre-stop hook" } else { "container" };
+        let _ = writeln!(
+            log,
+            "grace agent: {object} {what} {container} ended while no agent ran"
         );
-        RunClock { system, epoch }
     }
+    for path in &adoption.unreadable {
+        let _ = writeln!(
+            log,
+            "grace agent: unreadable workload record {}",
+            path.display()
+        );
+    }
+    Ok((actuator, world, adoption.gone))
 }
 
-impl Clock for RunClock {
-    fn now(&self) -> Now {
-        self.system.now()
+/// After a restart: a container the runtime still counts as running, or a
+/// hook it still waits for, that is neither adopted nor about to be
+/// reported gone by the reaper (`gone`) never ran: it is reported stopped
+/// (it was started by no one, or its start failed).
+pub(crate) fn reconcile<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    name: &str,
+    gone: &[Workload],
+) -> Result<(), RuntimeError> {
+    let Some(lifecycle) = rt.lifecycle(name) else {
+        return Ok(());
+    };
+    let reported = |c: usize, hook: bool| {
+        gone.iter()
+            .any(|(o, i, h)| o == name && *i == c && *h == hook)
+    };
+    for (i, c) in lifecycle.containers().iter().enumerate() {
+        match c.stage() {
+            grace_core::Stage::Stopped => {}
+            grace_core::Stage::PreStop { .. } => {
+                if !rt.actuator().hook_running(name, i) && !reported(i, true) {
+                    let _ = rt.pre_stop_finished(name, i)?;
+                }
+                if !rt.actuator().is_running(name, i) && !reported(i, false) {
+                    let _ = rt.container_exited(name, i)?;
+                }
+            }
+            _ => {
+                if !rt.actuator().is_running(name, i) && !reported(i, false) {
+                    let _ = rt.container_exited(name, i)?;
+                }
+            }
+        }
     }
-
-    fn epoch(&self) -> String {
-        self.epoch.clone()
-    }
+    Ok(())
 }
 
 enum Input {
@@ -128,7 +192,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     let (tx, inputs) = mpsc::channel::<Input>();
     stop_on_signal(tx.clone(), Input::Stop)?;
 
-    let (actuator, world) = ProcessActuator::new();
+    let (actuator, world, gone) = open_actuator(&workloads_dir(dir), log)?;
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),
         RunClock::new(),
@@ -154,17 +218,22 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         dir.join(DATABASE).display(),
         socket.display()
     );
-    // Pick up deletions accepted before a restart.
+    // Pick up what was running and deletions accepted before a restart.
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
+            reconcile(&mut rt, &name, &gone)?;
             let _ = rt.agent_sync(&name)?;
         }
     }
     let result = serve(&mut rt, &inputs, &transitions, &options.node, log);
-    rt.actuator().kill_all();
+    log_transitions(&transitions, log);
     let _ = std::fs::remove_file(&socket);
-    let _ = writeln!(log, "grace agent: stopped");
+    let left = rt.actuator().running().count();
+    let _ = writeln!(
+        log,
+        "grace agent: stopped; {left} workload(s) left running for the next agent to adopt"
+    );
     result
 }
 
@@ -277,12 +346,8 @@ pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>,
     let Some(object) = rt.object(name) else {
         return;
     };
-    if rt.actuator().start(name, &object).is_err() {
-        for i in 0..object.containers.len() {
-            if !rt.actuator().is_running(name, i) {
-                let _ = rt.container_exited(name, i);
-            }
-        }
+    for (i, _reason) in rt.actuator().start_each(name, &object) {
+        let _ = rt.container_exited(name, i);
     }
 }
 
@@ -315,11 +380,32 @@ fn error(name: &str, e: RuntimeError) -> Reply {
 }
 
 fn accept(listener: UnixListener, store: Arc<RedbStore>, changes: mpsc::Sender<Input>) {
+    let slots = Arc::new((Mutex::new(0usize), Condvar::new()));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
+        // Wait for a free slot: a bounded number of threads.
+        {
+            let (count, freed) = &*slots;
+            let Ok(mut n) = count.lock() else { return };
+            while *n >= MAX_CONNECTIONS {
+                n = match freed.wait(n) {
+                    Ok(n) => n,
+                    Err(_) => return,
+                };
+            }
+            *n = n.saturating_add(1);
+        }
         let store = Arc::clone(&store);
         let changes = changes.clone();
-        std::thread::spawn(move || connection(stream, &store, &changes));
+        let slots = Arc::clone(&slots);
+        std::thread::spawn(move || {
+            connection(stream, &store, &changes);
+            let (count, freed) = &*slots;
+            if let Ok(mut n) = count.lock() {
+                *n = n.saturating_sub(1);
+            }
+            freed.notify_one();
+        });
     }
 }
 

@@ -41,7 +41,8 @@ enum Command {
     },
     /// Run the node agent: serve the store in the data directory to the
     /// other commands, run the objects bound to this node, and carry out
-    /// their deletions. Stops on SIGTERM or SIGINT (its workloads with it).
+    /// their deletions. Stops on SIGTERM or SIGINT, leaving its workloads
+    /// running: the next agent on the same data directory adopts them.
     Agent {
         #[command(flatten)]
         store: StoreArgs,
@@ -381,6 +382,7 @@ fn shared_agent(
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
+            state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
         };
         return match grace_cli::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,

@@ -33,7 +33,10 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use crate::agent::{RunClock, forward, log_transitions, start, stop_on_signal, wait_for_next};
+use crate::agent::{
+    RunClock, forward, log_transitions, open_actuator, reconcile, start, stop_on_signal,
+    wait_for_next,
+};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
@@ -49,6 +52,8 @@ pub struct SharedAgentOptions {
     /// The TTL of the agent's lease: how long after its last sign of life
     /// its node counts as lost.
     pub lease_ttl: StdDuration,
+    /// Where the workload table lives (node-local: the workloads' pids).
+    pub state_dir: std::path::PathBuf,
 }
 
 enum Input {
@@ -82,7 +87,7 @@ pub fn run(
 
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
-    let (actuator, world) = ProcessActuator::new();
+    let (actuator, world, gone) = open_actuator(&options.state_dir, log)?;
     // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
         NodeScoped::new(store.with_fencing(&node, epoch), node.clone()),
@@ -101,6 +106,7 @@ pub fn run(
     );
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
+        reconcile(&mut rt, &name, &gone)?;
         let _ = rt.agent_sync(&name)?;
     }
     let check_every = options.lease_ttl / 3;
@@ -118,8 +124,11 @@ pub fn run(
             Err(e) => Err(RuntimeError::Store(e)),
         }
     });
-    rt.actuator().kill_all();
-    if !result.as_ref().is_err_and(fenced) {
+    log_transitions(&transitions, log);
+    if result.as_ref().is_err_and(fenced) {
+        // Orphans now: no deletion will ever stop them.
+        rt.actuator().kill_all();
+    } else {
         let _ = store.revoke_lease(lease);
     }
     let _ = writeln!(log, "grace agent: stopped");
