@@ -275,10 +275,14 @@ impl ProcessActuator {
     /// Forgets a workload whose processes are all gone (its record with
     /// it).
     pub fn reaped(&mut self, object: &str, container: usize) {
-        if let Some(group) = self.workloads.remove(&(object.to_owned(), container)) {
-            // Normally empty already: the reaper reports an exit only
-            // then. Killed in any case before the record goes.
+        if let Some(group) = self.workloads.remove(&(object.to_owned(), container))
+            && !group.is_empty()
+        {
+            // Told to forget a workload that still runs (the reaper reports
+            // an exit only once its group is empty): it is killed, and its
+            // record stays until the reaper has seen it gone.
             group.kill();
+            return;
         }
         self.forget(object, container, false);
     }

@@ -76,6 +76,8 @@ impl Cluster {
         let log = self.dir.path().join(format!("{node}.log"));
         let child = Command::new(GRACE)
             .args(["agent", "--node", node, "--lease-ttl", &TTL.to_string()])
+            .arg("--data-dir")
+            .arg(self.dir.path())
             .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::piped())
@@ -172,7 +174,7 @@ impl Agent {
         }
     }
 
-    /// SIGTERM (the agent stops its workloads) and a clean exit.
+    /// SIGTERM (the agent leaves its workloads running) and a clean exit.
     fn stop(self) {
         self.signal("-TERM");
         let (status, err) = self.exit(Duration::from_secs(10));
@@ -193,6 +195,24 @@ impl Drop for Agent {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Cluster {
+    /// The workloads outlive their agents: the test is done with them.
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("workloads-")
+            {
+                common::kill_left_workloads(&entry.path());
+            }
+        }
     }
 }
 
