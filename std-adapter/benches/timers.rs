@@ -297,6 +297,7 @@ impl Object {
             node: self.node.clone(),
             containers: self.containers.clone(),
             agent: Some(agent),
+            status: Vec::new(),
         }
     }
 

@@ -46,7 +46,7 @@ use rustix::process::Signal;
 
 use crate::clock::Clock;
 use crate::runtime::{Actuator, Runtime, RuntimeError};
-use crate::store::{Store, StoredObject};
+use crate::store::{ContainerStatus, Store, StoredObject};
 use cgroup::Cgroups;
 use group::Group;
 use identity::ProcessIdentity;
@@ -466,8 +466,8 @@ impl Actuator for ProcessActuator {
 
 impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     /// Feeds what a process did back to the runtime: a returned hook
-    /// becomes [`Runtime::pre_stop_finished`], an exit
-    /// [`Runtime::container_exited`] (and the rest of its group is killed).
+    /// becomes [`Runtime::pre_stop_finished`], an exit the container's
+    /// status ([`ContainerStatus::exited`]) and [`Runtime::container_exited`].
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
@@ -475,8 +475,11 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
                 let _ = self.pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
-                object, container, ..
+                object,
+                container,
+                code,
             } => {
+                self.set_container_status(&object, container, ContainerStatus::exited(code))?;
                 let _ = self.container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }

@@ -36,8 +36,8 @@ use grace_core::{
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError, StoredContainer,
-    StoredObject, Write,
+    BatchError, ContainerStatus, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError,
+    StoredContainer, StoredObject, Write,
 };
 
 mod objects;
@@ -256,6 +256,7 @@ struct Spec {
     strategy: Strategy,
     node: Option<String>,
     containers: Vec<StoredContainer>,
+    status: Vec<ContainerStatus>,
 }
 
 impl Spec {
@@ -264,6 +265,7 @@ impl Spec {
             strategy: object.strategy,
             node: object.node,
             containers: object.containers,
+            status: object.status,
         }
     }
 
@@ -275,6 +277,7 @@ impl Spec {
             node: self.node.clone(),
             containers: self.containers.clone(),
             agent,
+            status: self.status.clone(),
         }
     }
 }
@@ -496,6 +499,43 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             l.handle_container_exited(now, container)
                 .map_err(|_| RuntimeError::Object(format!("{name}: no container {container}")))
         })
+    }
+
+    /// Records what the agent sees of a container (running, exited with a
+    /// code, could not start): written to the store at once, as the
+    /// kubelet updates a pod's status. Nothing happens if the object is
+    /// gone (or its record removed) or the status is already `status`.
+    pub fn set_container_status(
+        &mut self,
+        name: &str,
+        container: usize,
+        status: ContainerStatus,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = self.objects.id(name) else {
+            return Ok(());
+        };
+        let Some(entry) = self.objects.get_mut(id) else {
+            return Ok(());
+        };
+        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+            return Ok(());
+        }
+        let waiting = ContainerStatus::Waiting {
+            reason: "ContainerCreating".to_owned(),
+        };
+        let count = entry.spec.containers.len();
+        if container >= count {
+            return Err(RuntimeError::Object(format!(
+                "{name}: no container {container}"
+            )));
+        }
+        entry.spec.status.resize(count, waiting);
+        if let Some(slot) = entry.spec.status.get_mut(container) {
+            *slot = status;
+        }
+        let done = self.persist(id);
+        self.objects.close();
+        done.map(|_| ())
     }
 
     /// The earliest deadline of all objects, or the next attempt to read

@@ -39,7 +39,7 @@ use crate::api::{
 use crate::clock::{Clock, SystemClock};
 use crate::process::{Containment, ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
-use crate::store::{RedbStore, Store, StoreError};
+use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
 
 /// How to run an agent.
 #[derive(Clone, Debug)]
@@ -115,6 +115,20 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
     let Some(lifecycle) = rt.lifecycle(name) else {
         return Ok(());
     };
+    // Created but never started (the agent stopped in between): started
+    // now, unless its deletion has begun.
+    let never_started = rt.object(name).is_some_and(|o| {
+        o.status.is_empty() && !o.containers.is_empty() && o.meta.deletion_timestamp.is_none()
+    });
+    if never_started
+        && lifecycle
+            .containers()
+            .iter()
+            .all(|c| c.stage() == grace_core::Stage::Running)
+    {
+        start(rt, name);
+        return Ok(());
+    }
     let reported = |c: usize, hook: bool| {
         gone.iter()
             .any(|(o, i, h)| o == name && *i == c && *h == hook)
@@ -341,12 +355,21 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
     }
 }
 
-/// Starts an object's containers; one that cannot start counts as exited.
+/// Starts an object's containers that are not running and reports each
+/// one's status: `Running`, or `ContainerCannotRun` with the reason, which
+/// counts as exited.
 pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
     let Some(object) = rt.object(name) else {
         return;
     };
-    for (i, _reason) in rt.actuator().start_each(name, &object) {
+    let failed = rt.actuator().start_each(name, &object);
+    for i in 0..object.containers.len() {
+        if rt.actuator().is_running(name, i) {
+            let _ = rt.set_container_status(name, i, ContainerStatus::Running);
+        }
+    }
+    for (i, reason) in failed {
+        let _ = rt.set_container_status(name, i, ContainerStatus::cannot_run(reason));
         let _ = rt.container_exited(name, i);
     }
 }

@@ -563,7 +563,7 @@ fn row(name: &str, object: &StoredObject, status: Option<&str>) -> String {
         } else if object.strategy.kind == grace_core::Kind::Generic {
             "Active".to_owned()
         } else {
-            format!("{:?}", meta.phase)
+            containers_status(object).unwrap_or_else(|| format!("{:?}", meta.phase))
         }
     });
     let grace = meta
@@ -578,6 +578,41 @@ fn row(name: &str, object: &StoredObject, status: Option<&str>) -> String {
         grace,
         meta.finalizers.len()
     )
+}
+
+/// A pod's STATUS from its containers, as kubectl sums it up: the reason a
+/// container could not run; `Running` while one runs; `Completed` once
+/// all exited 0, `Error` once all exited and one did not; `Pending`
+/// before any started. `None` without containers.
+fn containers_status(object: &StoredObject) -> Option<String> {
+    use grace_std::store::ContainerStatus as S;
+    if object.containers.is_empty() {
+        return None;
+    }
+    let status = |i: usize| object.status.get(i);
+    let all = 0..object.containers.len();
+    let terminated = |reason: &str| {
+        all.clone().find_map(|i| match status(i) {
+            Some(S::Terminated { reason: r, .. }) if r == reason => Some(r.clone()),
+            _ => None,
+        })
+    };
+    if let Some(reason) = terminated("ContainerCannotRun") {
+        return Some(reason);
+    }
+    if all.clone().any(|i| status(i) == Some(&S::Running)) {
+        return Some("Running".to_owned());
+    }
+    if all
+        .clone()
+        .all(|i| matches!(status(i), Some(S::Terminated { .. })))
+    {
+        let ok = all.clone().all(
+            |i| matches!(status(i), Some(S::Terminated { reason, .. }) if reason == "Completed"),
+        );
+        return Some(if ok { "Completed" } else { "Error" }.to_owned());
+    }
+    Some("Pending".to_owned())
 }
 
 fn kind(object: &StoredObject) -> &'static str {

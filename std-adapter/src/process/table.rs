@@ -1,8 +1,14 @@
 //! The workload table: one small file per running workload and pre-stop
 //! hook in the agent's state directory, saying which process (and cgroup)
-//! it is. Written and synced before the process may run its command, and
-//! removed only once the process and everything it started are known to be
-//! gone, so a restarted agent finds every workload its predecessor left.
+//! it is. Written before the process may run its command, and removed only
+//! once the process and everything it started are known to be gone, so a
+//! restarted agent finds every workload its predecessor left.
+//!
+//! Not synced to disk: what it says matters only on this boot (after a
+//! reboot the processes are gone whatever it says), and what an agent
+//! wrote survives the agent's own crash in the page cache. Each file is
+//! written under a temporary name and renamed into place, so a reader never
+//! sees half a record.
 
 use std::fs;
 use std::io::{self, Write as _};
@@ -52,17 +58,14 @@ impl Table {
         })
     }
 
-    /// Writes `record` durably (a new file, synced, renamed into place,
-    /// the directory synced).
+    /// Writes `record` (a new file renamed into place).
     pub fn write(&self, record: &WorkloadRecord) -> io::Result<()> {
         let name = WorkloadRecord::file_name(&record.object, record.container, record.hook);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
         let mut file = fs::File::create(&tmp)?;
         file.write_all(&bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, self.dir.join(name))?;
-        self.sync_dir()
+        fs::rename(&tmp, self.dir.join(name))
     }
 
     /// Removes a workload's record (none is fine).
@@ -71,7 +74,7 @@ impl Table {
             self.dir
                 .join(WorkloadRecord::file_name(object, container, hook)),
         ) {
-            Ok(()) => self.sync_dir(),
+            Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(e),
         }
@@ -101,10 +104,6 @@ impl Table {
             (&a.object, a.container, a.hook).cmp(&(&b.object, b.container, b.hook))
         });
         Ok((records, unreadable))
-    }
-
-    fn sync_dir(&self) -> io::Result<()> {
-        fs::File::open(&self.dir)?.sync_all()
     }
 }
 

@@ -125,16 +125,21 @@ pub fn kill_left_workloads(dir: &Path) {
     let Ok((records, _)) = table.load() else {
         return;
     };
-    for record in records {
-        let group = grace_std::process::group::Group {
+    let groups: Vec<_> = records
+        .iter()
+        .map(|record| grace_std::process::group::Group {
             pgid: if record.process.is_alive() {
                 record.process.pid
             } else {
                 0
             },
             cgroup: record.cgroup.clone(),
-        };
+        })
+        .collect();
+    for group in &groups {
         group.kill();
+    }
+    for (record, group) in records.iter().zip(&groups) {
         wait_for("a left workload gone", Duration::from_secs(10), || {
             group.is_empty()
         });
