@@ -401,6 +401,16 @@ impl ProcessActuator {
     }
 }
 
+impl Drop for ProcessActuator {
+    /// Removes the agent's cgroup directory if no workload is left in it
+    /// (one with workloads stays for the next agent).
+    fn drop(&mut self) {
+        if let Some(cgroups) = &self.cgroups {
+            cgroup::remove(cgroups.root());
+        }
+    }
+}
+
 impl Actuator for ProcessActuator {
     fn perform(
         &mut self,

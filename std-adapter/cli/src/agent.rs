@@ -103,6 +103,28 @@ pub(crate) fn open_actuator(
     Ok((actuator, world, adoption.gone))
 }
 
+/// Logs the adopted workloads whose object is gone (removed while no
+/// agent ran, by force): no deletion will stop them, and they are left as
+/// they are rather than killed without the sequence.
+pub(crate) fn log_orphans<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    log: &mut impl Write,
+) {
+    let orphans: Vec<(String, usize)> = rt
+        .actuator()
+        .running()
+        .map(|(o, c)| (o.to_owned(), c))
+        .collect();
+    for (object, container) in orphans {
+        if rt.lifecycle(&object).is_none() {
+            let _ = writeln!(
+                log,
+                "grace agent: {object} container {container} runs but its object is gone: left running"
+            );
+        }
+    }
+}
+
 /// After a restart: a container the runtime still counts as running, or a
 /// hook it still waits for, that is neither adopted nor about to be
 /// reported gone by the reaper (`gone`) never ran: it is reported stopped
@@ -240,6 +262,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
             let _ = rt.agent_sync(&name)?;
         }
     }
+    log_orphans(&mut rt, log);
     let result = serve(&mut rt, &inputs, &transitions, &options.node, log);
     log_transitions(&transitions, log);
     let _ = std::fs::remove_file(&socket);

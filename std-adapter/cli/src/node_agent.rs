@@ -25,6 +25,10 @@
 //!   compares, so a write made after the fencing, even by an agent paused
 //!   between its check and its write, is refused
 //!   ([`StoreError::Fenced`]), and the agent stops there.
+//! - Workloads outlive the agent, as with [`crate::agent`]: SIGTERM or
+//!   SIGINT stop it and leave them running, and the next agent of the node
+//!   adopts them from its workload table (`<data-dir>/workloads-<node>`,
+//!   node-local: it holds pids).
 //! - A store outage is waited out: failed steps are logged and retried
 //!   (the runtime reads back what it could not confirm, see
 //!   [`crate::runtime::RETRY`]); the watch reopens where it stopped.
@@ -34,8 +38,8 @@ use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::agent::{
-    RunClock, forward, log_transitions, open_actuator, reconcile, start, stop_on_signal,
-    wait_for_next,
+    RunClock, forward, log_orphans, log_transitions, open_actuator, reconcile, start,
+    stop_on_signal, wait_for_next,
 };
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
@@ -109,6 +113,7 @@ pub fn run(
         reconcile(&mut rt, &name, &gone)?;
         let _ = rt.agent_sync(&name)?;
     }
+    log_orphans(&mut rt, log);
     let check_every = options.lease_ttl / 3;
     let result = serve(&mut rt, &inputs, &transitions, log, |since_check| {
         if since_check < check_every {
