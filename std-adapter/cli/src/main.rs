@@ -379,10 +379,10 @@ fn shared_agent(
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
         let shared = grace_cli::node_agent::SharedAgentOptions {
+            state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
-            state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
         };
         return match grace_cli::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
