@@ -1,12 +1,14 @@
 //! The kill sequence of each container (kubelet `killContainer`, R56–R72):
 //! pre-stop within the budget, the sidecar ordering wait, the stop signal,
 //! SIGKILL when the budget is spent but never sooner than 2 s after it, and
-//! shortening at once (D5).
+//! shortening at once (D5): never later than before, no hook run again.
 
 use crate::time::{Duration, Instant};
 
-/// The least time between the stop signal and SIGKILL (R62,
+/// The least time between the stop signal and SIGKILL ([R62],
 /// `minimumGracePeriodInSeconds`).
+///
+/// [R62]: crate::rules#r62
 pub const MIN_STOP_SECONDS: i64 = 2;
 
 /// What the agent knows of one container before it stops it.
@@ -21,7 +23,9 @@ pub struct ContainerSpec {
     /// The container has a pre-stop hook.
     pub pre_stop: bool,
     /// A sidecar (restartable init container): stopped after the main
-    /// containers, in reverse declaration order (R69).
+    /// containers, in reverse declaration order ([R69]).
+    ///
+    /// [R69]: crate::rules#r69
     pub sidecar: bool,
     /// The container is not running (already exited, or the pod finished).
     pub stopped: bool,
@@ -34,12 +38,17 @@ pub struct ContainerSpec {
 pub enum Stage {
     /// Running; not asked to stop.
     Running,
-    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` (R60).
+    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     PreStop {
         /// When the hook's budget is spent.
         cutoff: Instant,
     },
-    /// A sidecar waits for its turn (R69, R70), at most until `cutoff`.
+    /// A sidecar waits for its turn ([R69], [R70]), at most until `cutoff`.
+    ///
+    /// [R69]: crate::rules#r69
+    /// [R70]: crate::rules#r70
     AwaitingTurn {
         /// When the remaining budget is spent.
         cutoff: Instant,
@@ -129,11 +138,17 @@ impl PersistedContainer {
 /// A stage deadline that has passed (see [`Container::expired`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Expiry {
-    /// The pre-stop hook's budget is spent (R60).
+    /// The pre-stop hook's budget is spent ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     HookCutOff,
-    /// A sidecar's wait for its turn is over (R70).
+    /// A sidecar's wait for its turn is over ([R70]).
+    ///
+    /// [R70]: crate::rules#r70
     TurnOver,
-    /// SIGKILL is due (R63).
+    /// SIGKILL is due ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
     KillDue,
 }
 
@@ -373,14 +388,16 @@ impl Container {
         true
     }
 
-    /// D5: a shorter budget `grace` seen at `now` moves the hook cut-off and
-    /// the SIGKILL deadline to the earlier of their current value and
-    /// `now + grace`, keeping 2 s after the stop signal.
+    /// D5: a shorter budget `grace` seen at `now` moves a deadline to the
+    /// earlier of its current value and the one a kill restarted now with
+    /// `grace` would give: the hook cut-off (or a sidecar's wait) to
+    /// `now + grace`; once the stop signal was sent, SIGKILL to
+    /// `now + max(grace, 2 s)` (R55, R62), with no second stop signal.
     #[inline]
     pub(crate) fn shorten(&mut self, now: Instant, grace: i64) {
-        let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
         match self.stage {
             StageKind::PreStop | StageKind::AwaitingTurn => {
+                let new_end = now.saturating_add(Duration::from_grace_seconds(grace));
                 if new_end < self.budget_end() {
                     self.since = now;
                     self.budget = grace;
@@ -388,10 +405,10 @@ impl Container {
                 self.at = self.at.min(new_end);
             }
             StageKind::Stopping => {
-                let floor = self
-                    .since
-                    .saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
-                self.at = self.at.min(new_end).max(floor);
+                // `since` stays the stop signal's time.
+                let timeout = grace.max(MIN_STOP_SECONDS);
+                let kill_at = now.saturating_add(Duration::from_grace_seconds(timeout));
+                self.at = self.at.min(kill_at);
             }
             StageKind::Running | StageKind::Killed | StageKind::Stopped => {}
         }

@@ -42,7 +42,9 @@ pub enum Phase {
     /// non-graceful type, a fenced node).
     Terminating,
     /// Removed from storage. Terminal for the record; a force-deleted
-    /// workload may still be being stopped by its agent (D4).
+    /// workload may still be being stopped by its agent ([D4]).
+    ///
+    /// [D4]: crate::rules#d4
     Deleted,
 }
 
@@ -75,11 +77,17 @@ impl fmt::Display for Phase {
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Action {
-    /// Take the object out of load balancing (ready=false, R85–R88).
+    /// Take the object out of load balancing (ready=false, [R85]–[R88]).
+    ///
+    /// [R85]: crate::rules#r85
+    /// [R88]: crate::rules#r88
     RemoveEndpoints,
     /// Run the container's pre-stop hook; stop waiting for it after
-    /// `budget_seconds` (R59, R60). Report its end with
+    /// `budget_seconds` ([R59], [R60]). Report its end with
     /// [`Lifecycle::handle_pre_stop_finished`].
+    ///
+    /// [R59]: crate::rules#r59
+    /// [R60]: crate::rules#r60
     RunPreStop {
         /// Container index.
         container: u8,
@@ -88,12 +96,16 @@ pub enum Action {
         /// exact budget, which [`Container::budget_seconds`] reads.
         budget_seconds: u32,
     },
-    /// Send the stop signal (SIGTERM by default, R63).
+    /// Send the stop signal (SIGTERM by default, [R63]).
+    ///
+    /// [R63]: crate::rules#r63
     SendStopSignal {
         /// Container index.
         container: u8,
     },
-    /// Send SIGKILL: the budget is spent (R63).
+    /// Send SIGKILL: the budget is spent ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
     SendKill {
         /// Container index.
         container: u8,
@@ -103,30 +115,38 @@ pub enum Action {
         /// Container index.
         container: u8,
     },
-    /// Remove the record from storage. `force` (D4): the workload may still
+    /// Remove the record from storage. `force` ([D4]): the workload may still
     /// be running somewhere (at-most-one no longer holds).
+    ///
+    /// [D4]: crate::rules#d4
     Remove {
         /// Removed before its workload was confirmed stopped.
         force: bool,
     },
 }
 
-/// The answer to a delete request (the REST response, R33), without a
+/// The answer to a delete request (the REST response, [R33]), without a
 /// copy of the object: the object as written is [`Lifecycle::record`] (when
 /// the request removed it, the last state written before removal). A dry
 /// run writes nothing; the object it would write is [`decide_delete`]'s
 /// `record` for the same request.
 ///
 /// [`decide_delete`]: crate::decide_delete
+///
+/// [R33]: crate::rules#r33
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[must_use]
 pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
-    /// Nothing was changed (R42).
+    /// Nothing was changed ([R42]).
+    ///
+    /// [R42]: crate::rules#r42
     pub dry_run: bool,
-    /// The record is (or would be) removed while its workload may still run (D4).
+    /// The record is (or would be) removed while its workload may still run ([D4]).
+    ///
+    /// [D4]: crate::rules#d4
     pub force: bool,
 }
 
@@ -137,7 +157,9 @@ pub struct DeleteResponse {
 pub enum UpdateOutcome {
     /// Written (or nothing to change); the record stays.
     Updated,
-    /// The update completed the deletion (R45): the record is removed.
+    /// The update completed the deletion ([R45]): the record is removed.
+    ///
+    /// [R45]: crate::rules#r45
     Deleted {
         /// Removed while the workload may still run (D4).
         force: bool,
@@ -203,10 +225,16 @@ impl core::error::Error for TooManyContainers {}
 pub enum Link {
     /// Reporting normally.
     Connected,
-    /// Not reporting (R77–R80): it neither sees nor writes the record, but
+    /// Not reporting ([R77]–[R80]): it neither sees nor writes the record, but
     /// goes on stopping what it was stopping.
+    ///
+    /// [R77]: crate::rules#r77
+    /// [R80]: crate::rules#r80
     Lost,
-    /// Proven gone for good (D7, R82): it never acts again.
+    /// Proven gone for good ([D7], [R82]): it never acts again.
+    ///
+    /// [D7]: crate::rules#d7
+    /// [R82]: crate::rules#r82
     Fenced,
 }
 
@@ -226,10 +254,15 @@ pub struct AgentState {
     /// The agent owes the API a final delete or a status write, to be sent
     /// when it can reach the record.
     pub owes_report: bool,
-    /// The final report has been made: the final delete (R75) sent, or
+    /// The final report has been made: the final delete ([R75]) sent, or
     /// the record found gone. An eviction's Failed status is not final.
+    ///
+    /// [R75]: crate::rules#r75
     pub reported: bool,
-    /// The effective grace in force, 0 before the kill (R50–R55).
+    /// The effective grace in force, 0 before the kill ([R50]–[R55]).
+    ///
+    /// [R50]: crate::rules#r50
+    /// [R55]: crate::rules#r55
     pub remembered_grace: i64,
 }
 
@@ -421,8 +454,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     // ---- API-level inputs -------------------------------------------------
 
-    /// A delete request (R1–R44). A dry run decides and reports but changes
+    /// A delete request ([R1]–[R44]). A dry run decides and reports but changes
     /// nothing. Errors change nothing either.
+    ///
+    /// [R1]: crate::rules#r1
+    /// [R44]: crate::rules#r44
     pub fn handle_delete(
         &mut self,
         now: Now,
@@ -447,7 +483,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
     }
 
-    /// An update of the finalizer list (R45, R46).
+    /// An update of the finalizer list ([R45], [R46]).
+    ///
+    /// [R45]: crate::rules#r45
+    /// [R46]: crate::rules#r46
     pub fn handle_finalizer_update(
         &mut self,
         now: Now,
@@ -477,7 +516,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     // ---- Agent-level inputs -----------------------------------------------
 
     /// The agent observes the record and acts on it: starts the kill once a
-    /// deletion is visible (R57), applies a shorter grace at once (D5).
+    /// deletion is visible ([R57]), applies a shorter grace at once ([D5]).
+    ///
+    /// [R57]: crate::rules#r57
+    /// [D5]: crate::rules#d5
     pub fn handle_agent_sync(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
@@ -509,10 +551,16 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// kubelet takes the pod it watches: it replaces the record here as it
     /// is; a first deletion takes a serving pod out of endpoints, as a
     /// delete decided here does. Then the agent acts on it as a sync does
-    /// (R57, D5). A record found gone while the workload may still run is
-    /// a force delete seen from the node (D4): it is stopped with grace 0
-    /// (so 1 s, R53; SIGKILL never sooner than 2 s after the stop signal)
-    /// and no final delete is owed. A fenced agent ignores it (D7).
+    /// ([R57], [D5]). A record found gone while the workload may still run is
+    /// a force delete seen from the node ([D4]): it is stopped with grace 0
+    /// (so 1 s, [R53]; SIGKILL never sooner than 2 s after the stop signal)
+    /// and no final delete is owed. A fenced agent ignores it ([D7]).
+    ///
+    /// [R57]: crate::rules#r57
+    /// [D5]: crate::rules#d5
+    /// [D4]: crate::rules#d4
+    /// [R53]: crate::rules#r53
+    /// [D7]: crate::rules#d7
     pub fn handle_record_observed(
         &mut self,
         now: Now,
@@ -569,8 +617,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.refresh_phase();
     }
 
-    /// An agent-side kill override such as an eviction (R52, R73, R74): it
+    /// An agent-side kill override such as an eviction ([R52], [R73], [R74]): it
     /// only shortens, and acts at once.
+    ///
+    /// [R52]: crate::rules#r52
+    /// [R73]: crate::rules#r73
+    /// [R74]: crate::rules#r74
     pub fn handle_evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced || self.all_stopped() {
             return Handled::Ignored;
@@ -626,12 +678,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Ok(Handled::Applied)
     }
 
-    /// The stop signal of a container really went out at `now` (R62):
+    /// The stop signal of a container really went out at `now` ([R62]):
     /// the agent reports when it carried out [`Action::SendStopSignal`],
     /// which may be later than when it was decided (a durable write and
     /// other actions came first). SIGKILL is then due no sooner than 2 s
     /// after `now`; a later deadline stays as it is. Ignored unless the
     /// container is stopping and `now` is after the decision.
+    ///
+    /// [R62]: crate::rules#r62
     pub fn handle_stop_signal_sent(
         &mut self,
         now: Now,
@@ -648,7 +702,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         })
     }
 
-    /// The agent stops reporting (R77–R80): the record stays as it is.
+    /// The agent stops reporting ([R77]–[R80]): the record stays as it is.
+    ///
+    /// [R77]: crate::rules#r77
+    /// [R80]: crate::rules#r80
     pub fn handle_node_lost(&mut self, now: Now) -> Handled {
         let _ = now;
         if !self.has_agent() || self.flags.link() != Link::Connected {
@@ -669,9 +726,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Handled::Applied
     }
 
-    /// Proof that the node is gone for good (D7, like PodGC on a deleted
-    /// node, R82): running containers count as stopped (no signals), and the
+    /// Proof that the node is gone for good ([D7], like PodGC on a deleted
+    /// node, [R82]): running containers count as stopped (no signals), and the
     /// final delete is issued on the agent's behalf — for a live record too.
+    ///
+    /// [D7]: crate::rules#d7
+    /// [R82]: crate::rules#r82
     pub fn handle_node_fenced(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced {
             return Handled::Ignored;
@@ -805,7 +865,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The store assigned `resource_version` to the record as last written
     /// (stores that version records themselves, like etcd's revisions, do
-    /// this); later preconditions are checked against it (R7).
+    /// this); later preconditions are checked against it ([R7]).
+    ///
+    /// [R7]: crate::rules#r7
     pub fn stored_at(&mut self, resource_version: u64) {
         self.record.resource_version = resource_version;
     }

@@ -24,7 +24,11 @@ pub enum Kind {
     #[default]
     Pod,
     /// A type with no graceful strategy: removed at once unless finalizers
-    /// hold it (R11, R30–R32).
+    /// hold it ([R11], [R30]–[R32]).
+    ///
+    /// [R11]: crate::rules#r11
+    /// [R30]: crate::rules#r30
+    /// [R32]: crate::rules#r32
     Generic,
 }
 
@@ -37,8 +41,10 @@ pub enum Kind {
     derive(arbitrary::Arbitrary)
 )]
 pub enum GcPolicy {
-    /// Delete dependents in the background (the usual default; R38's trap:
+    /// Delete dependents in the background (the usual default; [R38]'s trap:
     /// this is *not* foreground).
+    ///
+    /// [R38]: crate::rules#r38
     #[default]
     DeleteDependents,
     /// Orphan dependents unless told otherwise.
@@ -61,7 +67,9 @@ pub struct Strategy {
     /// The default propagation when a request names none.
     pub default_gc_policy: GcPolicy,
     /// Whether the store manages the `orphan` / `foregroundDeletion`
-    /// finalizers at all (R36; kube-apiserver's default is on).
+    /// finalizers at all ([R36]; kube-apiserver's default is on).
+    ///
+    /// [R36]: crate::rules#r36
     pub gc_enabled: bool,
 }
 
@@ -111,7 +119,9 @@ pub enum PodPhase {
 }
 
 impl PodPhase {
-    /// Succeeded or Failed: nothing of the pod runs any more (R20).
+    /// Succeeded or Failed: nothing of the pod runs any more ([R20]).
+    ///
+    /// [R20]: crate::rules#r20
     #[inline]
     pub const fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
@@ -216,7 +226,10 @@ impl core::error::Error for FinalizerListError {}
 
 /// The stored object, as far as deletion is concerned: identity, the
 /// deletion fields, finalizers, and the pod fields the grace computation
-/// reads (R18–R21). `F` is the finalizer capacity.
+/// reads ([R18]–[R21]). `F` is the finalizer capacity.
+///
+/// [R18]: crate::rules#r18
+/// [R21]: crate::rules#r21
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -225,17 +238,26 @@ pub struct Record<const F: usize> {
     pub uid: Name,
     /// Bumped by the store on every write.
     pub resource_version: u64,
-    /// Bumped once when deletion starts, if positive (R25, R31).
+    /// Bumped once when deletion starts, if positive ([R25], [R31]).
+    ///
+    /// [R25]: crate::rules#r25
+    /// [R31]: crate::rules#r31
     pub generation: i64,
     /// Set once deletion is accepted; `None` while live.
     pub deletion_timestamp: Option<Timestamp>,
-    /// The grace the API chose; may hold a legacy negative (R10).
+    /// The grace the API chose; may hold a legacy negative ([R10]).
+    ///
+    /// [R10]: crate::rules#r10
     pub deletion_grace_period_seconds: Option<i64>,
     /// While non-empty the object is never removed (invariant 4).
     pub finalizers: Finalizers<F>,
-    /// Whether the pod is bound to a node (`spec.nodeName != ""`, R19).
+    /// Whether the pod is bound to a node (`spec.nodeName != ""`, [R19]).
+    ///
+    /// [R19]: crate::rules#r19
     pub scheduled: bool,
-    /// `status.phase` (R20).
+    /// `status.phase` ([R20]).
+    ///
+    /// [R20]: crate::rules#r20
     pub phase: PodPhase,
     /// `spec.terminationGracePeriodSeconds`; the API defaults it to 30.
     pub termination_grace_period_seconds: Option<i64>,

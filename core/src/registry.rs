@@ -23,7 +23,11 @@ use crate::time::{Timestamp, WallTime, saturate_timestamp};
 pub enum DeleteOutcome {
     /// Deletion accepted or shortened; the record is kept.
     Graceful,
-    /// A deletion was already in progress and nothing changed (R14, R17, R26).
+    /// A deletion was already in progress and nothing changed ([R14], [R17], [R26]).
+    ///
+    /// [R14]: crate::rules#r14
+    /// [R17]: crate::rules#r17
+    /// [R26]: crate::rules#r26
     Pending,
     /// The record is removed from storage now.
     Deleted,
@@ -31,10 +35,12 @@ pub enum DeleteOutcome {
 
 impl DeleteOutcome {
     /// The HTTP status a Kubernetes API server answers a successful delete
-    /// with (R34): 202 Accepted when the record was kept and the request
+    /// with ([R34]): 202 Accepted when the record was kept and the request
     /// asked for cascading deletion with `orphan_dependents: Some(false)`,
     /// 200 otherwise (a graceful pod delete is 200 too: Kubernetes keeps
     /// 200 there so as not to break old clients).
+    ///
+    /// [R34]: crate::rules#r34
     pub const fn http_status(self, options: &DeleteOptions) -> u16 {
         match (self, options.orphan_dependents) {
             (DeleteOutcome::Graceful | DeleteOutcome::Pending, Some(false)) => 202,
@@ -49,14 +55,20 @@ impl DeleteOutcome {
 pub struct DeleteDecision<const F: usize> {
     /// What happened, as the REST answer says it.
     pub outcome: DeleteOutcome,
-    /// The object as the response returns it (R33): the state written, or,
-    /// when nothing was written before removal, the stored state (R30, R32).
+    /// The object as the response returns it ([R33]): the state written, or,
+    /// when nothing was written before removal, the stored state ([R30], [R32]).
+    ///
+    /// [R33]: crate::rules#r33
+    /// [R30]: crate::rules#r30
+    /// [R32]: crate::rules#r32
     pub record: Record<F>,
     /// The record must be written (before removal, if `remove`).
     pub write: bool,
     /// The record must then be removed from storage.
     pub remove: bool,
-    /// The normalised grace the decision used (`lastGraceful` in R29).
+    /// The normalised grace the decision used (`lastGraceful` in [R29]).
+    ///
+    /// [R29]: crate::rules#r29
     pub grace_period_seconds: Option<i64>,
 }
 
@@ -89,11 +101,17 @@ impl fmt::Display for Conflict {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum DeleteError {
-    /// The options are invalid (422, R4 step 1).
+    /// The options are invalid (422, [R4] step 1).
+    ///
+    /// [R4]: crate::rules#r4
     Invalid(InvalidOptions),
-    /// A precondition failed (409, R4 step 2).
+    /// A precondition failed (409, [R4] step 2).
+    ///
+    /// [R4]: crate::rules#r4
     Conflict(Conflict),
-    /// The object is not stored (404, R3).
+    /// The object is not stored (404, [R3]).
+    ///
+    /// [R3]: crate::rules#r3
     NotFound,
     /// The garbage-collection finalizer would not fit the record.
     TooManyFinalizers,
@@ -111,11 +129,13 @@ impl fmt::Display for DeleteError {
 }
 
 impl DeleteError {
-    /// The HTTP status a Kubernetes API server answers with (R34): 422
+    /// The HTTP status a Kubernetes API server answers with ([R34]): 422
     /// invalid options, 409 a failed precondition, 404 nothing stored. A
     /// record with no room for a garbage-collection finalizer is 413
     /// (Request Entity Too Large): grace's own limit, the fixed finalizer
     /// capacity, where Kubernetes has no such limit.
+    ///
+    /// [R34]: crate::rules#r34
     pub const fn http_status(&self) -> u16 {
         match self {
             DeleteError::Invalid(_) => 422,
@@ -139,14 +159,22 @@ struct Deletion {
 
 /// `BeforeDelete`'s answer (R9–R25).
 enum BeforeDelete {
-    /// No graceful strategy, or nothing graceful left to wait for (R11,
-    /// R13): finalizers alone decide.
+    /// No graceful strategy, or nothing graceful left to wait for ([R11],
+    /// [R13]): finalizers alone decide.
+    ///
+    /// [R11]: crate::rules#r11
+    /// [R13]: crate::rules#r13
     NotGraceful,
-    /// A deletion is in progress and nothing changes (R14, R17); `grace`
+    /// A deletion is in progress and nothing changes ([R14], [R17]); `grace`
     /// is the grace the decision used.
+    ///
+    /// [R14]: crate::rules#r14
+    /// [R17]: crate::rules#r17
     Pending { grace: i64 },
     /// Graceful: the deletion fields to write, and the grace the decision
-    /// used (the request's, which R16 may not have written).
+    /// used (the request's, which [R16] may not have written).
+    ///
+    /// [R16]: crate::rules#r16
     Graceful { deletion: Deletion, grace: i64 },
 }
 
@@ -220,10 +248,14 @@ pub(crate) struct DeletePlan {
     pub(crate) grace_period_seconds: Option<i64>,
 }
 
-/// Decides a delete request against the stored record (`Store.Delete`, R2–R44).
+/// Decides a delete request against the stored record (`Store.Delete`, [R2]–[R44]).
 ///
 /// `now` is the API server's clock. The decision is the same for a dry run;
-/// the caller simply does not apply it (R42).
+/// the caller simply does not apply it ([R42]).
+///
+/// [R2]: crate::rules#r2
+/// [R44]: crate::rules#r44
+/// [R42]: crate::rules#r42
 pub fn decide_delete<const F: usize>(
     stored: &Record<F>,
     strategy: &Strategy,
@@ -422,8 +454,11 @@ fn redelete(
     }
 }
 
-/// The pod strategy's `CheckGracefulDelete` (R18–R21): the grace a first
+/// The pod strategy's `CheckGracefulDelete` ([R18]–[R21]): the grace a first
 /// deletion gets.
+///
+/// [R18]: crate::rules#r18
+/// [R21]: crate::rules#r21
 #[inline]
 pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i64>) -> i64 {
     // R18
@@ -445,8 +480,11 @@ pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i6
     period
 }
 
-/// `deletionFinalizersForGarbageCollection` (R36–R39): the new finalizer
+/// `deletionFinalizersForGarbageCollection` ([R36]–[R39]): the new finalizer
 /// list, or `None` when the set would not change.
+///
+/// [R36]: crate::rules#r36
+/// [R39]: crate::rules#r39
 pub fn gc_finalizers<const F: usize>(
     existing: &Finalizers<F>,
     strategy: &Strategy,
@@ -599,9 +637,13 @@ fn gc_wanted(view: &GcView, strategy: &Strategy, options: &DeleteOptions) -> GcS
     derive(arbitrary::Arbitrary)
 )]
 pub enum FinalizerChange {
-    /// Append a finalizer (refused once deletion started, R46).
+    /// Append a finalizer (refused once deletion started, [R46]).
+    ///
+    /// [R46]: crate::rules#r46
     Add(Name),
-    /// Remove a finalizer (may complete the deletion, R45).
+    /// Remove a finalizer (may complete the deletion, [R45]).
+    ///
+    /// [R45]: crate::rules#r45
     Remove(Name),
 }
 
@@ -611,7 +653,9 @@ pub enum FinalizerChange {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum UpdateError {
-    /// A finalizer may not be added once the deletion timestamp is set (R46, 422).
+    /// A finalizer may not be added once the deletion timestamp is set ([R46], 422).
+    ///
+    /// [R46]: crate::rules#r46
     NoNewFinalizersWhileDeleting,
     /// The list is full.
     TooManyFinalizers,
@@ -633,9 +677,11 @@ impl fmt::Display for UpdateError {
 
 impl UpdateError {
     /// The HTTP status a Kubernetes API server answers with: 422 for a
-    /// finalizer added while deleting (R46, a validation error), 404 for
+    /// finalizer added while deleting ([R46], a validation error), 404 for
     /// nothing stored; 413 for a full finalizer list (grace's own limit,
     /// as for [`DeleteError::http_status`]).
+    ///
+    /// [R46]: crate::rules#r46
     pub const fn http_status(&self) -> u16 {
         match self {
             UpdateError::NoNewFinalizersWhileDeleting => 422,
@@ -655,11 +701,16 @@ pub struct UpdateDecision<const F: usize> {
     pub record: Record<F>,
     /// Something changed and must be written.
     pub write: bool,
-    /// The update completes a deletion: remove the record (R45).
+    /// The update completes a deletion: remove the record ([R45]).
+    ///
+    /// [R45]: crate::rules#r45
     pub remove: bool,
 }
 
-/// Decides an update of the finalizer list (R45, R46).
+/// Decides an update of the finalizer list ([R45], [R46]).
+///
+/// [R45]: crate::rules#r45
+/// [R46]: crate::rules#r46
 pub fn decide_finalizer_update<const F: usize>(
     stored: &Record<F>,
     change: &FinalizerChange,

@@ -7,7 +7,9 @@
 use core::fmt;
 
 /// The latest instant RFC 3339 can write, 9999-12-31T23:59:59Z, in unix
-/// seconds. Deletion timestamps saturate here (D2).
+/// seconds. Deletion timestamps saturate here ([D2]).
+///
+/// [D2]: crate::rules#d2
 pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 
 /// A point on the agent's monotonic clock, in milliseconds since an epoch of
@@ -104,7 +106,9 @@ impl Duration {
     }
 
     /// Whole seconds in the span, the fraction cut off (kubelet's
-    /// `int64(elapsed.Seconds())`, R61).
+    /// `int64(elapsed.Seconds())`, [R61]).
+    ///
+    /// [R61]: crate::rules#r61
     #[inline]
     pub const fn whole_seconds(self) -> u64 {
         self.0 / 1000
@@ -179,7 +183,9 @@ impl WallTime {
     }
 
     /// The whole second this instant falls in, as the API would store it
-    /// (floor, R48).
+    /// (floor, [R48]).
+    ///
+    /// [R48]: crate::rules#r48
     #[inline]
     pub const fn floor_to_timestamp(self) -> Timestamp {
         Timestamp(self.0.div_euclid(1000))
@@ -273,24 +279,28 @@ mod embassy {
     //! application's `tick-hz-*` choice.
     use super::{Duration, Instant};
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Instant> for Instant {
         fn from(i: embassy_time::Instant) -> Self {
             Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Instant> for embassy_time::Instant {
         fn from(i: Instant) -> Self {
             embassy_time::Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Duration> for Duration {
         fn from(d: embassy_time::Duration) -> Self {
             Duration::from_millis(d.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Duration> for embassy_time::Duration {
         fn from(d: Duration) -> Self {
             embassy_time::Duration::from_millis(d.as_millis())

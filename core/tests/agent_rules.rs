@@ -1,4 +1,4 @@
-//! Agent-level rules of SEMANTICS.md, one test (or more) per rule, each
+//! Agent-level rules of core/RULES.md, one test (or more) per rule, each
 //! driven through [`Lifecycle`]: the effective grace (R50–R58), the
 //! per-container kill sequence (R59–R66), sidecar ordering (R69–R72),
 //! kubelet-initiated kills and the final delete (R73–R75), node loss and
@@ -1030,13 +1030,14 @@ fn d2_grace_i64_max_never_wraps() {
     assert_eq!(drain(&mut p), []);
 
     // Shortening: R15 exactly (MAX_TS − i64::MAX + 30 is far in the past),
-    // then R16: now, dgps 1. The agent applies 1 s at once (D5).
+    // then R16: now, dgps 1. The agent applies 1 s at once (D5): SIGTERM
+    // was sent, so SIGKILL at now + max(1, 2) s (R62).
     let _ = delete(&mut p, 100_000, Some(30));
     assert_eq!(p.record().deletion_timestamp, ts(100));
     assert_eq!(p.record().deletion_grace_period_seconds, Some(1));
     sync(&mut p, 100_000);
     assert_eq!(p.agent().remembered_grace, 1);
-    assert_eq!(next(&p), Some(101_000));
+    assert_eq!(next(&p), Some(102_000));
 }
 
 #[test]
@@ -1081,11 +1082,13 @@ fn d4_force_delete_mid_kill_cuts_the_budget_to_one_second() {
     // R15: T+30 − 30 + 0 = T < now ⇒ now.
     assert_eq!(p.record().deletion_timestamp, ts(10));
     assert_eq!(drain(&mut p), [FORCE_REMOVE]);
-    // The agent sees the removal: dgps 0 ⇒ G = 1, applied at once (D5).
+    // The agent sees the removal: dgps 0 ⇒ G = 1, applied at once (D5);
+    // SIGTERM was sent at 0, so SIGKILL at now + max(1, 2) s (R62).
     sync(&mut p, 10_000);
     assert_eq!(p.agent().remembered_grace, 1);
-    assert_eq!(advance(&mut p), (11_000, vec![kill(0)]));
-    exited(&mut p, 11_100, 0);
+    assert_eq!(drain(&mut p), [], "no second SIGTERM");
+    assert_eq!(advance(&mut p), (12_000, vec![kill(0)]));
+    exited(&mut p, 12_100, 0);
     assert_eq!(drain(&mut p), [gone(0)], "removed once only");
 }
 
@@ -1143,15 +1146,73 @@ fn d5_shortening_cuts_a_running_pre_stop_without_restarting_it() {
 }
 
 #[test]
-fn d5_shortening_keeps_two_seconds_after_the_stop_signal() {
+fn d5_r62_shortening_after_the_stop_signal_gives_two_seconds_from_now() {
     let (mut p, _) = killing(&[HOOKED], None);
     hook_done(&mut p, 20_000, 0);
     assert_eq!(drain(&mut p), [term(0)]);
     assert_eq!(next(&p), Some(30_000));
-    // now + 1 = 21.5 s, but SIGTERM was at 20 s: SIGKILL at 22 s.
+    // Kubernetes' restarted kill: StopContainer with max(1, 2) s at 20.5 s.
     evict(&mut p, 20_500, 1);
-    assert_eq!(next(&p), Some(22_000));
-    assert_eq!(advance(&mut p), (22_000, vec![kill(0)]));
+    assert_eq!(drain(&mut p), [], "no second SIGTERM");
+    assert_eq!(next(&p), Some(22_500));
+    assert_eq!(advance(&mut p), (22_500, vec![kill(0)]));
+}
+
+/// Issue scenario 1: grace 30, no hook, SIGTERM ignored. Deleted and
+/// signalled at T; at T+10 a second delete with grace 5 lands before now
+/// (R15: T+5) and is clamped to grace 1 (R16). The agent restarts nothing:
+/// no second SIGTERM, SIGKILL at T+10 + max(1, 2) s = T+12 (R55, R62), not
+/// T+11; the container stops and the record goes at T+12.
+#[test]
+fn d5_r62_second_delete_clamped_to_grace_one_after_the_stop_signal_kills_at_t_plus_12() {
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(next(&p), Some(30_000));
+    let r = delete(&mut p, 10_000, Some(5));
+    assert_eq!(r.outcome, DeleteOutcome::Graceful);
+    assert_eq!(p.record().deletion_timestamp, ts(10));
+    assert_eq!(p.record().deletion_grace_period_seconds, Some(1));
+    sync(&mut p, 10_000);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(drain(&mut p), [], "no second SIGTERM");
+    assert_eq!(next(&p), Some(12_000));
+    quiet_at(&mut p, 11_999);
+    assert_eq!(advance(&mut p), (12_000, vec![kill(0)]));
+    exited(&mut p, 12_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert_eq!(p.phase(), Phase::Deleted);
+}
+
+/// Issue scenario 2: the same pod, signalled at T; a hard eviction with
+/// grace 1 reaches the agent at T+10: SIGKILL at T+12, not T+11.
+#[test]
+fn d5_r62_eviction_with_grace_one_after_the_stop_signal_kills_at_t_plus_12() {
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    evict(&mut p, 10_000, 1);
+    assert_eq!(p.agent().remembered_grace, 1);
+    assert_eq!(drain(&mut p), [], "no second SIGTERM");
+    assert_eq!(next(&p), Some(12_000));
+    quiet_at(&mut p, 11_999);
+    assert_eq!(advance(&mut p), (12_000, vec![kill(0)]));
+    exited(&mut p, 12_000, 0);
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+}
+
+/// A shortening to 1 s while a hook runs: the cut-off becomes
+/// min(current, now + 1 s), the hook is not run again, and the stop
+/// signal at the cut-off leaves max(0, 2) = 2 s before SIGKILL (R62).
+#[test]
+fn d5_r62_shortening_to_one_while_a_hook_runs_cuts_it_at_now_plus_one() {
+    let (mut p, actions) = killing(&[HOOKED], None);
+    assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
+    evict(&mut p, 10_000, 1);
+    assert_eq!(drain(&mut p), [], "the hook is not started again");
+    assert_eq!(next(&p), Some(11_000));
+    quiet_at(&mut p, 10_999);
+    assert_eq!(advance(&mut p), (11_000, vec![term(0)]));
+    assert_eq!(next(&p), Some(13_000));
+    assert_eq!(advance(&mut p), (13_000, vec![kill(0)]));
 }
 
 #[test]

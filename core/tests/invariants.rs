@@ -1,5 +1,5 @@
-//! Property tests of the invariants in DESIGN.md ("Invariants") and the
-//! rules of SEMANTICS.md they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
+//! Property tests of the invariants (core/RULES.md, "Invariants") and the
+//! rules they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
 //!
 //! Each property drives one [`Lifecycle`] with a random sequence of inputs —
 //! delete requests with any grace (none, negative, zero, small, huge,
@@ -568,7 +568,7 @@ fn after_seconds(ms: u64, seconds: i64) -> u64 {
     ms.saturating_add(seconds.saturating_mul(1000))
 }
 
-/// SEMANTICS.md 3.1 (`calculateEffectiveGracePeriod`, R50–R54), written out
+/// The kubelet's budget of core/RULES.md (`calculateEffectiveGracePeriod`, R50–R54), written out
 /// from the rule text: the budget the agent must hold after one more look.
 fn kubelet_grace(
     remembered: i64,
@@ -689,7 +689,7 @@ impl Invariant for StoredGraceNeverGrows {
 
 /// R50–R54: the agent's budget never grows once the kill started, is at
 /// least 1 s, changes only when the agent looks (sync) or is overridden
-/// (evict), and is then the value SEMANTICS.md 3.1 gives.
+/// (evict), and is then the value the kubelet's budget (R50–R54) gives.
 #[derive(Default)]
 struct AgentBudgetNeverGrows {
     evicted: bool,
@@ -813,31 +813,61 @@ impl Invariant for DeletedIsTerminal {
 }
 
 /// Invariant 3, R62–R64, D5: SIGKILL for a container comes only after its
-/// stop signal, never sooner than 2 s after it, and never before the budget
+/// stop signal, never sooner than 2 s after it, and never before its budget
 /// is spent — the kill's start plus the agent's budget, or, once a shorter
-/// budget was taken, that budget counted from when it was taken.
+/// budget `G` was taken at `t`, `t + G`, and `t + max(G, 2 s)` for a
+/// container already signalled (Kubernetes' restarted kill, R55, R62). A
+/// hook's cut-off or a scheduled SIGKILL never moves later (D5).
 struct SigkillNeverEarly {
     signal_at: [Option<u64>; C],
-    earliest: Option<u64>,
+    earliest: [Option<u64>; C],
 }
 
 impl Invariant for SigkillNeverEarly {
     fn start(_: &Setup) -> Self {
         SigkillNeverEarly {
             signal_at: [None; C],
-            earliest: None,
+            earliest: [None; C],
         }
     }
 
     fn check(&mut self, s: &Step<'_>) -> Result<(), String> {
         let now = s.now.mono.as_millis();
         let (before, after) = (s.before.agent(), s.after.agent());
+        let grace = after.remembered_grace;
         if !before.killing && after.killing {
-            self.earliest = Some(after_seconds(now, after.remembered_grace));
-        } else if before.killing && after.remembered_grace < before.remembered_grace {
+            self.earliest = [Some(after_seconds(now, grace)); C];
+        } else if before.killing && grace < before.remembered_grace {
             // D5: a shorter budget applies at once, counted from now.
-            let until = after_seconds(now, after.remembered_grace);
-            self.earliest = Some(self.earliest.map_or(until, |e| e.min(until)));
+            for (earliest, signal) in self.earliest.iter_mut().zip(self.signal_at) {
+                let seconds = if signal.is_some() {
+                    grace.max(MIN_STOP_SECONDS)
+                } else {
+                    grace
+                };
+                let until = after_seconds(now, seconds);
+                *earliest = Some(earliest.map_or(until, |e| e.min(until)));
+            }
+        }
+        for (i, (b, a)) in s
+            .before
+            .containers()
+            .iter()
+            .zip(s.after.containers())
+            .enumerate()
+        {
+            let moved_later = match (b.stage(), a.stage()) {
+                (Stage::PreStop { cutoff: was }, Stage::PreStop { cutoff: is })
+                | (Stage::Stopping { kill_at: was }, Stage::Stopping { kill_at: is }) => is > was,
+                _ => false,
+            };
+            if moved_later {
+                return Err(format!(
+                    "D5: container {i}'s deadline moved later: {:?} → {:?}",
+                    b.stage(),
+                    a.stage()
+                ));
+            }
         }
         for action in s.actions {
             match *action {
@@ -865,7 +895,12 @@ impl Invariant for SigkillNeverEarly {
                             "R62: SIGKILL for {container} at {now}, stop signal at {signal}"
                         ));
                     }
-                    let earliest = self.earliest.ok_or("SIGKILL before the kill started")?;
+                    let earliest = self
+                        .earliest
+                        .get(usize::from(container))
+                        .copied()
+                        .flatten()
+                        .ok_or("SIGKILL before the kill started")?;
                     if now < earliest {
                         return Err(format!(
                             "SIGKILL for {container} at {now}, budget spent at {earliest}"
@@ -893,7 +928,7 @@ impl Invariant for SigkillNeverEarly {
                 }
                 let kill_at = kill_at.as_millis();
                 let floor = signal.saturating_add(MIN_STOP_MILLIS);
-                let earliest = self.earliest.unwrap_or(u64::MAX);
+                let earliest = self.earliest.get(i).copied().flatten().unwrap_or(u64::MAX);
                 if kill_at < floor || kill_at < earliest {
                     return Err(format!(
                         "container {i}: SIGKILL due at {kill_at}, signal at {signal}, budget spent at {earliest}"
@@ -1217,10 +1252,11 @@ fn grace_i64_max_saturates_without_panic() {
         Some(Timestamp::from_unix_seconds(1_700_000_010))
     );
     assert_eq!(lc.record().deletion_grace_period_seconds, Some(1));
-    // D5: the agent takes it at once; SIGKILL keeps its 2 s after the signal.
+    // D5: the agent takes it at once; the signal was sent, so SIGKILL at
+    // now + max(1, 2) s (R62).
     assert_eq!(lc.handle_agent_sync(later), Handled::Applied);
     assert_eq!(lc.agent().remembered_grace, 1);
-    assert_eq!(lc.poll_timeout(), Some(Instant::from_millis(12_000)));
+    assert_eq!(lc.poll_timeout(), Some(Instant::from_millis(13_000)));
 }
 
 #[test]

@@ -23,7 +23,7 @@
 //! accessors and the world; equality is exact, so a hash collision never
 //! merges two states. Every `poll_action` output is drained after each step.
 //!
-//! Every transition is checked against DESIGN.md's invariants (see
+//! Every transition is checked against the invariants of core/RULES.md (see
 //! [`Check`]); from every reachable state a deterministic fair completion
 //! (finalizers removed, the agent connected and syncing, deadlines handled
 //! when due, pre-stop hooks that hang, processes that ignore SIGTERM and die
@@ -217,10 +217,11 @@ struct World {
     kill_at: [Option<u64>; C],
     /// Until `ContainerStopped`, a container may run (D4's tracking).
     running: [bool; C],
-    /// The earliest time SIGKILL may come by the kubelet rules: the kill's
-    /// start plus the agent's budget; a shorter budget taken later counts
-    /// from when it was taken (R63, D5).
-    budget_end: Option<u64>,
+    /// Per container, the earliest time SIGKILL may come by the kubelet
+    /// rules: the kill's start plus the agent's budget; a shorter budget `G`
+    /// taken later at `t` gives `t + G`, or `t + max(G, 2 s)` once the
+    /// container was signalled (Kubernetes' restarted kill: R55, R62, D5).
+    budget_end: [Option<u64>; C],
     /// `Some(force)` once `Action::Remove` was emitted.
     removed: Option<bool>,
 }
@@ -425,7 +426,7 @@ impl Object {
                 signal_at: [None; C],
                 kill_at: [None; C],
                 running,
-                budget_end: None,
+                budget_end: [None; C],
                 removed: None,
             },
         }
@@ -457,7 +458,8 @@ enum Check {
     /// signal.
     SigkillAfterStopSignal,
     /// Invariant 3, R63, D5: SIGKILL never before the machine's own deadline
-    /// nor before the budget the kubelet rules give is spent.
+    /// nor before the budget the kubelet rules give is spent; a hook's
+    /// cut-off or a scheduled SIGKILL never moves later.
     SigkillNotBeforeDue,
     /// Invariant 4: a record with finalizers is never removed.
     FinalizersBlockRemoval,
@@ -652,11 +654,36 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
 
     // The budget the kubelet rules give (R63, D5), tracked from the outside.
     let seconds = |g: i64| u64::try_from(g).unwrap_or(0).saturating_mul(1000);
+    let grace = aa.remembered_grace;
     if !ba.killing && aa.killing {
-        w.budget_end = Some(t.saturating_add(seconds(aa.remembered_grace)));
-    } else if ba.killing && aa.remembered_grace < ba.remembered_grace {
-        let until = t.saturating_add(seconds(aa.remembered_grace));
-        w.budget_end = Some(w.budget_end.map_or(until, |e| e.min(until)));
+        w.budget_end = [Some(t.saturating_add(seconds(grace))); C];
+    } else if ba.killing && grace < ba.remembered_grace {
+        for (end, signal) in w.budget_end.iter_mut().zip(w.signal_at) {
+            let g = if signal.is_some() {
+                grace.max(MIN_STOP_SECONDS)
+            } else {
+                grace
+            };
+            let until = t.saturating_add(seconds(g));
+            *end = Some(end.map_or(until, |e| e.min(until)));
+        }
+    }
+    for (i, (bc, ac)) in b.containers().iter().zip(a.containers()).enumerate() {
+        let moved_later = match (bc.stage(), ac.stage()) {
+            (Stage::PreStop { cutoff: was }, Stage::PreStop { cutoff: is })
+            | (Stage::Stopping { kill_at: was }, Stage::Stopping { kill_at: is }) => is > was,
+            _ => false,
+        };
+        if moved_later {
+            return fail(
+                Check::SigkillNotBeforeDue,
+                format!(
+                    "D5: #{i}'s deadline moved later: {:?} → {:?}",
+                    bc.stage(),
+                    ac.stage()
+                ),
+            );
+        }
     }
 
     // The actions, in order.
@@ -745,7 +772,8 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                         );
                     }
                 };
-                let budget_end = w.budget_end.unwrap_or(u64::MAX);
+                let budget_end = w.budget_end.get(index).copied().flatten();
+                let budget_end = budget_end.unwrap_or(u64::MAX);
                 if t < due || t < budget_end {
                     return fail(
                         Check::SigkillNotBeforeDue,
@@ -897,7 +925,8 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                     ),
                 );
             }
-            let budget_end = w.budget_end.unwrap_or(u64::MAX);
+            let budget_end = w.budget_end.get(i).copied().flatten();
+            let budget_end = budget_end.unwrap_or(u64::MAX);
             if kill_at < budget_end {
                 return fail(
                     Check::SigkillNotBeforeDue,
@@ -1427,7 +1456,7 @@ fn model_check_lifecycle_exhaustively() {
 ///      agent sync, time passes  → nothing: never Deleted
 /// ```
 ///
-/// It was found by this check (SEMANTICS.md R75: once the pod is terminal
+/// It was found by this check (R75: once the pod is terminal
 /// and its deletion timestamp is set, the agent deletes it) and is fixed;
 /// `r75_eviction_before_the_first_sync_still_ends_in_the_final_delete` in
 /// `agent_rules.rs` keeps it fixed.

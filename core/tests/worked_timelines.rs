@@ -1,4 +1,4 @@
-//! The five worked timelines of SEMANTICS.md §7, each driven end to end
+//! The five worked timelines of core/RULES.md ("Worked timelines"), each driven end to end
 //! through [`Lifecycle`]: every action at its exact millisecond, the record
 //! (deletion timestamp, deletion grace, generation) after each step, and
 //! the phases Live → GracefulPending → Terminating → Deleted.
@@ -309,10 +309,10 @@ fn timeline_4_force_delete() {
 
 /// The user shortens 30 → 5 at T+10: ts = (T+30) − 30 + 5 = T+5 < T+10 ⇒
 /// clamped to T+10, dgps = 1, kept (R16, R29). The kubelet sees dgps 1 < 30:
-/// shortened. Kubernetes restarts the kill with G = 1 (R55, SIGKILL at
-/// T+10.25+2); grace applies it at once (D5): SIGKILL at the earlier of the
-/// current deadline (T+30.5) and now + 1 s (T+11.25), SIGTERM having been
-/// sent more than 2 s before.
+/// shortened. Kubernetes restarts the kill with G = 1 (R55): `StopContainer`
+/// with max(1, 2) s (R62), SIGKILL at T+10.25+2. grace applies it at once
+/// (D5), with no second SIGTERM: SIGKILL at the earlier of the current
+/// deadline (T+30.5) and now + max(1, 2) s (T+12.25), as Kubernetes does.
 #[test]
 fn timeline_5_shortened_after_ten_seconds() {
     let mut p = pod(&[APP]);
@@ -341,18 +341,18 @@ fn timeline_5_shortened_after_ten_seconds() {
     assert_eq!(p.handle_agent_sync(at(10_250)), Handled::Applied);
     assert_eq!(p.agent().remembered_grace, 1);
     assert_eq!(drain(&mut p), [], "SIGTERM is not sent again");
-    assert_eq!(next(&p), Some(11_250));
+    assert_eq!(next(&p), Some(12_250));
     nothing_before_next(&mut p);
-    assert_eq!(advance(&mut p), (11_250, vec![kill(0)]));
+    assert_eq!(advance(&mut p), (12_250, vec![kill(0)]));
 
     assert_eq!(
-        p.handle_container_exited(at(11_400), 0),
+        p.handle_container_exited(at(12_400), 0),
         Ok(Handled::Applied)
     );
     phases.see(&p);
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
-    // R15: T+10 − 1 + 0 = T+9 < T+11.4 ⇒ T+11.
-    assert_record(&p, Some(11), Some(0), 2);
+    // R15: T+10 − 1 + 0 = T+9 < T+12.4 ⇒ T+12.
+    assert_record(&p, Some(12), Some(0), 2);
     assert_eq!(phases.0, FULL_PATH);
 }
 

@@ -369,7 +369,7 @@ pub fn compare_kill(k: &KubeletInput) {
     );
     if got != expected {
         panic!(
-            "kill of one container differs from SEMANTICS.md 3.2: {k:?} (G0 = {g0})\n  core (hook budget, stop signal, SIGKILL):      {got:?}\n  reference: {expected:?}"
+            "kill of one container differs from the budget in one line of RULES.md (R58–R66): {k:?} (G0 = {g0})\n  core (hook budget, stop signal, SIGKILL):      {got:?}\n  reference: {expected:?}"
         );
     }
 }

@@ -1,5 +1,5 @@
 //! The `lifecycle` target: one object, any sequence of inputs and time
-//! jumps, and DESIGN.md's invariants checked after every step.
+//! jumps, and the invariants of core/RULES.md checked after every step.
 //!
 //! Every action is drained after every step, so an action is "emitted" at
 //! the time of the step that produced it. The checker keeps what it needs
@@ -11,8 +11,8 @@
 use arbitrary::Arbitrary;
 use grace_core::{
     Action, DeleteError, DeleteOptions, DeleteOutcome, DeleteResponse, FinalizerChange, Handled,
-    Instant, Lifecycle, Name, Now, Phase, Preconditions, Record, Stage, UnknownContainer,
-    UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Instant, Lifecycle, MIN_STOP_SECONDS, Name, Now, Phase, Preconditions, Record, Stage,
+    UnknownContainer, UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::differential::{to_opts, to_type};
@@ -301,9 +301,11 @@ pub struct Checker {
     killed: [bool; C],
     stopped_sent: [bool; C],
     endpoints_removed: bool,
-    /// When the agent's budget is spent: the kill's start plus the budget,
-    /// or earlier once a shorter budget was taken (D5).
-    earliest_kill: Option<u64>,
+    /// Per container, when the agent's budget is spent: the kill's start
+    /// plus the budget, or earlier once a shorter budget `G` was taken at
+    /// `t`: `t + G`, or `t + max(G, 2 s)` once the container was signalled
+    /// (D5: Kubernetes' restarted kill, R55, R62).
+    earliest_kill: [Option<u64>; C],
     deletion_seen: bool,
     evicted: bool,
 }
@@ -344,7 +346,7 @@ impl Checker {
             killed: [false; C],
             stopped_sent: [false; C],
             endpoints_removed: false,
-            earliest_kill: None,
+            earliest_kill: [None; C],
             deletion_seen: false,
             evicted: false,
         }
@@ -442,7 +444,7 @@ impl Checker {
 
     /// R50–R55: the agent's budget never grows once the kill started, is at
     /// least 1 s while killing, changes only when the agent looks (sync) or
-    /// is overridden (evict), and is then SEMANTICS.md 3.1's value.
+    /// is overridden (evict), and is then the kubelet's budget (R50–R55).
     fn agent_budget(&mut self, s: &Step<'_>) -> Result<(), String> {
         let previous = s.before.agent().remembered_grace;
         let next = s.after.agent().remembered_grace;
@@ -486,7 +488,7 @@ impl Checker {
         };
         match expected {
             Some(e) if next != e => Err(format!(
-                "R51–R54: agent budget {next}, SEMANTICS.md 3.1 gives {e}"
+                "R51–R54: agent budget {next}, the kubelet's budget gives {e}"
             )),
             None if next != previous => Err(format!(
                 "the agent's budget changed without a sync or an override: {previous} -> {next}"
@@ -549,18 +551,43 @@ impl Checker {
     /// most once and with the agent's budget, one stop signal, SIGKILL only
     /// after it, never sooner than 2 s after it and never before the budget
     /// is spent (the kill's start plus the budget, or, once a shorter budget
-    /// was accepted, that budget counted from then).
+    /// `G` was accepted at `t`, `t + G`, and `t + max(G, 2 s)` for a
+    /// container already signalled); a hook's cut-off or a scheduled SIGKILL
+    /// never moves later.
     fn sigkill_never_early(&mut self, s: &Step<'_>) -> Result<(), String> {
         let now = s.now.mono.as_millis();
         let (before, after) = (s.before.agent(), s.after.agent());
+        let grace = after.remembered_grace;
         if !before.killing && after.killing {
-            self.earliest_kill = Some(after_seconds(now, after.remembered_grace));
-        } else if before.killing && after.remembered_grace < before.remembered_grace {
-            let until = after_seconds(now, after.remembered_grace);
-            self.earliest_kill = Some(self.earliest_kill.map_or(until, |e| e.min(until)));
+            self.earliest_kill = [Some(after_seconds(now, grace)); C];
+        } else if before.killing && grace < before.remembered_grace {
+            for (earliest, signal) in self.earliest_kill.iter_mut().zip(self.signal_at) {
+                let seconds = if signal.is_some() {
+                    grace.max(MIN_STOP_SECONDS)
+                } else {
+                    grace
+                };
+                let until = after_seconds(now, seconds);
+                *earliest = Some(earliest.map_or(until, |e| e.min(until)));
+            }
         }
-        if after.killing && self.earliest_kill.is_none() {
+        if after.killing && self.earliest_kill.iter().any(Option::is_none) {
             return Err("killing without a start".into());
+        }
+        let pairs = s.before.containers().iter().zip(s.after.containers());
+        for (i, (b, a)) in pairs.enumerate() {
+            let moved_later = match (b.stage(), a.stage()) {
+                (Stage::PreStop { cutoff: was }, Stage::PreStop { cutoff: is })
+                | (Stage::Stopping { kill_at: was }, Stage::Stopping { kill_at: is }) => is > was,
+                _ => false,
+            };
+            if moved_later {
+                return Err(format!(
+                    "D5: container {i}'s deadline moved later: {:?} -> {:?}",
+                    b.stage(),
+                    a.stage()
+                ));
+            }
         }
         for action in s.actions {
             match *action {
@@ -628,6 +655,9 @@ impl Checker {
                     }
                     let earliest = self
                         .earliest_kill
+                        .get(container)
+                        .copied()
+                        .flatten()
                         .ok_or("SIGKILL before the kill started")?;
                     if now < earliest {
                         return Err(format!(
@@ -668,7 +698,8 @@ impl Checker {
                 }
                 let kill_at = kill_at.as_millis();
                 let floor = signal.saturating_add(MIN_STOP_MS);
-                let earliest = self.earliest_kill.unwrap_or(u64::MAX);
+                let earliest = self.earliest_kill.get(i).copied().flatten();
+                let earliest = earliest.unwrap_or(u64::MAX);
                 if kill_at < floor || kill_at < earliest {
                     return Err(format!(
                         "invariant 3: container {i}: SIGKILL due at {kill_at} ms, stop signal at {signal} ms, budget spent at {earliest} ms"
@@ -904,6 +935,65 @@ pub fn run(input: &Input) {
                 "invariant violated at step {n}: {op:?} at {:?}\n  {why}\n  actions: {actions:?}\n  reply: {reply:?}\n  before: {before:?}\n  after: {lc:?}",
                 step.now
             );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::Grace;
+    use grace_core::{ContainerSpec, PodPhase, Strategy};
+
+    /// The pod: grace 30, one container without a hook, which
+    /// ignores SIGTERM.
+    fn pod() -> ObjectSpec {
+        ObjectSpec {
+            strategy: Strategy::POD,
+            scheduled: true,
+            phase: PodPhase::Running,
+            tgps: Some(Grace(30)),
+            generation: 1,
+            resource_version: 1,
+            finalizers: Vec::new(),
+            containers: vec![ContainerSpec::default()],
+            seeded: None,
+        }
+    }
+
+    /// D5, R62: deleted and signalled at T, then at T+10 a second delete
+    /// clamped to grace 1 (R16) or an eviction with grace 1: the checker
+    /// wants SIGKILL no sooner than T+12 (T+10 + max(1, 2) s), which the
+    /// older reading, max(T+10 + 1, T + 2) = T+11, broke.
+    #[test]
+    fn d5_r62_shortening_after_the_stop_signal_passes_the_checker() {
+        let shortenings = [
+            vec![Op::DeleteRaw(DeleteOptions::with_grace(5)), Op::AgentSync],
+            vec![Op::Evict { grace: Grace(1) }],
+        ];
+        for shortening in shortenings {
+            let mut ops = vec![
+                Op::DeleteRaw(DeleteOptions::default()),
+                Op::AgentSync,
+                Op::AdvanceSeconds { s: 10 },
+            ];
+            ops.extend(shortening);
+            ops.extend([
+                Op::Advance { ms: 1_999 },
+                Op::Timeout,
+                Op::ToDeadline {
+                    offset_ms: 0,
+                    handle: true,
+                },
+                Op::Exit { container: 0 },
+                Op::AgentSync,
+            ]);
+            run(&Input {
+                object: pod(),
+                wall: WallMs(1_700_000_000_000),
+                mono: MonoMs(0),
+                ops,
+            });
         }
     }
 }

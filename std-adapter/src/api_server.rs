@@ -130,6 +130,35 @@ pub fn update_finalizers<S: Store + ?Sized>(
     })
 }
 
+/// The garbage collector's step ([`crate::gc`]) on a shared store:
+/// removes the `orphan` and `foregroundDeletion` finalizers of an object
+/// marked for deletion, each with [`update_finalizers`] (R45: the last one
+/// may remove the object). Returns the finalizers removed; none if the
+/// object is not being deleted, has neither, or is gone.
+pub fn collect_garbage<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+    name: &str,
+) -> Result<Vec<grace_core::Name>, RuntimeError> {
+    let Some((object, _)) = store.get(name)? else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for finalizer in crate::gc::finalizers_to_remove(&object.meta) {
+        match update_finalizers(
+            store,
+            now,
+            name,
+            &FinalizerChange::Remove(finalizer.clone()),
+        ) {
+            Ok(_) => removed.push(finalizer),
+            Err(RuntimeError::Update(UpdateError::NotFound)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 /// Declares `node` gone for good (D7): like PodGC on a deleted node (R82),
 /// every object bound to it is marked Failed and deleted with grace 0 —
 /// removed, or kept with a deletion timestamp while finalizers hold it.

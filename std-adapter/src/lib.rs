@@ -4,15 +4,55 @@
 //! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
+//! the garbage collector's step for objects without dependents ([`gc`]),
 //! and the protocol of a node agent's socket ([`api`]).
 //!
 //! The `grace` command line is a crate of its own (`grace-cli`), built on
 //! this library; nothing of it is in this crate's API or dependencies.
+//!
+//! ## Example
+//!
+//! A pod deleted through the write-ahead [`Runtime`] on the durable redb
+//! store; an [`Actuator`] carries out what the machine decides.
+//!
+//! ```
+//! use grace_core::{Action, DeleteOptions, Name, Record};
+//! use grace_std::clock::SystemClock;
+//! use grace_std::runtime::{Actuator, Recovery, Runtime};
+//! use grace_std::store::{RedbStore, StoredContainer, StoredObject};
+//!
+//! struct Print;
+//! impl Actuator for Print {
+//!     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+//!         println!("{object}: {action:?}");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let store = RedbStore::open(dir.path().join("grace.redb")).unwrap();
+//! let mut runtime = Runtime::open(store, SystemClock::new(), Print, Recovery::default()).unwrap();
+//!
+//! let mut web = StoredObject::new(Record::new(Name::try_from("uid-web-0").unwrap()));
+//! web.node = Some("node-a".into());
+//! web.containers = vec![StoredContainer { name: "app".into(), ..Default::default() }];
+//! runtime.create("web-0", web).unwrap();
+//!
+//! runtime.delete("web-0", &DeleteOptions::with_grace(30)).unwrap(); // durable, then endpoints removed
+//! runtime.agent_sync("web-0").unwrap(); // SIGTERM; SIGKILL due in 30 s
+//! runtime.container_exited("web-0", 0).unwrap(); // exited: final delete, removed
+//! assert!(runtime.lifecycle("web-0").is_none());
+//! ```
+//!
+//! The rules the machine follows, each with its Kubernetes source, are in
+//! [`grace_core::rules`].
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod api;
 pub mod api_server;
 pub mod clock;
+pub mod gc;
 pub mod process;
 pub mod runtime;
 pub mod store;
@@ -21,8 +61,20 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use runtime::{Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeError, Transition};
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 
-// The README's Rust examples are compiled and run as doctests (here, where
-// both crates are in scope).
+// The Rust examples of the READMEs and of docs/ are compiled and run as
+// doctests (here, where both crates are in scope).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+pub struct CoreDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/runtime.md")]
+pub struct RuntimeDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/etcd.md")]
+pub struct EtcdDocDoctests;

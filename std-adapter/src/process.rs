@@ -25,6 +25,10 @@
 //! on watching it; a record is removed only once its process group (or
 //! cgroup) is empty.
 //!
+//! Where the processes' standard streams go is [`Output`]: discarded,
+//! passed through (`grace run`), or kept in per-container log files
+//! ([`logs`]).
+//!
 //! Only the runtime decides when to kill, from its persisted deadlines; a
 //! caller that is cancelled or crashes never turns into an early SIGKILL
 //! (containerd cri#1098).
@@ -32,8 +36,12 @@
 pub mod cgroup;
 pub mod group;
 pub mod identity;
+pub mod logs;
+mod output;
 pub mod reaper;
 pub mod table;
+
+pub use output::Output;
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -118,6 +126,7 @@ pub struct ProcessActuator {
     table: Option<Table>,
     /// The cgroups, where contained in cgroups.
     cgroups: Option<Cgroups>,
+    output: Output,
 }
 
 impl ProcessActuator {
@@ -135,6 +144,7 @@ impl ProcessActuator {
             reaper: Reaper::spawn(events),
             table: None,
             cgroups: None,
+            output: Output::Discard,
         };
         (actuator, rx)
     }
@@ -209,6 +219,13 @@ impl ProcessActuator {
         self
     }
 
+    /// Sends the standard streams of the processes started from now on to
+    /// `output` (they are discarded unless set).
+    pub fn with_output(mut self, output: Output) -> Self {
+        self.output = output;
+        self
+    }
+
     /// How workloads are contained.
     pub fn containment(&self) -> Containment {
         if self.cgroups.is_some() {
@@ -251,7 +268,7 @@ impl ProcessActuator {
                 failed.push((i, reason));
                 continue;
             }
-            match self.spawn(object, i, false, &container.command) {
+            match self.spawn(object, i, Some(stored), &container.command) {
                 Ok(group) => {
                     self.workloads.insert((object.to_owned(), i), group);
                 }
@@ -315,21 +332,32 @@ impl ProcessActuator {
 
     /// Starts `command` (program and arguments) as the leader of a new
     /// process group (and cgroup), recorded in the table before it may run,
-    /// and watched by the reaper.
+    /// and watched by the reaper: container `container`'s workload of
+    /// `stored`, or (`None`) its pre-stop hook. Its streams are set by
+    /// [`Output`].
     fn spawn(
         &mut self,
         object: &str,
         container: usize,
-        hook: bool,
+        workload_of: Option<&StoredObject>,
         command: &[String],
     ) -> std::io::Result<Group> {
+        let hook = workload_of.is_none();
+        let streams = |cmd: &mut Command, output: &Output| match workload_of {
+            Some(stored) => output.workload(cmd, object, stored, container),
+            None => {
+                output.hook(cmd);
+                Ok(())
+            }
+        };
         let Some(table) = &self.table else {
             let Some((program, args)) = command.split_first() else {
                 return Err(std::io::Error::other("no command"));
             };
             let mut cmd = Command::new(program);
             cmd.args(args);
-            let child = spawn_group(cmd, Stdio::null())?;
+            streams(&mut cmd, &self.output)?;
+            let child = spawn_group(cmd)?;
             let group = Group {
                 pgid: child.id(),
                 cgroup: None,
@@ -344,7 +372,10 @@ impl ProcessActuator {
         };
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(GATE).arg("sh").args(command);
-        let mut child = spawn_group(cmd, Stdio::piped())?;
+        streams(&mut cmd, &self.output)?;
+        // The gate's stdin (the command's is `/dev/null`).
+        cmd.stdin(Stdio::piped());
+        let mut child = spawn_group(cmd)?;
         let group = Group {
             pgid: child.id(),
             cgroup: cgroup.clone(),
@@ -437,7 +468,7 @@ impl Actuator for ProcessActuator {
                 };
                 let command = ["sh".to_owned(), "-c".to_owned(), hook];
                 let group = self
-                    .spawn(object, container, true, &command)
+                    .spawn(object, container, None, &command)
                     .map_err(|e| format!("pre-stop: {e}"))?;
                 self.hooks.insert(key(container), group);
                 Ok(())
@@ -498,15 +529,11 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     }
 }
 
-/// Starts `command` as the leader of a new process group.
-fn spawn_group(mut command: Command, stdin: Stdio) -> std::io::Result<Child> {
+/// Starts `command` (its streams set by [`Output`]) as the leader of a
+/// new process group.
+fn spawn_group(mut command: Command) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
-    command
-        .process_group(0)
-        .stdin(stdin)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    command.process_group(0).spawn()
 }
 
 /// Why `program` cannot be run, if it cannot: as the container runtime

@@ -30,7 +30,7 @@ use std::sync::{Arc, mpsc};
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
-    Handled, Instant, Lifecycle, Now, OtherObject, Phase, Record, Strategy, UpdateError,
+    Handled, Instant, Lifecycle, Name, Now, OtherObject, Phase, Record, Strategy, UpdateError,
     UpdateOutcome, decide_delete,
 };
 
@@ -461,6 +461,30 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             l.handle_finalizer_update(now, change)
                 .map_err(RuntimeError::Update)
         })
+    }
+
+    /// The garbage collector's step ([`crate::gc`]): removes the `orphan`
+    /// and `foregroundDeletion` finalizers of an object marked for
+    /// deletion, one finalizer update each (R45: the last one may remove
+    /// the object). Returns the finalizers removed; none if the object is
+    /// not being deleted, has neither, or is gone.
+    pub fn collect_garbage(&mut self, name: &str) -> Result<Vec<Name>, RuntimeError> {
+        let Some(lifecycle) = self.lifecycle(name) else {
+            return Ok(Vec::new());
+        };
+        let due = crate::gc::finalizers_to_remove(lifecycle.record());
+        let mut removed = Vec::with_capacity(due.len());
+        for finalizer in due {
+            match self.update_finalizers(name, &FinalizerChange::Remove(finalizer.clone())) {
+                Ok(_) => removed.push(finalizer),
+                // Removed meanwhile (by the removal before): nothing left.
+                Err(RuntimeError::NotFound(_) | RuntimeError::Update(UpdateError::NotFound)) => {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
     }
 
     /// The agent observes the object (and starts or shortens its kill).

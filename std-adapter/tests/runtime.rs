@@ -135,6 +135,56 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
     );
 }
 
+/// D5, R62 through the runtime: SIGTERM at T, a second delete at T+10
+/// clamped to grace 1 (R16): no second SIGTERM, SIGKILL at T+10 + max(1, 2)
+/// s = T+12, persisted so that a restart at T+11 keeps it (D6).
+#[test]
+fn d5_r62_late_shortening_kills_two_seconds_later_across_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(30))
+        .expect("accepted");
+    let _ = rt.agent_sync("web-0").expect("known");
+    assert_eq!(
+        recorder.take().last(),
+        Some(&("web-0".into(), Action::SendStopSignal { container: 0 }))
+    );
+    clock.advance(secs(10));
+    let _ = rt
+        .delete("web-0", &DeleteOptions::with_grace(5))
+        .expect("accepted");
+    let (stored, _) = rt.store().get("web-0").expect("readable").expect("kept");
+    assert_eq!(stored.meta.deletion_grace_period_seconds, Some(1));
+    let _ = rt.agent_sync("web-0").expect("known");
+    assert!(recorder.take().is_empty(), "no second SIGTERM");
+    assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_012_000));
+
+    clock.advance(secs(1));
+    drop(rt);
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_012_000));
+    clock.advance(Duration::from_millis(999));
+    rt.handle_timeouts().expect("ok");
+    assert!(recorder.take().is_empty(), "no SIGKILL before T+12");
+    clock.advance(Duration::from_millis(1));
+    rt.handle_timeouts().expect("ok");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendKill { container: 0 })]
+    );
+    let _ = rt.container_exited("web-0", 0).expect("known");
+    assert!(
+        rt.store().get("web-0").expect("readable").is_none(),
+        "removed at T+12"
+    );
+}
+
 /// Finding F5 (fuzz/README.md): a kill started by an eviction alone, with
 /// no deletion, must be restarted too, not forgotten.
 #[test]

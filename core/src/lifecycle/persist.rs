@@ -44,6 +44,7 @@ struct PersistedRef<'a, const F: usize, const C: usize> {
     force: bool,
 }
 
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 impl<const F: usize, const C: usize> Serialize for Lifecycle<F, C> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         PersistedRef {

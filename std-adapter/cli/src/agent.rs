@@ -8,6 +8,10 @@
 //! and their deletions decided, but nobody here runs them: they wait for
 //! their own agent, as pods on a lost node do (R80).
 //!
+//! Each container's stdout and stderr go to a log file of its own under
+//! `<data-dir>/logs` (see [`ContainerLogs`]), rotated by size, kept until
+//! the object's record is removed; `grace logs` reads them.
+//!
 //! One thread runs the [`Runtime`]; one reaper thread watches every
 //! workload ([`grace_std::process`]); every connection has a thread of its
 //! own (at most [`MAX_CONNECTIONS`] at once) that reads straight from the
@@ -28,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{DeleteError, FinalizerChange, Name};
+use grace_core::{Action, DeleteError, FinalizerChange, Name};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -37,8 +41,9 @@ use crate::api::{
     write_reply,
 };
 use crate::clock::{Clock, SystemClock};
-use crate::process::{Containment, ProcessActuator, WorldEvent};
-use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
+use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
+use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
+use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
 
 /// How to run an agent.
@@ -50,6 +55,37 @@ pub struct AgentOptions {
     pub node: String,
     /// What a restart does with a kill in progress (D6).
     pub recovery: Recovery,
+    /// How big each container's log may grow.
+    pub log_limits: LogLimits,
+}
+
+/// The directory of the container logs in a data directory.
+pub const LOGS: &str = "logs";
+
+/// Where the container logs of an agent on `data_dir` are:
+/// `<data-dir>/logs`, or for the agent of `node` on a shared store,
+/// `<data-dir>/logs/nodes/<node>` (agents of several nodes may share a
+/// machine and a data directory).
+pub fn container_logs(
+    data_dir: &Path,
+    shared_node: Option<&str>,
+    limits: LogLimits,
+) -> ContainerLogs {
+    let dir = data_dir.join(LOGS);
+    match shared_node {
+        None => ContainerLogs::new(dir, limits),
+        Some(node) => ContainerLogs::new(dir.join("nodes").join(node), limits),
+    }
+}
+
+/// Rotates `logs` every [`ROTATE_EVERY`], from a thread of its own.
+pub(crate) fn spawn_rotation(logs: ContainerLogs) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(ROTATE_EVERY);
+            let _ = logs.rotate();
+        }
+    });
 }
 
 /// The agent's clock: the machine's, whose epoch is the boot. Deadlines
@@ -221,14 +257,47 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 /// unreadable) or the socket cannot be bound.
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
+    // Everything that can be checked before anything is written.
+    check_data_dir(dir).map_err(RuntimeError::Object)?;
+    options.log_limits.check().map_err(RuntimeError::Object)?;
+    let socket = socket_path(dir);
+    std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|e| {
+        RuntimeError::Object(format!(
+            "--data-dir {}: the socket path {} cannot be used ({e}); choose a shorter path",
+            dir.display(),
+            socket.display()
+        ))
+    })?;
+    let created_dir = !dir.exists();
     std::fs::create_dir_all(dir)
         .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
-    let store = Arc::new(RedbStore::open(dir.join(DATABASE))?);
+    let db = dir.join(DATABASE);
+    let created_db = !db.exists();
+    // A start that fails leaves nothing it created behind.
+    let undo = || {
+        if created_db {
+            let _ = std::fs::remove_file(&db);
+        }
+        if created_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    };
+    let store = match RedbStore::open(&db) {
+        Ok(store) => Arc::new(store),
+        Err(e) => {
+            if !matches!(e, StoreError::AlreadyOpen { .. }) {
+                undo();
+            }
+            return Err(e.into());
+        }
+    };
 
     let (tx, inputs) = mpsc::channel::<Input>();
     stop_on_signal(tx.clone(), Input::Stop)?;
 
+    let logs = container_logs(dir, None, options.log_limits);
     let (actuator, world, gone) = open_actuator(&workloads_dir(dir), log)?;
+    let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),
         RunClock::new(),
@@ -240,10 +309,16 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
 
     // The store is ours (its lock is held), so a socket left here is an
     // earlier agent's.
-    let socket = socket_path(dir);
     let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", socket.display())))?;
+    let listener = match UnixListener::bind(&socket) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(rt);
+            drop(store);
+            undo();
+            return Err(RuntimeError::Object(format!("{}: {e}", socket.display())));
+        }
+    };
     let served = Arc::clone(&store);
     std::thread::spawn(move || accept(listener, served, tx));
 
@@ -254,17 +329,28 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         dir.join(DATABASE).display(),
         socket.display()
     );
-    // Pick up what was running and deletions accepted before a restart.
+    // Pick up what was running, deletions accepted before a restart, and
+    // the garbage collector's steps left undone.
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
             reconcile(&mut rt, &name, &gone)?;
             let _ = rt.agent_sync(&name)?;
         }
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
+        }
     }
     log_orphans(&mut rt, log);
-    let result = serve(&mut rt, &inputs, &transitions, &options.node, log);
-    log_transitions(&transitions, log);
+    // Logs of records removed while no agent was running go now.
+    logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
+    spawn_rotation(logs.clone());
+    let result = serve(&mut rt, &inputs, &transitions, &options.node, &logs, log);
+    let removed = log_transitions(&transitions, log);
+    remove_logs(&rt, &logs, &removed);
     let _ = std::fs::remove_file(&socket);
     let left = rt.actuator().running().count();
     let _ = writeln!(
@@ -274,9 +360,17 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     result
 }
 
-/// Writes the transitions reported since the last call, one line each.
-pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>, log: &mut impl Write) {
+/// Writes the transitions reported since the last call, one line each;
+/// returns the names of the objects whose records were removed.
+pub(crate) fn log_transitions(
+    transitions: &mpsc::Receiver<Transition>,
+    log: &mut impl Write,
+) -> Vec<String> {
+    let mut removed = Vec::new();
     for t in transitions.try_iter() {
+        if matches!(t.change, Change::Action(Action::Remove { .. })) {
+            removed.push(t.object.clone());
+        }
         let _ = writeln!(
             log,
             "{:>14.3}  {:<20} {}",
@@ -286,6 +380,20 @@ pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>, log: &mu
         );
     }
     let _ = log.flush();
+    removed
+}
+
+/// Removes the logs of the objects whose records were removed (but not
+/// those of a new object under the same name).
+pub(crate) fn remove_logs<S: Store, C: Clock>(
+    rt: &Runtime<S, C, ProcessActuator>,
+    logs: &ContainerLogs,
+    removed: &[String],
+) {
+    for name in removed {
+        let current = rt.object(name).map(|o| o.uid().to_owned());
+        logs.remove_object(name, current.as_deref());
+    }
 }
 
 /// How long an agent loop may wait for input: until the runtime's next
@@ -305,10 +413,12 @@ fn serve(
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
     node: &str,
+    logs: &ContainerLogs,
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     loop {
-        log_transitions(transitions, log);
+        let removed = log_transitions(transitions, log);
+        remove_logs(rt, logs, &removed);
         let wait = wait_for_next(rt);
         match inputs.recv_timeout(wait) {
             Ok(Input::Request(request, reply)) => {
@@ -356,6 +466,12 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 && let Err(e) = rt.agent_sync(&name)
             {
                 return error(&name, e);
+            }
+            // The garbage collector's turn (after the answer was decided:
+            // kubectl shows the finalizer the delete added); retried at
+            // the next start if it fails now.
+            if !answer.response.dry_run {
+                let _ = rt.collect_garbage(&name);
             }
             Reply::Deleted(DeleteReport {
                 outcome: answer.response.outcome,
@@ -574,6 +690,20 @@ fn watch(store: &RedbStore, writer: &mut UnixStream) {
         if write_reply(writer, &reply).is_err() {
             return;
         }
+    }
+}
+
+/// Checks that `data_dir` is a directory or does not exist yet; the
+/// error says what it is instead.
+pub fn check_data_dir(data_dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(data_dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "--data-dir {}: not a directory (it is a file)",
+            data_dir.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("--data-dir {}: {e}", data_dir.display())),
     }
 }
 

@@ -1,10 +1,18 @@
 //! `grace demo`: three real processes deleted the Kubernetes way, on the
 //! embedded durable store, with a live timeline.
+//!
+//! Interrupted (SIGINT, SIGTERM), it cleans up after itself: its processes
+//! and hooks are killed, its temporary directory removed, and it exits
+//! with 128 + the signal, as a shell reports it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use grace_core::{Action, DeleteOptions, Name, Phase, Record};
 
@@ -55,10 +63,27 @@ struct Seen {
     deleted: Option<f64>,
 }
 
+/// How a demo ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It ran to its end.
+    Done,
+    /// It was interrupted by this signal (and cleaned up).
+    Interrupted(i32),
+}
+
 /// Runs the demo, writing the timeline to `out`. Uses `data_dir` for the
 /// store, or a fresh directory under the system's temp dir that is removed
-/// afterwards.
-pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<(), RuntimeError> {
+/// afterwards — also when the demo fails or is interrupted.
+pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<Ended, RuntimeError> {
+    // Set before any process starts: from now on a SIGINT or SIGTERM is
+    // noted here instead of ending grace with its processes left behind.
+    let interrupted = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM] {
+        let as_usize = usize::try_from(signal).unwrap_or(0);
+        signal_hook::flag::register_usize(signal, Arc::clone(&interrupted), as_usize)
+            .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    }
     let (dir, temporary) = match data_dir {
         Some(d) => (d.to_path_buf(), false),
         None => (
@@ -66,20 +91,47 @@ pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<(), RuntimeE
             true,
         ),
     };
-    let result = run_in(out, &dir);
+    let result = run_in(out, &dir, &interrupted);
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
 }
 
-fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
+/// The signal noted in `interrupted`, if one came.
+fn signalled(interrupted: &AtomicUsize) -> Option<i32> {
+    match interrupted.load(Ordering::Relaxed) {
+        0 => None,
+        n => i32::try_from(n).ok(),
+    }
+}
+
+fn run_in(
+    out: &mut impl Write,
+    dir: &Path,
+    interrupted: &AtomicUsize,
+) -> Result<Ended, RuntimeError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
     let db: PathBuf = dir.join("grace.redb");
     let store = RedbStore::open(&db)?;
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
+    let result = show(out, &db, &mut rt, &world, interrupted);
+    // Whatever happened, nothing the demo started outlives it.
+    rt.actuator().kill_all();
+    result
+}
+
+type DemoRuntime = Runtime<RedbStore, SystemClock, ProcessActuator>;
+
+fn show(
+    out: &mut impl Write,
+    db: &Path,
+    rt: &mut DemoRuntime,
+    world: &std::sync::mpsc::Receiver<crate::process::WorldEvent>,
+    interrupted: &AtomicUsize,
+) -> Result<Ended, RuntimeError> {
     let transitions = rt.subscribe();
     let say = |out: &mut dyn Write, text: String| {
         let _ = writeln!(out, "{text}");
@@ -122,6 +174,9 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
     }
     // Let the shells install their traps before anything is signalled.
     std::thread::sleep(StdDuration::from_millis(300));
+    if let Some(signal) = signalled(interrupted) {
+        return Ok(Ended::Interrupted(signal));
+    }
 
     let t0 = StdInstant::now();
     let t0_mono = rt.clock().now().mono;
@@ -187,6 +242,13 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
         if rt.names().next().is_none() {
             break;
         }
+        if let Some(signal) = signalled(interrupted) {
+            say(
+                out,
+                "\ninterrupted: the demo's processes are killed".to_string(),
+            );
+            return Ok(Ended::Interrupted(signal));
+        }
         if t0.elapsed() > limit {
             return Err(RuntimeError::Object(
                 "the demo did not finish in 30 s".into(),
@@ -226,5 +288,5 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
             "  stubborn: SIGKILL when its 3 s grace was spent; hooked: the hook took the whole 3 s,\n  SIGTERM then, SIGKILL 2 s later (the 2 s floor, R62): grace + 2 s.",
         ),
     );
-    Ok(())
+    Ok(Ended::Done)
 }

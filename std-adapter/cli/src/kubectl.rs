@@ -214,6 +214,12 @@ pub fn delete(
             let now = crate::clock::SystemClock::new().now();
             let answer = crate::api_server::delete(store, now, name, &options)
                 .map_err(|e| runtime_failed(name, e))?;
+            if !answer.response.dry_run {
+                // The garbage collector's step (the answer shows the
+                // finalizer the delete added, as kubectl does); the
+                // node's agent runs it too should this fail.
+                let _ = crate::api_server::collect_garbage(store, now, name);
+            }
             DeleteReport {
                 outcome: answer.response.outcome,
                 record: answer.record,
@@ -322,17 +328,58 @@ pub fn get(
     if watch {
         return get_watch(data_dir, name, output, out);
     }
+    // No agent, or one that went away while answering (it stopped): a
+    // read is served from the file all the same.
     let (revision, items) = match Client::connect(data_dir) {
         Ok(mut client) => match client.call(&Request::Get {
             name: name.map(str::to_owned),
-        })? {
-            Reply::Objects { revision, items } => (revision, items),
-            _ => return Err(CommandError::failed("the agent answered something else")),
+        }) {
+            Ok(Reply::Objects { revision, items }) => (revision, items),
+            Ok(_) => return Err(CommandError::failed("the agent answered something else")),
+            Err(ClientError::Io(_)) => read_directly(data_dir, name)?,
+            Err(e) => return Err(e.into()),
         },
-        Err(ClientError::NoAgent(_)) => read_directly(data_dir, name)?,
+        Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, name)?,
         Err(e) => return Err(e.into()),
     };
     print_items(name, revision, &items, output, out)
+}
+
+/// The object stored as `name` now, or `None` if there is none: through
+/// the agent, or read directly without one.
+pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, CommandError> {
+    let found = match target {
+        Target::Shared(store) => crate::agent::items(store, Some(name)),
+        Target::Agent(data_dir) => match Client::connect(data_dir) {
+            Ok(mut client) => match client.call(&Request::Get {
+                name: Some(name.to_owned()),
+            }) {
+                Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
+                Ok(_) => return Err(CommandError::failed("the agent answered something else")),
+                Err(ClientError::Api(ApiError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                })) => return Ok(None),
+                Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
+                },
+                Err(e) => return Err(e.into()),
+            },
+            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
+                match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        },
+    };
+    match found {
+        Ok((_, items)) => Ok(items.into_iter().next().map(|i| i.object)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(CommandError::failed(format!("store: {e}"))),
+    }
 }
 
 fn print_items(
@@ -367,17 +414,19 @@ fn print_items(
     Ok(())
 }
 
-/// Without an agent the store file is read directly; a missing store is
-/// empty (and is not created by reading it).
+/// Without an agent the store file is read directly, as a read-only
+/// snapshot ([`RedbStore::snapshot`]): the file is never written, a
+/// read-only mount will do, and an agent starting meanwhile is never kept
+/// from its lock. A missing store is empty (and is not created by reading
+/// it).
 fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>), CommandError> {
     let path = data_dir.join(DATABASE);
-    if !path.exists() {
+    let Some(store) = snapshot(&path)? else {
         return match name {
             Some(name) => Err(CommandError::failed(format!("object \"{name}\" not found"))),
             None => Ok((0, Vec::new())),
         };
-    }
-    let store = RedbStore::open(&path).map_err(|e| store_failed(&path, e))?;
+    };
     crate::agent::items(&store, name).map_err(|e| match e {
         StoreError::NotFound { name } => {
             CommandError::failed(format!("object \"{name}\" not found"))
@@ -409,14 +458,18 @@ fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
     }
 }
 
-fn store_failed(path: &Path, e: StoreError) -> CommandError {
-    match e {
-        StoreError::AlreadyOpen { .. } => CommandError::failed(format!(
-            "store {} is locked by another process (a `grace demo` or an agent that is starting?)",
-            path.display()
-        )),
-        other => CommandError::failed(format!("store {}: {other}", path.display())),
+/// The store file at `path` as a read-only snapshot; `None` if there is
+/// none.
+fn snapshot(path: &Path) -> Result<Option<RedbStore>, CommandError> {
+    match RedbStore::snapshot(path) {
+        Ok(store) => Ok(Some(store)),
+        Err(_) if !path.exists() => Ok(None),
+        Err(e) => Err(store_failed(path, e)),
     }
+}
+
+fn store_failed(path: &Path, e: StoreError) -> CommandError {
+    CommandError::failed(format!("store {}: {e}", path.display()))
 }
 
 /// `get -w` through the agent: its listing, then the changes it forwards.

@@ -57,6 +57,32 @@ enum Command {
         /// its node counts as lost.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
         lease_ttl: u64,
+        /// Rotate a container's log file once it is bigger than this
+        /// (bytes, or with a suffix Ki, Mi, Gi).
+        #[arg(long, default_value = "10Mi", value_parser = parse_size)]
+        log_max_size: u64,
+        /// Log files kept per container: the one being written and its
+        /// rotated copies (2 to 100).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
+        log_max_files: u32,
+    },
+    /// Print a container's output (stdout and stderr), as the agent of
+    /// this machine kept it.
+    Logs {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object's name.
+        name: String,
+        /// The container; may be left out when the object has one.
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Keep printing what it writes, until the object is deleted (or
+        /// Ctrl-C).
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
     },
     /// Declare a node gone for good (D7): its agent, should it come back,
     /// may no longer act, and its objects are deleted as PodGC does on a
@@ -128,7 +154,7 @@ enum Command {
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
-        /// The scenario (JSON, see SCENARIOS.md).
+        /// The scenario (JSON; the format is docs/scenarios.md).
         file: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -162,6 +188,8 @@ enum Opened<'a> {
 impl StoreArgs {
     fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
         let Some(endpoints) = &self.etcd else {
+            grace_cli::agent::check_data_dir(&self.data_dir)
+                .map_err(kubectl::CommandError::invalid)?;
             return Ok(Opened::Dir(&self.data_dir));
         };
         #[cfg(feature = "etcd")]
@@ -222,6 +250,32 @@ enum OutputArg {
 #[derive(Copy, Clone, Debug)]
 struct SignalArg(rustix::process::Signal);
 
+/// A size in bytes: a whole number, or with a suffix `Ki`, `Mi`, `Gi`
+/// (powers of 1024, as Kubernetes quantities); at least 1.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        other => return Err(format!("unknown unit `{other}` (use Ki, Mi or Gi)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (such as 10Mi)"))?;
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too big"))?;
+    if bytes == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    Ok(bytes)
+}
+
 fn parse_signal(name: &str) -> Result<SignalArg, String> {
     grace_cli::run::parse_signal(name).map(SignalArg)
 }
@@ -266,6 +320,8 @@ fn main() -> ExitCode {
             node,
             reset_full_grace,
             lease_ttl,
+            log_max_size,
+            log_max_files,
         } => {
             let options = grace_cli::agent::AgentOptions {
                 data_dir: store.data_dir.clone(),
@@ -275,6 +331,10 @@ fn main() -> ExitCode {
                 } else {
                     grace_std::Recovery::HonourOriginalDeadline
                 },
+                log_limits: grace_std::process::logs::LogLimits {
+                    max_bytes: log_max_size,
+                    max_files: log_max_files,
+                },
             };
             if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
                 eprintln!("grace agent: {e}");
@@ -282,6 +342,10 @@ fn main() -> ExitCode {
             }
             if store.etcd.is_some() {
                 return shared_agent(&store, options, lease_ttl);
+            }
+            if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
+                eprintln!("grace agent: {e}");
+                return ExitCode::from(2);
             }
             match grace_cli::agent::run(&options, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -346,6 +410,23 @@ fn main() -> ExitCode {
                 )
             })
         }
+        Command::Logs {
+            store,
+            name,
+            container,
+            follow,
+            tail,
+        } => {
+            let options = grace_cli::logs::LogsOptions {
+                container,
+                follow,
+                tail,
+            };
+            let data_dir = store.data_dir.clone();
+            on_store("logs", &store, |target| {
+                grace_cli::logs::print(target, &data_dir, &name, &options, &mut std::io::stdout())
+            })
+        }
         Command::Patch {
             store,
             name,
@@ -356,7 +437,10 @@ fn main() -> ExitCode {
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
             match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
+                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+                }
                 Err(e) => {
                     eprintln!("grace demo: {e}");
                     ExitCode::from(1)
@@ -380,6 +464,11 @@ fn shared_agent(
     if let Opened::Etcd(etcd) = opened {
         let shared = grace_cli::node_agent::SharedAgentOptions {
             state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
+            logs: grace_cli::agent::container_logs(
+                &store.data_dir,
+                Some(&options.node),
+                options.log_limits,
+            ),
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),

@@ -38,10 +38,12 @@ use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::agent::{
-    RunClock, forward, log_orphans, log_transitions, open_actuator, reconcile, start,
-    stop_on_signal, wait_for_next,
+    RunClock, forward, log_orphans, log_transitions, open_actuator, reconcile, remove_logs,
+    spawn_rotation, start, stop_on_signal, wait_for_next,
 };
 use crate::clock::Clock;
+use crate::process::Output;
+use crate::process::logs::ContainerLogs;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
@@ -58,6 +60,8 @@ pub struct SharedAgentOptions {
     pub lease_ttl: StdDuration,
     /// Where the workload table lives (node-local: the workloads' pids).
     pub state_dir: std::path::PathBuf,
+    /// Where its containers' output goes (on this machine).
+    pub logs: ContainerLogs,
 }
 
 enum Input {
@@ -92,6 +96,7 @@ pub fn run(
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
     let (actuator, world, gone) = open_actuator(&options.state_dir, log)?;
+    let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
         NodeScoped::new(store.with_fencing(&node, epoch), node.clone()),
@@ -112,10 +117,21 @@ pub fn run(
     for name in names {
         reconcile(&mut rt, &name, &gone)?;
         let _ = rt.agent_sync(&name)?;
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
+        }
     }
     log_orphans(&mut rt, log);
+    options
+        .logs
+        .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
+    spawn_rotation(options.logs.clone());
     let check_every = options.lease_ttl / 3;
-    let result = serve(&mut rt, &inputs, &transitions, log, |since_check| {
+    let logs = &options.logs;
+    let result = serve(&mut rt, &inputs, &transitions, logs, log, |since_check| {
         if since_check < check_every {
             return Ok(());
         }
@@ -217,6 +233,7 @@ fn serve(
     rt: &mut SharedRuntime,
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
+    logs: &ContainerLogs,
     log: &mut impl Write,
     mut still_ours: impl FnMut(StdDuration) -> Result<(), RuntimeError>,
 ) -> Result<(), RuntimeError> {
@@ -224,7 +241,8 @@ fn serve(
     // Names that hold a new object while the old one is being stopped.
     let mut waiting: Vec<String> = Vec::new();
     loop {
-        log_transitions(transitions, log);
+        let removed = log_transitions(transitions, log);
+        remove_logs(rt, logs, &removed);
         let wait = wait_for_next(rt);
         let input = inputs.recv_timeout(wait);
         // Before any step: is the node still ours?
@@ -313,6 +331,9 @@ fn observe(
         }
         Observed::Changed | Observed::Unchanged => {}
     }
+    // The garbage collector's step, should the request's maker have left
+    // it undone (it runs it right after the delete).
+    let _ = rt.collect_garbage(name)?;
     Ok(())
 }
 

@@ -3,6 +3,14 @@
 //! way — pre-stop hook within the grace, stop signal, SIGKILL when the grace
 //! is spent (never sooner than 2 s after the stop signal) — and grace exits
 //! with the command's status.
+//!
+//! grace is an entrypoint / `ExecStart` wrapper: the command gets grace's
+//! own stdin, stdout and stderr (a pre-stop hook gets its stdout and
+//! stderr). The command runs in a process group of its own, so that the
+//! stop is grace's to decide: a Ctrl-C at a terminal reaches grace, not
+//! the command — and a command that reads from the terminal itself is
+//! stopped by it (SIGTTIN), as any background job is; feed it through a
+//! pipe or a file instead.
 
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
@@ -13,7 +21,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::clock::{Clock, SystemClock};
-use crate::process::{ProcessActuator, WorldEvent};
+use crate::process::{Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError};
 use crate::store::{MemoryStore, StoredContainer, StoredObject};
 
@@ -83,7 +91,9 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     }];
 
     let (actuator, world) = ProcessActuator::new();
-    let actuator = actuator.with_stop_signal(options.stop_signal);
+    let actuator = actuator
+        .with_stop_signal(options.stop_signal)
+        .with_output(Output::Inherit);
     let mut rt = Runtime::open(
         MemoryStore::new(),
         SystemClock::new(),

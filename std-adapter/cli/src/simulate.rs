@@ -2,7 +2,7 @@
 //! agent and simulated processes, and records what the machine decided and
 //! did as a [`Timeline`].
 //!
-//! The world model (SCENARIOS.md): a pre-stop hook runs for the container's
+//! The world model (docs/scenarios.md): a pre-stop hook runs for the container's
 //! `pre_stop_seconds`; a process exits `exits_after_sigterm_seconds` after
 //! its stop signal, or at once when killed. At one instant, the world's
 //! reports (exits, hooks returning) come first, then the machine's own

@@ -1,6 +1,6 @@
 //! Golden scenarios: every `examples/scenarios/*.json` is replayed and its
 //! JSON lines compared with the `.expected.jsonl` beside it. The expected
-//! files were checked by hand against SEMANTICS.md; when a deliberate change
+//! files were checked by hand against core/RULES.md; when a deliberate change
 //! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-cli
 //! --test golden` and review the diff.
 
@@ -125,6 +125,17 @@ fn r16_shorten_scenario_clamps_to_now_with_grace_one() {
     assert_eq!(shortened["outcome"], "graceful");
     assert_eq!(shortened["deletion_timestamp"], 1010);
     assert_eq!(shortened["deletion_grace_period_seconds"], 1);
+}
+
+/// D5 with R62: the agent sees grace 1 at +10.5 s, SIGTERM having gone at
+/// +0 s; no second SIGTERM, and SIGKILL at now + max(1, 2) s = +12.5 s, as
+/// Kubernetes' restarted kill gives (not +11.5 s).
+#[test]
+fn d5_r62_shorten_scenario_kills_two_seconds_after_the_agent_sees_grace_one() {
+    let lines = lines_of("shorten");
+    assert_eq!(action_at(&lines, "sigterm"), [1000.0]);
+    assert_eq!(action_at(&lines, "sigkill"), [1012.5]);
+    assert_eq!(action_at(&lines, "remove"), [1012.5]);
 }
 
 /// D2: a grace beyond any representable time saturates the timestamp at

@@ -76,9 +76,9 @@ impl Cluster {
         let log = self.dir.path().join(format!("{node}.log"));
         let child = Command::new(GRACE)
             .args(["agent", "--node", node, "--lease-ttl", &TTL.to_string()])
+            .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
             .arg("--data-dir")
             .arg(self.dir.path())
-            .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::piped())
             .spawn()
@@ -136,8 +136,8 @@ impl Cluster {
     }
 }
 
-/// An agent process; SIGKILLed and its workloads with it when dropped
-/// (after a SIGCONT, should it be frozen).
+/// An agent process; stopped when dropped (after a SIGCONT, should it be
+/// frozen), its workloads left to the [`Cluster`]'s clean-up.
 struct Agent {
     child: Child,
     log: PathBuf,
@@ -338,23 +338,35 @@ fn etcd_d7_fenced_node_objects_are_removed_and_its_returning_agent_does_not_act(
 
 #[test]
 #[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
-fn etcd_restarted_agent_resumes_and_finishes_its_deletions() {
+fn etcd_restarted_agent_adopts_its_workload_and_finishes_its_deletion_on_time() {
     let c = Cluster::new("restart");
     let a = c.agent("node-a");
     c.pod("web-a", "node-a", 30);
-    let _ = c.ok(&["delete", "web-a", "--grace-period", "30"]);
+    let asked = Instant::now();
+    let _ = c.ok(&["delete", "web-a", "--grace-period", "4"]);
     wait_for("web-a terminating", Duration::from_secs(5), || {
         c.status("web-a").as_deref() == Some("Terminating")
     });
-    // The agent stops (its workloads with it) in the middle of the grace.
+    // The agent stops in the middle of the grace; its workload runs on.
     a.stop();
-    assert!(!alive(&c.pid_file("web-a")));
+    assert!(alive(&c.pid_file("web-a")), "stopping the agent leaves it");
     assert_eq!(c.status("web-a").as_deref(), Some("Terminating"));
-    // Restarted, it finds the workload gone and finishes the deletion.
+    // Restarted, it adopts the workload and SIGKILLs it when the grace
+    // is spent (it ignores SIGTERM), not before.
     let again = c.agent("node-a");
-    wait_for("web-a deleted", Duration::from_secs(10), || {
+    wait_for("web-a deleted", Duration::from_secs(15), || {
         c.status("web-a").is_none()
     });
+    assert!(
+        asked.elapsed() >= Duration::from_secs(4),
+        "not before its grace"
+    );
+    assert!(!alive(&c.pid_file("web-a")));
+    assert!(
+        again.log().contains("adopted web-a container 0"),
+        "{}",
+        again.log()
+    );
     again.stop();
 }
 
@@ -388,4 +400,38 @@ fn etcd_get_w_follows_a_deletion_to_its_end() {
         assert_ne!(pair[0], pair[1], "rows that say nothing new: {seen:?}");
     }
     a.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
+    let cluster = Cluster::new("cascade");
+    let _a = cluster.agent("node-a");
+    cluster.pod("web", "node-a", 1);
+    // The workload's output, kept by node-a's agent on this machine.
+    wait_for("output kept", Duration::from_secs(5), || {
+        cluster
+            .grace(&[
+                "logs",
+                "web",
+                "--data-dir",
+                &cluster.dir.path().display().to_string(),
+            ])
+            .status
+            .success()
+    });
+    let out = cluster.ok(&["delete", "web", "--cascade", "orphan"]);
+    assert!(out.contains("held by finalizers orphan"), "{out}");
+    // The CLI ran the garbage collector's step: the finalizer is gone at
+    // once, and the deletion finishes on its own.
+    let (object, _) = cluster
+        .store()
+        .get("web")
+        .expect("readable")
+        .expect("still terminating");
+    assert!(object.meta.finalizers.is_empty(), "{:?}", object.meta);
+    wait_for("web removed", Duration::from_secs(10), || {
+        cluster.status("web").is_none()
+    });
+    assert!(!alive(&cluster.pid_file("web")));
 }

@@ -434,10 +434,11 @@ fn huge_grace_stays_on_a_seconds_scale() {
     );
     let record = by_id(&doc, "lane-record");
     assert_bar(&scale, record, "pending", 0.0, 1.0);
-    assert_bar(&scale, record, "terminating", 1.0, 5.0);
+    // Grace 1 seen at +4 s, SIGTERM at +1 s: SIGKILL at +4 + max(1, 2) s (D5).
+    assert_bar(&scale, record, "terminating", 1.0, 6.0);
     let app = by_id(&doc, "lane-app");
-    assert_bar(&scale, app, "sigterm", 1.0, 5.0);
-    scale.assert_at(kill_xs(app)[0], 5.0, "SIGKILL");
+    assert_bar(&scale, app, "sigterm", 1.0, 6.0);
+    scale.assert_at(kill_xs(app)[0], 6.0, "SIGKILL");
     let labels = mark_labels(&doc);
     assert!(
         labels.iter().any(|l| l == "delete (grace 9.2e18 s) +0 s"),

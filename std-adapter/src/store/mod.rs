@@ -59,6 +59,7 @@ mod watch;
 
 pub use self::error::{BatchError, StoreError};
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use self::etcd::{
     DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdOptions, EtcdStore, Lease,
 };

@@ -108,6 +108,8 @@ struct Inner {
     /// The revision of the last commit, for watchers to wait on.
     committed: Mutex<Revision>,
     changed: Condvar,
+    /// A [`RedbStore::snapshot`]: every write is refused.
+    snapshot: bool,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -152,14 +154,78 @@ impl RedbStore {
                 retention: options.log_retention.max(1),
                 committed: Mutex::new(revision),
                 changed: Condvar::new(),
+                snapshot: false,
             }),
         })
+    }
+
+    /// A read-only snapshot of the database at `path`, for a reader that
+    /// must never get in a writer's way: the file's bytes are read as they
+    /// are (no redb lock is taken, nothing is written to the file or beside
+    /// it, a read-only file or mount is fine) and opened in memory —
+    /// repaired there if the file was left by a crash. Every write to the
+    /// snapshot is refused ([`StoreError::Unavailable`]).
+    ///
+    /// A writer may commit while the bytes are read; what was read is then
+    /// torn, which redb's checksums tell, and the file is read again (up to
+    /// 10 times). A file that is not a database of this
+    /// format is [`StoreError::Corrupt`]; one that cannot be read,
+    /// [`StoreError::Io`].
+    pub fn snapshot(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let mut attempt = 1;
+        loop {
+            let bytes = std::fs::read(&path)
+                .map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))?;
+            match open_in_memory(&bytes) {
+                Ok((db, revision)) => {
+                    return Ok(RedbStore {
+                        inner: Arc::new(Inner {
+                            db,
+                            path,
+                            retention: DEFAULT_LOG_RETENTION,
+                            committed: Mutex::new(revision),
+                            changed: Condvar::new(),
+                            snapshot: true,
+                        }),
+                    });
+                }
+                Err(StoreError::Corrupt(_)) if attempt < SNAPSHOT_ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+}
+
+/// How many times [`RedbStore::snapshot`] reads a file that changes under
+/// it before it reports it corrupt.
+const SNAPSHOT_ATTEMPTS: u32 = 10;
+
+/// A database in memory holding `bytes` (a copy of a database file, or
+/// nothing for an empty file), checked and repaired if need be; its
+/// revision.
+fn open_in_memory(bytes: &[u8]) -> Result<(Database, Revision), StoreError> {
+    use ::redb::StorageBackend;
+    let backend = ::redb::backends::InMemoryBackend::new();
+    let len = u64::try_from(bytes.len()).map_err(|e| StoreError::Io(e.to_string()))?;
+    backend
+        .set_len(len)
+        .and_then(|()| backend.write(0, bytes))
+        .map_err(|e| StoreError::Io(e.to_string()))?;
+    let db = Builder::new()
+        .set_check_integrity_on_open(true)
+        .create_with_backend(backend)
+        .map_err(redb_error)?;
+    let revision = init(&db)?;
+    Ok((db, revision))
 }
 
 /// Creates the tables of a new file and checks the format of an old one;
@@ -209,6 +275,12 @@ impl Inner {
     /// The whole batch in one write transaction; nothing is committed if
     /// any write is refused or anything fails.
     fn write(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        if self.snapshot {
+            return Err(BatchError::backend(StoreError::Unavailable(format!(
+                "{}: a read-only snapshot",
+                self.path.display()
+            ))));
+        }
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
         let revisions = self.apply(&txn, writes)?;
