@@ -144,6 +144,10 @@ pub fn kill_left_workloads(dir: &Path) {
             group.is_empty()
         });
         group.release();
+        // The agent's cgroup directory too, once empty.
+        if let Some(parent) = record.cgroup.as_deref().and_then(Path::parent) {
+            let _ = std::fs::remove_dir(parent);
+        }
         let _ = table.remove(&record.object, record.container, record.hook);
     }
 }
