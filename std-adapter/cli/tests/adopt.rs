@@ -610,6 +610,7 @@ fn a_thousand_workloads_run_with_a_bounded_number_of_agent_threads() {
     drop(c);
     let _ = agent.stop();
     common::kill_left_workloads(&table);
+    eprintln!("{threads} agent threads for 1000 workloads");
     // The runtime, the reaper, the signal handler, the world forwarder,
     // the acceptor and a connection: not one per workload.
     assert!(threads <= 10, "{threads} threads for 1000 workloads");
