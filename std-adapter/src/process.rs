@@ -200,7 +200,14 @@ impl ProcessActuator {
             });
         }
         // A cgroup no record owns is a spawn cut short before its record
-        // was written: its gate exits on its own; nothing there ran.
+        // was written: its gate exits on its own; nothing there ran. (One
+        // whose record cannot be read is left alone: it may run.)
+        owned.extend(
+            adoption
+                .unreadable
+                .iter()
+                .filter_map(|p| Some(actuator.cgroups.as_ref()?.root().join(p.file_name()?))),
+        );
         if let Some(cgroups) = &actuator.cgroups {
             for orphan in cgroups.children() {
                 if !owned.contains(&orphan) {

@@ -129,14 +129,22 @@ pub(crate) fn open_actuator(
             "grace agent: {object} {what} {container} ended while no agent ran"
         );
     }
+    // A record that cannot be read may stand for a process that still
+    // runs: its container is not reported stopped (it stays as it is).
+    let mut unknown = adoption.gone;
     for path in &adoption.unreadable {
         let _ = writeln!(
             log,
-            "grace agent: unreadable workload record {}",
+            "grace agent: unreadable workload record {}: its container is left as it is",
             path.display()
         );
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        unknown.extend(crate::process::table::WorkloadRecord::parse_file_name(name));
     }
-    Ok((actuator, world, adoption.gone))
+    Ok((actuator, world, unknown))
 }
 
 /// Logs the adopted workloads whose object is gone (removed while no
@@ -163,8 +171,9 @@ pub(crate) fn log_orphans<S: Store, C: Clock>(
 
 /// After a restart: a container the runtime still counts as running, or a
 /// hook it still waits for, that is neither adopted nor about to be
-/// reported gone by the reaper (`gone`) never ran: it is reported stopped
-/// (it was started by no one, or its start failed).
+/// reported gone by the reaper nor of an unreadable record (`gone`) never
+/// ran: it is reported stopped (it was started by no one, or its start
+/// failed).
 pub(crate) fn reconcile<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     name: &str,

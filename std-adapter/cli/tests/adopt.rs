@@ -777,3 +777,56 @@ fn statuses_are_true_in_kubernetes_words_and_kept_across_restarts() {
     drop(c);
     let _ = agent.stop();
 }
+
+#[test]
+fn an_unreadable_workload_record_never_lets_its_container_count_as_stopped() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let agent = Agent::start(dir, 0, &[]);
+    let mut c = client(dir);
+    c.call(&pod(dir, "kept", 2, true, None)).expect("applied");
+    drop(c);
+    let file = dir.join("kept.pid");
+    wait_for("the workload runs", Duration::from_secs(10), || {
+        process(&file).is_some()
+    });
+    let workload = process(&file).expect("running");
+    let _ = agent.stop();
+    // The record is damaged while no agent runs.
+    let table = grace_cli::agent::workloads_dir(dir);
+    let record = std::fs::read_dir(&table)
+        .expect("table")
+        .flatten()
+        .map(|e| e.path())
+        .next()
+        .expect("one record");
+    let saved = std::fs::read(&record).expect("readable");
+    std::fs::write(&record, b"{").expect("damaged");
+
+    let agent = Agent::start(dir, 1, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(status_column(dir, "kept"), "Running");
+    assert!(names(dir).is_some_and(|n| n.contains("kept")));
+    assert!(runs(&workload));
+    let log = agent.stop();
+    assert!(log.contains("unreadable workload record"), "{log}");
+    assert!(
+        !log.contains("kept                 container 0: stopped"),
+        "{log}"
+    );
+
+    // Repaired, the next agent adopts it and deletes it the Kubernetes way.
+    std::fs::write(&record, saved).expect("repaired");
+    let agent = Agent::start(dir, 2, &[]);
+    let mut c = client(dir);
+    c.call(&Request::Delete {
+        name: "kept".into(),
+        options: grace_core::DeleteOptions::default(),
+    })
+    .expect("deleted");
+    drop(c);
+    wait_gone(dir, &["kept".to_owned()], Duration::from_secs(10));
+    assert!(!runs(&workload));
+    let log = agent.stop();
+    assert!(log.contains("adopted kept container 0"), "{log}");
+}

@@ -41,6 +41,30 @@ impl WorkloadRecord {
         let hex: String = object.bytes().map(|b| format!("{b:02x}")).collect();
         format!("{hex}.{container}.{}", if hook { "hook" } else { "main" })
     }
+
+    /// The object, container and kind a file (or cgroup) name stands for
+    /// ([`file_name`](Self::file_name)'s inverse), if it is one.
+    pub fn parse_file_name(name: &str) -> Option<(String, usize, bool)> {
+        let mut parts = name.split('.');
+        let (hex, container, kind) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() || hex.len() % 2 != 0 {
+            return None;
+        }
+        let bytes = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(hex.get(i..i.checked_add(2)?)?, 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        let hook = match kind {
+            "hook" => true,
+            "main" => false,
+            _ => return None,
+        };
+        Some((
+            String::from_utf8(bytes).ok()?,
+            container.parse().ok()?,
+            hook,
+        ))
+    }
 }
 
 /// The table's directory.
@@ -133,6 +157,11 @@ mod tests {
         assert_eq!(records, vec![record.clone()]);
         assert_eq!(unreadable, vec![dir.path().join("w/junk")]);
         assert!(!dir.path().join("w/x.tmp").exists());
+        assert_eq!(
+            WorkloadRecord::parse_file_name(&WorkloadRecord::file_name("web/1 ü", 2, true)),
+            Some(("web/1 ü".to_owned(), 2, true))
+        );
+        assert_eq!(WorkloadRecord::parse_file_name("junk"), None);
         table.remove("web/1 ü", 2, true).expect("remove");
         table.remove("web/1 ü", 2, true).expect("twice");
         assert!(table.load().expect("load").0.is_empty());
