@@ -206,6 +206,7 @@ fn deletion(run: &str, i: usize) -> Deletion {
         pre_stop: None,
         sidecar: false,
         command: vec!["/bin/app".into(), "--port=8080".into()],
+        stop_signal: None,
     }];
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,

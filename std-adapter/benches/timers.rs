@@ -296,6 +296,8 @@ impl Object {
             strategy: Strategy::POD,
             node: self.node.clone(),
             containers: self.containers.clone(),
+            labels: Default::default(),
+            created: None,
             agent: Some(agent),
             status: Vec::new(),
         }

@@ -5,7 +5,8 @@
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
 //! the garbage collector's step for objects without dependents ([`gc`]),
-//! and the protocol of a node agent's socket ([`api`]).
+//! the protocol of a node agent's socket ([`api`]) and the private
+//! directory it lives in ([`private`]).
 //!
 //! The `grace` command line is a crate of its own (`grace-cli`), built on
 //! this library; nothing of it is in this crate's API or dependencies.
@@ -53,6 +54,7 @@ pub mod api;
 pub mod api_server;
 pub mod clock;
 pub mod gc;
+pub mod private;
 pub mod process;
 pub mod runtime;
 pub mod store;

@@ -220,7 +220,10 @@ impl ProcessActuator {
         Ok((actuator, rx, adoption))
     }
 
-    /// Uses `signal` instead of SIGTERM as the stop signal.
+    /// Uses `signal` instead of SIGTERM as the stop signal of containers
+    /// that do not name their own ([`StoredContainer::stop_signal`]).
+    ///
+    /// [`StoredContainer::stop_signal`]: crate::store::StoredContainer::stop_signal
     pub fn with_stop_signal(mut self, signal: Signal) -> Self {
         self.stop_signal = signal;
         self
@@ -487,8 +490,16 @@ impl Actuator for ProcessActuator {
                 if let Some(group) = self.hooks.get(&key(container)) {
                     group.kill();
                 }
+                // The container's own stop signal (lifecycle.stopSignal),
+                // else the actuator's.
+                let signal = stored
+                    .containers
+                    .get(container)
+                    .and_then(|c| c.stop_signal)
+                    .and_then(Signal::from_named_raw)
+                    .unwrap_or(self.stop_signal);
                 if let Some(group) = self.workloads.get(&key(container)) {
-                    group.signal(self.stop_signal);
+                    group.signal(signal);
                     group.signal(Signal::CONT);
                 }
                 Ok(())

@@ -24,14 +24,14 @@
 //! [`Recovery::ResetFullGrace`] the kill starts again with the full grace,
 //! as the kubelet does after a restart ("at least grace").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, mpsc};
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
-    Handled, Instant, Lifecycle, Name, Now, OtherObject, Phase, Record, Strategy, UpdateError,
-    UpdateOutcome, decide_delete,
+    Handled, Instant, Lifecycle, Name, Now, OtherObject, Phase, Record, Strategy, Timestamp,
+    UpdateError, UpdateOutcome, decide_delete,
 };
 
 use crate::clock::Clock;
@@ -257,6 +257,8 @@ struct Spec {
     node: Option<String>,
     containers: Vec<StoredContainer>,
     status: Vec<ContainerStatus>,
+    labels: BTreeMap<String, String>,
+    created: Option<Timestamp>,
 }
 
 impl Spec {
@@ -266,6 +268,8 @@ impl Spec {
             node: object.node,
             containers: object.containers,
             status: object.status,
+            labels: object.labels,
+            created: object.created,
         }
     }
 
@@ -276,6 +280,8 @@ impl Spec {
             strategy: self.strategy,
             node: self.node.clone(),
             containers: self.containers.clone(),
+            labels: self.labels.clone(),
+            created: self.created,
             agent,
             status: self.status.clone(),
         }
@@ -485,6 +491,50 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
         }
         Ok(removed)
+    }
+
+    /// Replaces the object's labels (`metadata.labels`; allowed at any
+    /// time, deleting or not, as Kubernetes allows). Writes nothing if they
+    /// are unchanged.
+    pub fn update_labels(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.update_labels_open(name, labels);
+        self.objects.close();
+        done
+    }
+
+    fn update_labels_open(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
+        let now = self.clock.now();
+        let entry = self
+            .objects
+            .named_mut(name)
+            .filter(|e| e.revision.is_some())
+            .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
+        if entry.spec.labels == labels {
+            return Ok(());
+        }
+        let before = std::mem::replace(&mut entry.spec.labels, labels);
+        if let Err(e) = self.commit(name, now, None) {
+            // As for any input: take the store's state, or else show the
+            // last state known to be stored.
+            if self.resync(name).is_err()
+                && let Some(entry) = self.objects.named_mut(name)
+            {
+                entry.spec.labels = before;
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     /// The agent observes the object (and starts or shortens its kill).

@@ -19,6 +19,7 @@ fn object(command: &str, pre_stop: Option<&str>) -> StoredObject {
         pre_stop: pre_stop.map(str::to_owned),
         sidecar: false,
         command: vec!["sh".into(), "-c".into(), command.into()],
+        stop_signal: None,
     }];
     o
 }

@@ -42,12 +42,14 @@ fn full_obj(uid: &str) -> StoredObject {
             pre_stop: Some("sleep 5".into()),
             sidecar: false,
             command: vec!["/bin/app".into(), "--port=80".into()],
+            stop_signal: None,
         },
         StoredContainer {
             name: "log".into(),
             pre_stop: None,
             sidecar: true,
             command: vec!["/bin/log".into()],
+            stop_signal: None,
         },
     ];
     // Opaque to the store: any bytes are kept as written.
@@ -780,6 +782,29 @@ store_suite!(
         };
         let s = grace_std::store::EtcdStore::connect_with(options).expect("etcd is reachable");
         ((), s)
+    }
+);
+
+#[cfg(feature = "etcd")]
+#[path = "common/secure_etcd.rs"]
+mod secure_etcd;
+
+// The whole suite again on an etcd as deployed: TLS with client
+// certificates and authentication on, the client a user whose role may
+// use the test prefixes only. Each test starts a server of its own.
+#[cfg(feature = "etcd")]
+store_suite!(
+    #[ignore = "starts its own etcd with TLS and auth (GRACE_ETCD_BIN or etcd on PATH); .ci/etcd runs it"]
+    etcd_tls_auth,
+    |retention| {
+        let server = secure_etcd::SecureEtcd::start();
+        let options = grace_std::store::EtcdOptions {
+            log_retention: retention,
+            ..server.store_options(&fresh_prefix())
+        };
+        let s = grace_std::store::EtcdStore::connect_with(options)
+            .expect("with TLS, its certificate and the password, the client is served");
+        (server, s)
     }
 );
 

@@ -205,6 +205,7 @@ impl NewObject {
                 pre_stop: c.pre_stop.then(|| "true".into()),
                 sidecar: c.sidecar,
                 command: Vec::new(),
+                stop_signal: None,
             })
             .collect();
         object

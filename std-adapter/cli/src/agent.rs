@@ -26,25 +26,28 @@
 //! survived: a deletion in progress completes at once (restart policy
 //! `Never`: nothing is restarted).
 
-use std::io::{BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
 use grace_core::{Action, DeleteError, FinalizerChange, Name};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{
-    ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, read_request, socket_path,
-    write_reply,
-};
+use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
+
+pub mod access;
+mod serve;
+
+pub use access::{Access, AllowGroup};
+pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
 
 /// How to run an agent.
 #[derive(Clone, Debug)]
@@ -55,6 +58,9 @@ pub struct AgentOptions {
     pub node: String,
     /// What a restart does with a kill in progress (D6).
     pub recovery: Recovery,
+    /// A group whose members may talk to the agent besides its own user
+    /// and root (`--allow-group`), and how much.
+    pub allow_group: Option<AllowGroup>,
     /// How big each container's log may grow.
     pub log_limits: LogLimits,
 }
@@ -92,9 +98,6 @@ pub(crate) fn spawn_rotation(logs: ContainerLogs) {
 /// written by an agent are honoured by the next one on the same boot (its
 /// workloads are still there); after a reboot they have no meaning.
 pub(crate) type RunClock = SystemClock;
-
-/// The most connections served at once; more wait to be accepted.
-pub const MAX_CONNECTIONS: usize = 64;
 
 /// Where an agent keeps its workload table, in its data directory.
 pub fn workloads_dir(data_dir: &Path) -> PathBuf {
@@ -262,8 +265,10 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 }
 
 /// Runs the agent until SIGTERM or SIGINT, logging every transition to
-/// `log`. Fails if the store cannot be opened (locked by another process,
-/// unreadable) or the socket cannot be bound.
+/// `log`. Fails if the data directory, the store or an old socket is not
+/// private (another user owns it, others may write it: see
+/// [`grace_std::private`]), if the store cannot be opened (locked by
+/// another process, unreadable) or the socket cannot be bound.
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
     // Everything that can be checked before anything is written.
@@ -278,10 +283,12 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         ))
     })?;
     let created_dir = !dir.exists();
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
     let db = dir.join(DATABASE);
     let created_db = !db.exists();
+    // Private whatever the umask; refused if another user could have
+    // changed it.
+    let group = options.allow_group.as_ref();
+    serve::prepare(dir, group)?;
     // A start that fails leaves nothing it created behind.
     let undo = || {
         if created_db {
@@ -318,18 +325,18 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
 
     // The store is ours (its lock is held), so a socket left here is an
     // earlier agent's.
-    let _ = std::fs::remove_file(&socket);
-    let listener = match UnixListener::bind(&socket) {
+    let listener = match serve::bind(dir, group) {
         Ok(l) => l,
         Err(e) => {
             drop(rt);
             drop(store);
             undo();
-            return Err(RuntimeError::Object(format!("{}: {e}", socket.display())));
+            return Err(e);
         }
     };
     let served = Arc::clone(&store);
-    std::thread::spawn(move || accept(listener, served, tx));
+    let policy = access::Policy::new(options.allow_group.clone());
+    std::thread::spawn(move || serve::accept(listener, served, tx, policy));
 
     let _ = writeln!(
         log,
@@ -463,6 +470,12 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             }
             Reply::Applied { revision }
         }
+        Request::Put { name, object } => {
+            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
+                return invalid(e.to_string());
+            }
+            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, e))
+        }
         Request::Delete { name, options } => {
             let answer = match rt.delete(&name, &options) {
                 Ok(r) => r,
@@ -550,74 +563,6 @@ fn error(name: &str, e: RuntimeError) -> Reply {
     Reply::Error(ApiError { kind, message })
 }
 
-fn accept(listener: UnixListener, store: Arc<RedbStore>, changes: mpsc::Sender<Input>) {
-    let slots = Arc::new((Mutex::new(0usize), Condvar::new()));
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        // Wait for a free slot: a bounded number of threads.
-        {
-            let (count, freed) = &*slots;
-            let Ok(mut n) = count.lock() else { return };
-            while *n >= MAX_CONNECTIONS {
-                n = match freed.wait(n) {
-                    Ok(n) => n,
-                    Err(_) => return,
-                };
-            }
-            *n = n.saturating_add(1);
-        }
-        let store = Arc::clone(&store);
-        let changes = changes.clone();
-        let slots = Arc::clone(&slots);
-        std::thread::spawn(move || {
-            connection(stream, &store, &changes);
-            let (count, freed) = &*slots;
-            if let Ok(mut n) = count.lock() {
-                *n = n.saturating_sub(1);
-            }
-            freed.notify_one();
-        });
-    }
-}
-
-/// Serves one client until it hangs up.
-fn connection(stream: UnixStream, store: &RedbStore, changes: &mpsc::Sender<Input>) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    while let Some(request) = read_request(&mut reader) {
-        let reply = match request {
-            Err(message) => invalid(message),
-            Ok(Request::Get { name }) => read(store, name.as_deref()),
-            Ok(Request::Watch) => {
-                watch(store, &mut writer);
-                return;
-            }
-            Ok(change) => {
-                let (tx, rx) = mpsc::channel();
-                if changes.send(Input::Request(change, tx)).is_err() {
-                    return;
-                }
-                match rx.recv() {
-                    Ok(reply) => reply,
-                    Err(_) => return, // the agent is stopping
-                }
-            }
-        };
-        if write_reply(&mut writer, &reply).is_err() {
-            return;
-        }
-    }
-}
-
-fn read(store: &RedbStore, name: Option<&str>) -> Reply {
-    match items(store, name) {
-        Ok((revision, items)) => Reply::Objects { revision, items },
-        Err(e) => store_error(name.unwrap_or(""), e),
-    }
-}
-
 /// One object or all of them, with the store revision they were read at.
 pub(crate) fn items<S: Store + ?Sized>(
     store: &S,
@@ -650,54 +595,6 @@ pub(crate) fn items<S: Store + ?Sized>(
                 })
                 .collect();
             Ok((listing.revision.get(), items))
-        }
-    }
-}
-
-fn store_error(name: &str, e: StoreError) -> Reply {
-    Reply::Error(match e {
-        StoreError::NotFound { .. } => ApiError {
-            kind: ErrorKind::NotFound,
-            message: format!("object \"{name}\" not found"),
-        },
-        other => ApiError {
-            kind: ErrorKind::Internal,
-            message: format!("store: {other}"),
-        },
-    })
-}
-
-/// Streams the listing, then every change, until the client hangs up.
-fn watch(store: &RedbStore, writer: &mut UnixStream) {
-    let listing = match items(store, None) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    let (revision, list) = listing;
-    let reply = Reply::Objects {
-        revision,
-        items: list,
-    };
-    if write_reply(writer, &reply).is_err() {
-        return;
-    }
-    let watch = match store.watch(crate::store::Revision(revision)) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    for event in watch {
-        let reply = match event {
-            Ok(event) => Reply::Event(event),
-            Err(e) => store_error("", e),
-        };
-        if write_reply(writer, &reply).is_err() {
-            return;
         }
     }
 }

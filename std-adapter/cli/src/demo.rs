@@ -111,9 +111,9 @@ fn run_in(
     dir: &Path,
     interrupted: &AtomicUsize,
 ) -> Result<Ended, RuntimeError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+    grace_std::private::private_dir(dir, 0o700).map_err(|e| RuntimeError::Object(e.to_string()))?;
     let db: PathBuf = dir.join("grace.redb");
+    grace_std::private::private_file(&db).map_err(|e| RuntimeError::Object(e.to_string()))?;
     let store = RedbStore::open(&db)?;
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
@@ -163,6 +163,7 @@ fn show(
             pre_stop: p.pre_stop.map(str::to_owned),
             sidecar: false,
             command: vec!["sh".into(), "-c".into(), p.command.into()],
+            stop_signal: None,
         }];
         if rt.lifecycle(p.name).is_some() {
             continue; // a data dir kept from an interrupted run

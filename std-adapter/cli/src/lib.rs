@@ -16,15 +16,22 @@
 use grace_std::{api, api_server, clock, process, runtime, store};
 
 pub mod agent;
+pub mod apply;
 pub mod demo;
+pub mod describe;
+pub mod k8s_pod;
 pub mod kubectl;
 pub mod logs;
 pub mod manifest;
+pub mod manifest_file;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod node_agent;
+pub mod output;
+pub mod resource;
 pub mod run;
 pub mod scenario;
+pub mod selector;
 pub mod simulate;
 pub mod svg;
 pub mod timeline;

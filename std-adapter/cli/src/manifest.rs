@@ -171,6 +171,7 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
             pre_stop: c.pre_stop,
             sidecar: c.sidecar,
             command: c.command,
+            stop_signal: None,
         });
     }
     meta.scheduled = raw.spec.node_name.is_some();

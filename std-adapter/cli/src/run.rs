@@ -88,6 +88,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         pre_stop: options.pre_stop.clone(),
         sidecar: false,
         command: options.command.clone(),
+        stop_signal: None,
     }];
 
     let (actuator, world) = ProcessActuator::new();

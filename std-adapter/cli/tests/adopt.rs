@@ -681,25 +681,33 @@ fn status_column(dir: &Path, name: &str) -> String {
         .output()
         .expect("grace runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    text.lines()
-        .nth(1)
-        .and_then(|row| row.split_whitespace().nth(1))
+    let mut lines = text.lines();
+    let column = lines
+        .next()
+        .and_then(|h| h.split_whitespace().position(|c| c == "STATUS"));
+    column
+        .and_then(|c| lines.next()?.split_whitespace().nth(c))
         .unwrap_or_default()
         .to_owned()
 }
 
-/// `grace get NAME -o json`'s container statuses.
-fn statuses(dir: &Path, name: &str) -> serde_json::Value {
+/// `grace get NAME -o json`'s (a Pod's) first container state, and its
+/// phase.
+fn state(dir: &Path, name: &str) -> (serde_json::Value, serde_json::Value) {
     let out = Command::new(GRACE)
         .args(["get", name, "-o", "json", "--data-dir"])
         .arg(dir)
         .output()
         .expect("grace runs");
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    json.pointer("/items/0/object/status")
-        .or_else(|| json.pointer("/object/status"))
-        .cloned()
-        .unwrap_or(serde_json::Value::Null)
+    (
+        json.pointer("/status/containerStatuses/0/state")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null),
+        json.pointer("/status/phase")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null),
+    )
 }
 
 #[test]
@@ -743,9 +751,14 @@ fn statuses_are_true_in_kubernetes_words_and_kept_across_restarts() {
             || status_column(dir, name) == status,
         );
     }
-    assert_eq!(statuses(dir, "bad")[0]["terminated"]["exitCode"], 1);
-    assert_eq!(statuses(dir, "ok")[0]["terminated"]["exitCode"], 0);
-    let cannot = &statuses(dir, "gone")[0]["terminated"];
+    let (bad, phase) = state(dir, "bad");
+    assert_eq!(bad["terminated"]["exitCode"], 1, "{bad}");
+    assert_eq!(bad["terminated"]["reason"], "Error");
+    assert_eq!(phase, "Failed");
+    let (ok, phase) = state(dir, "ok");
+    assert_eq!(ok["terminated"]["exitCode"], 0, "{ok}");
+    assert_eq!(phase, "Succeeded");
+    let cannot = state(dir, "gone").0["terminated"].clone();
     assert_eq!(cannot["reason"], "ContainerCannotRun");
     assert!(
         cannot["message"]
@@ -753,7 +766,7 @@ fn statuses_are_true_in_kubernetes_words_and_kept_across_restarts() {
             .is_some_and(|m| m.contains("/nonexistent/bin") && m.contains("no such file")),
         "{cannot}"
     );
-    assert_eq!(statuses(dir, "runs")[0], "running");
+    assert!(state(dir, "runs").0["running"].is_object());
 
     // Kept across a restart (the running one adopted), and read without
     // an agent too.

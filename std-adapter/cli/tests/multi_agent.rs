@@ -131,7 +131,8 @@ impl Cluster {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         text.lines()
             .nth(1)
-            .and_then(|row| row.split_whitespace().nth(1))
+            // NAME READY STATUS AGE
+            .and_then(|row| row.split_whitespace().nth(2))
             .map(str::to_owned)
     }
 }
@@ -246,9 +247,9 @@ fn etcd_r80_lost_node_waits_while_the_other_finishes_then_d4_force_delete_and_it
     b.signal("-STOP");
     lost(&store, "node-b");
     let asked = Instant::now();
-    let _ = c.ok(&["delete", "web-a", "--grace-period", "2"]);
-    let _ = c.ok(&["delete", "web-b", "--grace-period", "2"]);
-    let _ = c.ok(&["delete", "db-b", "--grace-period", "2"]);
+    let _ = c.ok(&["delete", "--wait=false", "web-a", "--grace-period", "2"]);
+    let _ = c.ok(&["delete", "--wait=false", "web-b", "--grace-period", "2"]);
+    let _ = c.ok(&["delete", "--wait=false", "db-b", "--grace-period", "2"]);
     // node-a's agent: SIGTERM ignored, SIGKILL after the 2 s, record gone.
     wait_for("web-a deleted", Duration::from_secs(10), || {
         c.status("web-a").is_none()
@@ -265,7 +266,14 @@ fn etcd_r80_lost_node_waits_while_the_other_finishes_then_d4_force_delete_and_it
     assert!(alive(&c.pid_file("web-b")) && alive(&c.pid_file("db-b")));
 
     // D4: a force delete removes the record at once, flagged.
-    let out = c.ok(&["delete", "web-b", "--force", "--grace-period", "0"]);
+    let out = c.ok(&[
+        "delete",
+        "--wait=false",
+        "web-b",
+        "--force",
+        "--grace-period",
+        "0",
+    ]);
     assert!(out.contains("may still be running"), "{out}");
     assert_eq!(c.status("web-b"), None);
     assert!(
@@ -305,7 +313,7 @@ fn etcd_d7_fenced_node_objects_are_removed_and_its_returning_agent_does_not_act(
     let b = c.agent("node-b");
     c.pod("web-a", "node-a", 30);
     c.pod("web-b", "node-b", 30);
-    let _ = c.ok(&["delete", "web-b", "--grace-period", "20"]);
+    let _ = c.ok(&["delete", "--wait=false", "web-b", "--grace-period", "20"]);
 
     // Refused while node-b's agent is alive.
     let out = c.grace(&["fence", "node-b"]);
@@ -343,7 +351,7 @@ fn etcd_restarted_agent_adopts_its_workload_and_finishes_its_deletion_on_time() 
     let a = c.agent("node-a");
     c.pod("web-a", "node-a", 30);
     let asked = Instant::now();
-    let _ = c.ok(&["delete", "web-a", "--grace-period", "4"]);
+    let _ = c.ok(&["delete", "--wait=false", "web-a", "--grace-period", "4"]);
     wait_for("web-a terminating", Duration::from_secs(5), || {
         c.status("web-a").as_deref() == Some("Terminating")
     });
@@ -390,7 +398,7 @@ fn etcd_get_w_follows_a_deletion_to_its_end() {
         "{first}"
     );
 
-    let _ = c.ok(&["delete", "web-w"]);
+    let _ = c.ok(&["delete", "--wait=false", "web-w"]);
     let seen = lines.until(|l| l.contains("Deleted"));
     let _ = watch.kill();
     let _ = watch.wait();

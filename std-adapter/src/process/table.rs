@@ -74,9 +74,10 @@ pub struct Table {
 }
 
 impl Table {
-    /// The table in `dir`, created if missing.
+    /// The table in `dir`, created if missing; private (`0700`, its files
+    /// `0600`) whatever the umask: it says which processes to signal.
     pub fn open(dir: &Path) -> io::Result<Table> {
-        fs::create_dir_all(dir)?;
+        crate::private::private_dir(dir, 0o700).map_err(io::Error::other)?;
         Ok(Table {
             dir: dir.to_owned(),
         })
@@ -87,7 +88,15 @@ impl Table {
         let name = WorkloadRecord::file_name(&record.object, record.container, record.hook);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
-        let mut file = fs::File::create(&tmp)?;
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?
+        };
         file.write_all(&bytes)?;
         fs::rename(&tmp, self.dir.join(name))
     }

@@ -61,7 +61,8 @@ pub use self::error::{BatchError, StoreError};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use self::etcd::{
-    DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdOptions, EtcdStore, Lease,
+    DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdAuth, EtcdOptions, EtcdStore, EtcdTls,
+    Lease,
 };
 pub use self::memory::MemoryStore;
 pub use self::object::{ContainerStatus, FINALIZERS, KillState, StoredContainer, StoredObject};

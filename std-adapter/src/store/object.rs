@@ -1,12 +1,13 @@
 //! What the store keeps under a name: the object's deletion metadata, where
 //! it runs, its containers, and the runtime's opaque kill state.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use grace_core::{ContainerSpec, Record, Strategy};
+use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The finalizer capacity of stored records: an object with more
@@ -34,6 +35,14 @@ pub struct StoredObject {
     /// The containers, in declaration order.
     #[serde(default)]
     pub containers: Vec<StoredContainer>,
+    /// `metadata.labels`: what `grace get -l` and `delete -l` select on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`: when the object was created (whole
+    /// seconds), for `grace get`'s AGE; `None` for objects stored before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Timestamp>,
     /// The runtime's persisted kill state. Opaque to the store: it is kept
     /// and returned as it was written.
     #[serde(default)]
@@ -109,6 +118,8 @@ impl StoredObject {
             strategy: Strategy::POD,
             node: None,
             containers: Vec::new(),
+            labels: BTreeMap::new(),
+            created: None,
             agent: None,
             status: Vec::new(),
         }
@@ -134,6 +145,10 @@ pub struct StoredContainer {
     /// The workload's command and arguments.
     #[serde(default)]
     pub command: Vec<String>,
+    /// The container's own stop signal (`lifecycle.stopSignal`, a signal
+    /// number); `None`: the actuator's (SIGTERM unless configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<i32>,
 }
 
 impl StoredContainer {
