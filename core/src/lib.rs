@@ -75,13 +75,17 @@
 //!
 //! All off by default, none turns on `std` or `alloc`: `serde` (derives on
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
-//! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
+//! [`Instant`] and [`Duration`]), `embassy` (an async driver for embassy
+//! firmware, `driver`), `flash` (lifecycles kept on NOR flash across
+//! reboots, `flash`), `arbitrary` (for fuzzers).
 //!
 //! [D2]: crate::rules#d2
 //! [R62]: crate::rules#r62
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
+// Examples compile without warnings, as a user copying them would see them.
+#![doc(test(attr(deny(warnings))))]
 #![deny(
     missing_docs,
     clippy::unwrap_used,
@@ -106,9 +110,16 @@
 #[cfg(all(feature = "arbitrary", not(target_os = "none")))]
 extern crate std;
 
+#[cfg(feature = "embassy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy")))]
+pub mod driver;
+#[cfg(feature = "flash")]
+#[cfg_attr(docsrs, doc(cfg(feature = "flash")))]
+pub mod flash;
 #[doc = include_str!("../RULES.md")]
 pub mod rules {}
 
+mod error;
 mod grace;
 mod hint;
 mod kill;
@@ -121,23 +132,24 @@ mod shared;
 mod table;
 mod time;
 
+pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
-pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use kill::{Container, ContainerIndex, ContainerSpec, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
 };
-pub use name::{NAME_CAPACITY, Name, NameTooLong};
+pub use name::{InlineName, NAME_CAPACITY, Name, NameTooLong, SMALL_NAME_CAPACITY};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
-    PodPhase, Record, Strategy, TooManyFinalizers,
+    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers,
 };
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
 };
-pub use shared::{Busy, SharedTable};
+pub use shared::{Busy, SharedTable, TableAccess};
 pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };

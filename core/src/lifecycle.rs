@@ -2,11 +2,12 @@
 //! agent that stops its workload (agent level), driven by `handle_*` inputs
 //! and read through `poll_*` outputs.
 
+use crate::name::{NAME_CAPACITY, Name};
 use core::fmt;
 
 use crate::grace::effective_grace;
 use crate::hint::likely;
-use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
+use crate::kill::{Container, ContainerIndex, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
 use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
@@ -32,6 +33,7 @@ use queue::{ENDPOINTS, Ends, Entry, MAX_CONTAINERS, REMOVE};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Phase {
     /// No deletion timestamp.
     Live,
@@ -70,12 +72,15 @@ impl fmt::Display for Phase {
 ///
 /// Small on purpose (8 bytes, like `Option<Action>`): a container is named
 /// by its index as one byte, as a lifecycle has at most 253 containers, and
-/// a pre-stop budget is whole seconds in 32 bits. `usize::from(container)`
-/// indexes [`Lifecycle::containers`] and is what the `handle_*` inputs
-/// naming a container take.
+/// a pre-stop budget is whole seconds in 32 bits. The `handle_*` inputs
+/// naming a container take that byte as it is ([`ContainerIndex`]);
+/// `usize::from(container)` indexes [`Lifecycle::containers`].
+///
+/// More kinds of action may be added: match with a `_` arm.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Action {
     /// Take the object out of load balancing (ready=false, [R85]–[R88]).
     ///
@@ -125,6 +130,38 @@ pub enum Action {
     },
 }
 
+impl fmt::Display for Action {
+    /// The action in a few words, for logs: `container 0: stop signal`.
+    ///
+    /// ```
+    /// use grace_core::Action;
+    ///
+    /// assert_eq!(Action::SendKill { container: 1 }.to_string(), "container 1: SIGKILL");
+    /// assert_eq!(Action::Remove { force: false }.to_string(), "record removed");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::RemoveEndpoints => f.write_str("removed from endpoints"),
+            Action::RunPreStop {
+                container,
+                budget_seconds,
+            } => write!(
+                f,
+                "container {container}: pre-stop hook started (budget {budget_seconds} s)"
+            ),
+            Action::SendStopSignal { container } => {
+                write!(f, "container {container}: stop signal")
+            }
+            Action::SendKill { container } => write!(f, "container {container}: SIGKILL"),
+            Action::ContainerStopped { container } => write!(f, "container {container}: stopped"),
+            Action::Remove { force: false } => f.write_str("record removed"),
+            Action::Remove { force: true } => {
+                f.write_str("record removed (FORCE: the workload may still run)")
+            }
+        }
+    }
+}
+
 /// The answer to a delete request (the REST response, [R33]), without a
 /// copy of the object: the object as written is [`Lifecycle::record`] (when
 /// the request removed it, the last state written before removal). A dry
@@ -136,7 +173,6 @@ pub enum Action {
 /// [R33]: crate::rules#r33
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
@@ -153,7 +189,7 @@ pub struct DeleteResponse {
 /// The answer to a finalizer update.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
+#[non_exhaustive]
 pub enum UpdateOutcome {
     /// Written (or nothing to change); the record stays.
     Updated,
@@ -169,7 +205,6 @@ pub enum UpdateOutcome {
 /// Whether an agent-side input applied.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub enum Handled {
     /// The input was acted on.
     Applied,
@@ -282,7 +317,9 @@ pub struct AgentState {
 ///    repeated call is a harmless no-op);
 /// 3. report what the world did: a pre-stop hook that returned
 ///    ([`handle_pre_stop_finished`](Self::handle_pre_stop_finished)), a
-///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
+///    process that exited ([`handle_container_exited`](Self::handle_container_exited));
+/// 4. forget the lifecycle only once it [is finished](Self::is_finished):
+///    [`Phase::Deleted`] with a force delete still leaves a kill to run (D4).
 ///
 /// ```
 /// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
@@ -299,13 +336,13 @@ pub struct AgentState {
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
-/// let _ = pod.handle_agent_sync(at(1001));
+/// pod.handle_agent_sync(at(1001));
 /// assert_eq!(pod.phase(), Phase::Terminating);
 /// assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
 /// assert_eq!(pod.poll_timeout().map(|t| t.as_millis()), Some(1_031_000));
 ///
 /// // The process exits on SIGTERM; the agent's final delete removes the record.
-/// let _ = pod.handle_container_exited(at(1004), 0).unwrap();
+/// pod.handle_container_exited(at(1004), 0).unwrap();
 /// assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
 /// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 /// assert_eq!(pod.phase(), Phase::Deleted);
@@ -324,10 +361,10 @@ pub struct AgentState {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
-    serde(from = "persist::Persisted<F, C>")
+    serde(from = "persist::Persisted<F, C, L>")
 )]
-pub struct Lifecycle<const F: usize, const C: usize> {
-    record: Record<F>,
+pub struct Lifecycle<const F: usize, const C: usize, const L: usize = NAME_CAPACITY> {
+    record: Record<F, L>,
     /// The object's containers are the first `count`; the others stay
     /// `Container::VACANT` (never changed: every change goes through
     /// `containers_mut`), so that equality sees only the real ones and
@@ -347,7 +384,7 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     count: u8,
 }
 
-impl<const F: usize, const C: usize> Lifecycle<F, C> {
+impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// The container count is one byte, and container indices stay clear
     /// of the action queue's other entries.
     const COUNT_FITS: () = assert!(C <= MAX_CONTAINERS, "at most 253 containers");
@@ -370,7 +407,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// A finished pod's (or a stopped spec's) containers start stopped.
     pub fn new(
         strategy: Strategy,
-        record: Record<F>,
+        record: Record<F, L>,
         containers: &[ContainerSpec],
     ) -> Result<Self, TooManyContainers> {
         let finished = record.phase.is_terminal();
@@ -412,13 +449,29 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// The record as stored now, or, once removed, as last written.
-    pub fn record(&self) -> &Record<F> {
+    pub fn record(&self) -> &Record<F, L> {
         &self.record
     }
 
     /// Whether the record is still in storage.
     pub fn is_stored(&self) -> bool {
         self.flags.has(Flag::Stored)
+    }
+
+    /// Whether nothing more can happen to this object, so that its caller
+    /// may forget it: the record is removed ([`Phase::Deleted`]), every
+    /// action has been handed out, and no workload may still run (there is
+    /// no agent, the node is fenced, or every container has stopped).
+    ///
+    /// [`Phase::Deleted`] alone is not enough: after a force delete the
+    /// record is gone while the workload still runs (D4). Until the agent
+    /// syncs, such a lifecycle has no action and no deadline, yet the sync
+    /// starts the kill; after SIGKILL it waits for the process to exit. A
+    /// lifecycle that is not finished and has neither an action nor a
+    /// deadline is waiting for an input from the world (the agent's sync,
+    /// an exit, the node's return or fencing), never for time.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Deleted && !self.has_action() && !self.agent_has_work()
     }
 
     /// The type's deletion strategy.
@@ -564,7 +617,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     pub fn handle_record_observed(
         &mut self,
         now: Now,
-        stored: Option<&Record<F>>,
+        stored: Option<&Record<F, L>>,
     ) -> Result<Handled, OtherObject> {
         if self.phase == Phase::Deleted || self.flags.link() == Link::Fenced {
             return Ok(Handled::Ignored);
@@ -583,7 +636,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
-            let _ = self.handle_agent_sync(now);
+            self.handle_agent_sync(now);
         }
         self.refresh_phase();
         Ok(Handled::Applied)
@@ -641,13 +694,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's pre-stop hook returned. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_pre_stop_finished(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         let c = self.containers().get(container).ok_or(UnknownContainer)?;
         if self.flags.link() == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
             return Ok(Handled::Ignored);
@@ -657,13 +712,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's process exited. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_container_exited(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
         let acts = self.has_agent() && self.flags.link() != Link::Fenced;
         if container >= self.containers().len() {
@@ -928,6 +985,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.containers().iter().all(Container::is_stopped)
     }
 
+    /// Could the agent still have something to stop? Unlike
+    /// [`workload_may_run`](Self::workload_may_run), a pod the API sees as
+    /// finished still counts while its agent has containers not stopped:
+    /// the agent would still signal them.
+    fn agent_has_work(&self) -> bool {
+        self.has_agent() && self.flags.link() != Link::Fenced && !self.all_stopped()
+    }
+
     /// D4: could something of this object still be running?
     fn workload_may_run(&self) -> bool {
         self.has_agent()
@@ -950,7 +1015,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Writes the record through `change` (the store bumps the resource
     /// version); a first deletion timestamp takes a scheduled, running pod
     /// out of endpoints.
-    fn write(&mut self, change: impl FnOnce(&mut Record<F>)) {
+    fn write(&mut self, change: impl FnOnce(&mut Record<F, L>)) {
         let was_deleting = self.record.deletion_timestamp.is_some();
         let serving = self.has_agent() && !self.record.phase.is_terminal();
         let version = self.record.resource_version;
@@ -1071,7 +1136,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         let options = DeleteOptions {
             grace_period_seconds: Some(0),
             preconditions: Preconditions {
-                uid: Some(self.record.uid.clone()),
+                // The request's uid holds any Kubernetes uid; a longer
+                // one (a capacity above NAME_CAPACITY) goes unchecked: the
+                // lifecycle's own record is the object.
+                uid: Name::try_from(&self.record.uid).ok(),
                 resource_version: None,
             },
             ..DeleteOptions::default()

@@ -791,6 +791,7 @@ impl Invariant for DeletedIsTerminal {
                             ));
                         }
                     }
+                    other => return Err(format!("an action the checker does not know: {other:?}")),
                 }
             }
             match s.reply {
@@ -911,6 +912,7 @@ impl Invariant for SigkillNeverEarly {
                 | Action::RunPreStop { .. }
                 | Action::ContainerStopped { .. }
                 | Action::Remove { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         // The deadline as scheduled already respects both floors.
@@ -1046,6 +1048,7 @@ impl Invariant for RemovalWhileRunningIsForced {
                 | Action::RunPreStop { .. }
                 | Action::SendStopSignal { .. }
                 | Action::SendKill { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         match s.reply {
@@ -1126,6 +1129,40 @@ impl Invariant for RefusalsChangeNothing {
     }
 }
 
+/// A finished lifecycle (D4: removed, nothing owed, nothing left running)
+/// stays finished: no later input yields an action or a deadline, so a
+/// caller that forgets it at that point drops nothing.
+struct FinishedIsFinal {
+    finished: bool,
+}
+
+impl Invariant for FinishedIsFinal {
+    fn start(_: &Setup) -> Self {
+        FinishedIsFinal { finished: false }
+    }
+
+    fn check(&mut self, s: &Step<'_>) -> Result<(), String> {
+        if self.finished {
+            if !s.actions.is_empty() {
+                return Err("a finished lifecycle handed out actions".into());
+            }
+            if !s.after.is_finished() {
+                return Err("a finished lifecycle is no longer finished".into());
+            }
+        }
+        if s.after.is_finished() {
+            if let Some(deadline) = s.after.poll_timeout() {
+                return Err(format!("finished, yet a deadline at {deadline:?}"));
+            }
+            if s.after.phase() != Phase::Deleted || s.after.has_action() {
+                return Err("finished, yet stored or owing an action".into());
+            }
+        }
+        self.finished = s.after.is_finished();
+        Ok(())
+    }
+}
+
 /// Invariant 6: only the harness's own checks (no panic, `poll_action` runs dry).
 struct NoPanic;
 
@@ -1184,6 +1221,11 @@ proptest! {
     #[test]
     fn invariant_refusals_dry_runs_and_early_timeouts_change_nothing((setup, events) in scenario()) {
         run::<RefusalsChangeNothing>(&setup, &events)?;
+    }
+
+    #[test]
+    fn d4_invariant_finished_is_final((setup, events) in scenario()) {
+        run::<FinishedIsFinal>(&setup, &events)?;
     }
 
     #[test]

@@ -826,6 +826,12 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                 removal = Some(force);
                 w.removed = Some(force);
             }
+            _ => {
+                return fail(
+                    Check::KillSequence,
+                    format!("an action the checker does not know: {action:?}"),
+                );
+            }
         }
     }
     let removed_now = b.is_stored() && !a.is_stored();
@@ -1204,6 +1210,7 @@ fn events(s: &State, bounds: &Bounds, out: &mut Vec<Event>) {
                 out.push(Event::ContainerExited(i));
             }
             Stage::Running | Stage::Stopped => {}
+            _ => {}
         }
     }
     out.push(Event::HandleTimeout);

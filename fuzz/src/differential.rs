@@ -28,6 +28,10 @@ pub struct Input {
 
 /// A delete request: structured (mostly) or raw `DeleteOptions`.
 #[derive(Arbitrary, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum DeleteInput {
     Structured(DeleteSpec),
     Raw(DeleteOptions),
@@ -177,6 +181,7 @@ pub fn compare_delete(record: &Record<F>, strategy: &Strategy, opts: &DeleteOpti
                 DeleteOutcome::Graceful => model::Outcome::Graceful,
                 DeleteOutcome::Pending => model::Outcome::Pending,
                 DeleteOutcome::Deleted => model::Outcome::Deleted,
+                other => panic!("unknown to the checker: {other:?}"),
             };
             let got = model::Decision {
                 outcome,
@@ -340,6 +345,7 @@ pub fn compare_kill(k: &KubeletInput) {
                 }
                 Action::ContainerStopped { .. } => exits = None,
                 Action::RemoveEndpoints | Action::Remove { .. } => {}
+                other => panic!("unknown to the checker: {other:?}"),
             }
         }
         let deadline = pod.poll_timeout().map(Instant::as_millis);

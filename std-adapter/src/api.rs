@@ -38,6 +38,10 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 /// A request to the agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one request per socket round trip; a delete's options hold a uid of any Kubernetes length inline"
+)]
 pub enum Request {
     /// Store a new object (and start it, if it is bound to the agent's node).
     Apply {
@@ -212,6 +216,7 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A connection to the agent serving a data directory.
+#[derive(Debug)]
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,

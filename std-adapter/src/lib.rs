@@ -17,38 +17,45 @@
 //! store; an [`Actuator`] carries out what the machine decides.
 //!
 //! ```
-//! use grace_core::{Action, DeleteOptions, Name, Record};
+//! use grace_core::{Action, DeleteOptions, Record};
 //! use grace_std::clock::SystemClock;
-//! use grace_std::runtime::{Actuator, Recovery, Runtime};
+//! use grace_std::runtime::{Actuator, Runtime};
 //! use grace_std::store::{RedbStore, StoredContainer, StoredObject};
 //!
+//! /// Carries out what the machine decides; here it only prints it.
 //! struct Print;
 //! impl Actuator for Print {
 //!     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-//!         println!("{object}: {action:?}");
+//!         println!("{object}: {action}");
 //!         Ok(())
 //!     }
 //! }
 //!
-//! let dir = tempfile::tempdir().unwrap();
-//! let store = RedbStore::open(dir.path().join("grace.redb")).unwrap();
-//! let mut runtime = Runtime::open(store, SystemClock::new(), Print, Recovery::default()).unwrap();
+//! let dir = tempfile::tempdir()?;
+//! let store = RedbStore::open(dir.path().join("grace.redb"))?;
+//! let mut builder = Runtime::builder(store, SystemClock::new(), Print);
+//! let transitions = builder.subscribe(); // sees recovery too
+//! let mut runtime = builder.open()?;
 //!
-//! let mut web = StoredObject::new(Record::new(Name::try_from("uid-web-0").unwrap()));
-//! web.node = Some("node-a".into());
-//! web.containers = vec![StoredContainer { name: "app".into(), ..Default::default() }];
-//! runtime.create("web-0", web).unwrap();
+//! let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
+//! web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
+//! runtime.create("web-0", web)?;
 //!
-//! runtime.delete("web-0", &DeleteOptions::with_grace(30)).unwrap(); // durable, then endpoints removed
-//! runtime.agent_sync("web-0").unwrap(); // SIGTERM; SIGKILL due in 30 s
-//! runtime.container_exited("web-0", 0).unwrap(); // exited: final delete, removed
+//! runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?; // durable, then endpoints removed
+//! runtime.handle_agent_sync("web-0")?;                             // SIGTERM; SIGKILL due in 30 s
+//! runtime.handle_container_exited("web-0", 0)?;                    // exited: final delete, removed
 //! assert!(runtime.lifecycle("web-0").is_none());
+//! assert!(transitions.try_iter().count() >= 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
 //! The rules the machine follows, each with its Kubernetes source, are in
 //! [`grace_core::rules`].
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Examples (and the README's) compile without warnings, as a user copying
+// them would see them.
+#![doc(test(attr(deny(warnings))))]
 
 pub mod api;
 pub mod api_server;
@@ -60,7 +67,9 @@ pub mod runtime;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use runtime::{Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeError, Transition};
+pub use runtime::{
+    Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError, Transition,
+};
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 
 // The Rust examples of the READMEs and of docs/ are compiled and run as

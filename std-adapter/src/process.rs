@@ -115,6 +115,7 @@ const GATE: &str = "read -r _ || exit 125; exec \"$@\" </dev/null";
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
+#[derive(Debug)]
 pub struct ProcessActuator {
     /// Each running container's workload.
     workloads: HashMap<(String, usize), Group>,
@@ -519,19 +520,21 @@ impl Actuator for ProcessActuator {
                 self.reaped(object, container);
                 Ok(())
             }
+            // An action added to the core later: nothing a process needs.
+            _ => Ok(()),
         }
     }
 }
 
 impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     /// Feeds what a process did back to the runtime: a returned hook
-    /// becomes [`Runtime::pre_stop_finished`], an exit the container's
-    /// status ([`ContainerStatus::exited`]) and [`Runtime::container_exited`].
+    /// becomes [`Runtime::handle_pre_stop_finished`], an exit the container's
+    /// status ([`ContainerStatus::exited`]) and [`Runtime::handle_container_exited`].
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                let _ = self.pre_stop_finished(&object, container)?;
+                let _ = self.handle_pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
                 object,
@@ -539,7 +542,7 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
                 code,
             } => {
                 self.set_container_status(&object, container, ContainerStatus::exited(code))?;
-                let _ = self.container_exited(&object, container)?;
+                let _ = self.handle_container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }
         }

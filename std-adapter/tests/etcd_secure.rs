@@ -84,7 +84,10 @@ fn etcd_tls_auth_a_client_missing_tls_a_certificate_or_the_password_is_refused()
     let store = EtcdStore::connect_with(full).expect("served");
     let uid = Name::try_from("uid-1").expect("short");
     store
-        .create("web", StoredObject::new(Record::<FINALIZERS>::new(uid)))
+        .create(
+            "web",
+            StoredObject::unscheduled(Record::<FINALIZERS>::new(uid)),
+        )
         .expect("written");
     assert!(store.get("web").expect("read").is_some());
     // The password stays out of what the store prints.
@@ -111,12 +114,18 @@ fn etcd_tls_auth_the_user_is_kept_to_its_prefix_and_leases_and_fencing_work() {
     let guarded = store.with_fencing("node-a", epoch);
     let uid = Name::try_from("uid-1").expect("short");
     guarded
-        .create("web", StoredObject::new(Record::<FINALIZERS>::new(uid)))
+        .create(
+            "web",
+            StoredObject::unscheduled(Record::<FINALIZERS>::new(uid)),
+        )
         .expect("written before the fencing");
     let _ = store.bump_fencing_epoch("node-a", epoch).expect("fenced");
     let uid = Name::try_from("uid-2").expect("short");
     let e = guarded
-        .create("api", StoredObject::new(Record::<FINALIZERS>::new(uid)))
+        .create(
+            "api",
+            StoredObject::unscheduled(Record::<FINALIZERS>::new(uid)),
+        )
         .expect_err("refused after the fencing");
     assert!(matches!(e, StoreError::Fenced { .. }), "{e}");
     store.revoke_lease(lease).expect("revoked");
@@ -131,7 +140,10 @@ fn etcd_tls_auth_an_expired_token_is_renewed_with_the_password() {
         EtcdStore::connect_with(server.store_options("/grace-test/tokens/")).expect("served");
     let uid = Name::try_from("uid-1").expect("short");
     store
-        .create("web", StoredObject::new(Record::<FINALIZERS>::new(uid)))
+        .create(
+            "web",
+            StoredObject::unscheduled(Record::<FINALIZERS>::new(uid)),
+        )
         .expect("written");
     std::thread::sleep(Duration::from_secs(3));
     assert!(

@@ -41,7 +41,7 @@ fn with(propagation: Propagation, grace: i64) -> DeleteOptions {
 
 fn finalizers(object: &StoredObject) -> Vec<String> {
     object
-        .meta
+        .record
         .finalizers
         .iter()
         .map(|f| f.as_str().to_owned())
@@ -52,7 +52,7 @@ fn finalizers(object: &StoredObject) -> Vec<String> {
 /// default.
 fn generic(uid: &str, policy: GcPolicy) -> StoredObject {
     let mut object =
-        StoredObject::new(grace_core::Record::new(Name::try_from(uid).expect("short")));
+        StoredObject::unscheduled(grace_core::Record::new(Name::try_from(uid).expect("short")));
     object.strategy = Strategy {
         kind: Kind::Generic,
         default_gc_policy: policy,
@@ -64,8 +64,8 @@ fn generic(uid: &str, policy: GcPolicy) -> StoredObject {
 /// Runs a pod's kill to its end: the agent sees the deletion, the
 /// workload exits on the stop signal.
 fn finish_kill(rt: &mut Rt, name: &str) {
-    let _ = rt.agent_sync(name).expect("known");
-    let _ = rt.container_exited(name, 0).expect("known");
+    let _ = rt.handle_agent_sync(name).expect("known");
+    let _ = rt.handle_container_exited(name, 0).expect("known");
 }
 
 #[test]
@@ -73,7 +73,7 @@ fn r37_orphan_finalizer_is_removed_by_the_gc_step_and_the_deletion_finishes() {
     let (mut rt, _) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let answer = rt
-        .delete("web", &with(Propagation::Orphan, 10))
+        .handle_delete("web", &with(Propagation::Orphan, 10))
         .expect("accepted");
     assert_eq!(
         answer
@@ -92,7 +92,7 @@ fn r37_orphan_finalizer_is_removed_by_the_gc_step_and_the_deletion_finishes() {
         finalizers(&stored.0).is_empty(),
         "removed from the store too"
     );
-    assert!(stored.0.meta.deletion_timestamp.is_some());
+    assert!(stored.0.record.deletion_timestamp.is_some());
 
     finish_kill(&mut rt, "web");
     assert!(
@@ -107,7 +107,7 @@ fn r38_foreground_finalizer_is_removed_by_the_gc_step_and_the_deletion_finishes(
     let (mut rt, _) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web", &with(Propagation::Foreground, 10))
+        .handle_delete("web", &with(Propagation::Foreground, 10))
         .expect("accepted");
     let stored = rt.object("web").expect("kept");
     assert_eq!(finalizers(&stored), [FINALIZER_FOREGROUND]);
@@ -127,7 +127,7 @@ fn r38_gc_after_the_workload_stopped_removes_the_object_at_once() {
     let (mut rt, clock) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web", &with(Propagation::Foreground, 1))
+        .handle_delete("web", &with(Propagation::Foreground, 1))
         .expect("accepted");
     finish_kill(&mut rt, "web");
     clock.advance(Duration::from_millis(5_000));
@@ -148,7 +148,7 @@ fn r37_default_gc_policy_orphan_on_a_non_graceful_type_finishes_through_r45() {
     // No propagation asked: the type's default adds `orphan`, which keeps
     // the object (R30) instead of removing it at once.
     let _ = rt
-        .delete("cm", &DeleteOptions::default())
+        .handle_delete("cm", &DeleteOptions::default())
         .expect("accepted");
     let stored = rt.object("cm").expect("kept by the finalizer");
     assert_eq!(finalizers(&stored), [FINALIZER_ORPHAN]);
@@ -163,13 +163,13 @@ fn r39_gc_removes_only_its_own_finalizers_and_others_still_hold_the_object() {
     let (mut rt, _) = runtime();
     let mut object = generic("u3", GcPolicy::DeleteDependents);
     object
-        .meta
+        .record
         .finalizers
         .push(Name::try_from("example.com/keep").expect("short"))
         .expect("room");
     rt.create("cm", object).expect("created");
     let _ = rt
-        .delete("cm", &with(Propagation::Orphan, 0))
+        .handle_delete("cm", &with(Propagation::Orphan, 0))
         .expect("accepted");
     assert_eq!(
         finalizers(&rt.object("cm").expect("kept")),
@@ -181,7 +181,7 @@ fn r39_gc_removes_only_its_own_finalizers_and_others_still_hold_the_object() {
         ["example.com/keep"]
     );
     let _ = rt
-        .update_finalizers(
+        .handle_finalizer_update(
             "cm",
             &grace_core::FinalizerChange::Remove(
                 Name::try_from("example.com/keep").expect("short"),
@@ -196,7 +196,7 @@ fn r36_gc_waits_for_the_deletion_and_leaves_a_live_object_alone() {
     let (mut rt, _) = runtime();
     let mut object = pod("u4", false);
     object
-        .meta
+        .record
         .finalizers
         .push(Name::try_from(FINALIZER_ORPHAN).expect("short"))
         .expect("room");
@@ -216,10 +216,10 @@ fn r42_a_dry_run_cascade_leaves_nothing_for_the_gc() {
         dry_run: true,
         ..with(Propagation::Orphan, 10)
     };
-    let _ = rt.delete("web", &options).expect("accepted");
+    let _ = rt.handle_delete("web", &options).expect("accepted");
     assert!(rt.collect_garbage("web").expect("nothing").is_empty());
     let stored = rt.store().get("web").expect("read").expect("stored").0;
-    assert!(stored.meta.deletion_timestamp.is_none());
+    assert!(stored.record.deletion_timestamp.is_none());
 }
 
 #[test]
@@ -261,7 +261,7 @@ fn r37_r38_api_server_gc_step_on_a_shared_store() {
     );
     let (object, _) = store.get("web").expect("read").expect("kept for its agent");
     assert!(finalizers(&object).is_empty());
-    assert!(object.meta.deletion_timestamp.is_some());
+    assert!(object.record.deletion_timestamp.is_some());
     assert!(
         api_server::collect_garbage(&store, clock.now(), "web")
             .expect("nothing")

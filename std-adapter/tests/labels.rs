@@ -48,13 +48,13 @@ fn labels_change_at_any_time_and_survive_later_writes_and_a_restart() {
             .expect("updated");
         // A delete writes the record: the labels stay, and may still change.
         let _ = rt
-            .delete("web", &DeleteOptions::default())
+            .handle_delete("web", &DeleteOptions::default())
             .expect("graceful");
         rt.update_labels("web", labels(&[("app", "web"), ("tier", "back")]))
             .expect("updated while deleting");
         let (stored, _) = rt.store().get("web").expect("read").expect("there");
         assert_eq!(stored.labels, labels(&[("app", "web"), ("tier", "back")]));
-        assert!(stored.meta.deletion_timestamp.is_some());
+        assert!(stored.record.deletion_timestamp.is_some());
         assert!(matches!(
             rt.update_labels("nope", BTreeMap::new()),
             Err(RuntimeError::NotFound(_))

@@ -114,8 +114,11 @@ pub(crate) fn open_actuator(
     dir: &Path,
     log: &mut impl Write,
 ) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), RuntimeError> {
-    let (actuator, world, adoption) = ProcessActuator::with_state_dir(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+    let (actuator, world, adoption) =
+        ProcessActuator::with_state_dir(dir).map_err(|e| RuntimeError::Io {
+            context: format!("the workload table {}", dir.display()),
+            error: e,
+        })?;
     let containment = match (actuator.containment(), actuator.cgroup_root()) {
         (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
         _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),
@@ -188,7 +191,7 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
     // Created but never started (the agent stopped in between): started
     // now, unless its deletion has begun.
     let never_started = rt.object(name).is_some_and(|o| {
-        o.status.is_empty() && !o.containers.is_empty() && o.meta.deletion_timestamp.is_none()
+        o.status.is_empty() && !o.containers.is_empty() && o.record.deletion_timestamp.is_none()
     });
     if never_started
         && lifecycle
@@ -208,15 +211,15 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
             grace_core::Stage::Stopped => {}
             grace_core::Stage::PreStop { .. } => {
                 if !rt.actuator().hook_running(name, i) && !reported(i, true) {
-                    let _ = rt.pre_stop_finished(name, i)?;
+                    let _ = rt.handle_pre_stop_finished(name, i)?;
                 }
                 if !rt.actuator().is_running(name, i) && !reported(i, false) {
-                    let _ = rt.container_exited(name, i)?;
+                    let _ = rt.handle_container_exited(name, i)?;
                 }
             }
             _ => {
                 if !rt.actuator().is_running(name, i) && !reported(i, false) {
-                    let _ = rt.container_exited(name, i)?;
+                    let _ = rt.handle_container_exited(name, i)?;
                 }
             }
         }
@@ -224,6 +227,10 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
     Ok(())
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
+)]
 enum Input {
     Request(Request, mpsc::Sender<Reply>),
     World(WorldEvent),
@@ -238,8 +245,8 @@ pub(crate) fn stop_on_signal<I: Send + 'static>(
     tx: mpsc::Sender<I>,
     stop: I,
 ) -> Result<(), RuntimeError> {
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             let _ = tx.send(stop);
@@ -272,11 +279,14 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
     // Everything that can be checked before anything is written.
-    check_data_dir(dir).map_err(RuntimeError::Object)?;
-    options.log_limits.check().map_err(RuntimeError::Object)?;
+    check_data_dir(dir).map_err(RuntimeError::InvalidInput)?;
+    options
+        .log_limits
+        .check()
+        .map_err(RuntimeError::InvalidInput)?;
     let socket = socket_path(dir);
     std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|e| {
-        RuntimeError::Object(format!(
+        RuntimeError::InvalidInput(format!(
             "--data-dir {}: the socket path {} cannot be used ({e}); choose a shorter path",
             dir.display(),
             socket.display()
@@ -351,7 +361,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     for name in names {
         if bound_here(&rt, &name, &options.node) {
             reconcile(&mut rt, &name, &gone)?;
-            let _ = rt.agent_sync(&name)?;
+            let _ = rt.handle_agent_sync(&name)?;
         }
         if let Err(e) = rt.collect_garbage(&name) {
             let _ = writeln!(
@@ -464,7 +474,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             if let Err(e) = rt.create(&name, (*object).clone()) {
                 return error(&name, e);
             }
-            let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
+            let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
             if object.node.as_deref() == Some(node) {
                 start(rt, &name);
             }
@@ -477,7 +487,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, e))
         }
         Request::Delete { name, options } => {
-            let answer = match rt.delete(&name, &options) {
+            let answer = match rt.handle_delete(&name, &options) {
                 Ok(r) => r,
                 Err(e) => return error(&name, e),
             };
@@ -485,7 +495,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             // deletion at once and starts the kill.
             if !answer.response.dry_run
                 && bound_here(rt, &name, node)
-                && let Err(e) = rt.agent_sync(&name)
+                && let Err(e) = rt.handle_agent_sync(&name)
             {
                 return error(&name, e);
             }
@@ -506,7 +516,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
                 return invalid(format!("finalizer `{finalizer}`: name too long"));
             };
-            match rt.update_finalizers(&name, &FinalizerChange::Remove(finalizer)) {
+            match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Reply::Updated,
                 Err(e) => error(&name, e),
             }
@@ -531,7 +541,7 @@ pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>,
     }
     for (i, reason) in failed {
         let _ = rt.set_container_status(name, i, ContainerStatus::cannot_run(reason));
-        let _ = rt.container_exited(name, i);
+        let _ = rt.handle_container_exited(name, i);
     }
 }
 
@@ -557,8 +567,14 @@ fn error(name: &str, e: RuntimeError) -> Reply {
         }
         RuntimeError::Delete(d) => (ErrorKind::Invalid, format!("object \"{name}\": {d}")),
         RuntimeError::Update(u) => (ErrorKind::Invalid, format!("object \"{name}\": {u}")),
-        RuntimeError::Object(m) => (ErrorKind::Invalid, m.clone()),
         RuntimeError::Store(s) => (ErrorKind::Internal, format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::InvalidInput(_)
+        | RuntimeError::Private(_)
+        | RuntimeError::NodeAlive { .. } => (ErrorKind::Invalid, e.to_string()),
+        _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })
 }

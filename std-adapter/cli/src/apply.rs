@@ -63,7 +63,8 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
         ("spec.nodeName", old.node != new.node),
         (
             "spec.terminationGracePeriodSeconds",
-            old.meta.termination_grace_period_seconds != new.meta.termination_grace_period_seconds,
+            old.record.termination_grace_period_seconds
+                != new.record.termination_grace_period_seconds,
         ),
         ("spec.containers", old.containers != new.containers),
     ];
@@ -76,20 +77,20 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
         });
     }
     let add: Vec<Name> = new
-        .meta
+        .record
         .finalizers
         .iter()
-        .filter(|f| !old.meta.finalizers.contains(f.as_str()))
+        .filter(|f| !old.record.finalizers.contains(f.as_str()))
         .cloned()
         .collect();
     let remove: Vec<Name> = old
-        .meta
+        .record
         .finalizers
         .iter()
-        .filter(|f| !new.meta.finalizers.contains(f.as_str()))
+        .filter(|f| !new.record.finalizers.contains(f.as_str()))
         .cloned()
         .collect();
-    if !add.is_empty() && old.meta.deletion_timestamp.is_some() {
+    if !add.is_empty() && old.record.deletion_timestamp.is_some() {
         let names: Vec<String> = add.iter().map(|f| format!("\"{f}\"")).collect();
         return Err(ApiError {
             kind: ErrorKind::Invalid,
@@ -120,12 +121,15 @@ pub fn put<S: Store, C: Clock>(
     else {
         let mut object = object;
         if object.uid().is_empty() {
-            object.meta.uid = Name::try_from(new_uid().as_str())
-                .map_err(|e| RuntimeError::Object(e.to_string()))?;
+            object.record.uid =
+                Name::try_from(new_uid().as_str()).map_err(|e| RuntimeError::InvalidName {
+                    field: "metadata.uid".into(),
+                    reason: e.to_string(),
+                })?;
         }
         let bound_here = object.node.as_deref() == Some(node);
         rt.create(name, object)?;
-        let revision = rt.object(name).map_or(0, |o| o.meta.resource_version);
+        let revision = rt.object(name).map_or(0, |o| o.record.resource_version);
         if bound_here {
             crate::agent::start(rt, name);
         }
@@ -140,10 +144,10 @@ pub fn put<S: Store, C: Clock>(
         rt.update_labels(name, labels)?;
     }
     for f in plan.add {
-        let _ = rt.update_finalizers(name, &FinalizerChange::Add(f))?;
+        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Add(f))?;
     }
     for f in plan.remove {
-        let _ = rt.update_finalizers(name, &FinalizerChange::Remove(f))?;
+        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Remove(f))?;
     }
     Ok(Reply::Configured { changed })
 }
@@ -281,7 +285,7 @@ fn apply_shared(
     let Some((old, _)) = store.get(name).map_err(failed)? else {
         let mut object = object;
         if object.uid().is_empty() {
-            object.meta.uid = Name::try_from(new_uid().as_str())
+            object.record.uid = Name::try_from(new_uid().as_str())
                 .map_err(|e| CommandError::failed(e.to_string()))?;
         }
         crate::api_server::create(store, name, object)

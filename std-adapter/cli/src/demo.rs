@@ -82,7 +82,7 @@ pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<Ended, Runti
     for signal in [SIGINT, SIGTERM] {
         let as_usize = usize::try_from(signal).unwrap_or(0);
         signal_hook::flag::register_usize(signal, Arc::clone(&interrupted), as_usize)
-            .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+            .map_err(|e| RuntimeError::io("signals", e))?;
     }
     let (dir, temporary) = match data_dir {
         Some(d) => (d.to_path_buf(), false),
@@ -111,9 +111,9 @@ fn run_in(
     dir: &Path,
     interrupted: &AtomicUsize,
 ) -> Result<Ended, RuntimeError> {
-    grace_std::private::private_dir(dir, 0o700).map_err(|e| RuntimeError::Object(e.to_string()))?;
+    grace_std::private::private_dir(dir, 0o700).map_err(RuntimeError::Private)?;
     let db: PathBuf = dir.join("grace.redb");
-    grace_std::private::private_file(&db).map_err(|e| RuntimeError::Object(e.to_string()))?;
+    grace_std::private::private_file(&db).map_err(RuntimeError::Private)?;
     let store = RedbStore::open(&db)?;
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
@@ -154,10 +154,13 @@ fn show(
     say(out, String::new());
 
     for p in &PARTS {
-        let uid = Name::try_from(format!("uid-{}", p.name).as_str())
-            .map_err(|e| RuntimeError::Object(e.to_string()))?;
-        let mut object = StoredObject::new(Record::new(uid));
-        object.node = Some("demo-node".into());
+        let uid = Name::try_from(format!("uid-{}", p.name).as_str()).map_err(|e| {
+            RuntimeError::InvalidName {
+                field: "metadata.uid",
+                reason: e.to_string(),
+            }
+        })?;
+        let mut object = StoredObject::on_node(Record::new(uid), "demo-node");
         object.containers = vec![StoredContainer {
             name: "main".into(),
             pre_stop: p.pre_stop.map(str::to_owned),
@@ -171,7 +174,7 @@ fn show(
         rt.create(p.name, object.clone())?;
         rt.actuator()
             .start(p.name, &object)
-            .map_err(|e| RuntimeError::Object(format!("{}: cannot start: {e}", p.name)))?;
+            .map_err(|e| RuntimeError::io(format!("{}: cannot start", p.name), e))?;
     }
     // Let the shells install their traps before anything is signalled.
     std::thread::sleep(StdDuration::from_millis(300));
@@ -183,7 +186,7 @@ fn show(
     let t0_mono = rt.clock().now().mono;
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     for p in &PARTS {
-        let response = rt.delete(p.name, &DeleteOptions::with_grace(p.grace))?;
+        let response = rt.handle_delete(p.name, &DeleteOptions::with_grace(p.grace))?;
         let ts = response
             .record
             .deletion_timestamp
@@ -195,7 +198,7 @@ fn show(
                 0.0, p.name, p.grace, ts, p.grace
             ),
         );
-        let _ = rt.agent_sync(p.name)?;
+        let _ = rt.handle_agent_sync(p.name)?;
     }
 
     let limit = StdDuration::from_secs(30);
@@ -234,8 +237,9 @@ fn show(
                             "record removed".into()
                         }
                     }
+                    _ => a.to_string(),
                 },
-                Change::ActionFailed(a, e) => format!("{a:?} failed: {e}"),
+                Change::ActionFailed(a, e) => format!("{a} FAILED: {e}"),
                 Change::Recovered { .. } | Change::Observed => t.change.to_string(),
             };
             say(out, format!("{at:>7.2}s  {:<9} {text}", t.object));
@@ -251,8 +255,9 @@ fn show(
             return Ok(Ended::Interrupted(signal));
         }
         if t0.elapsed() > limit {
-            return Err(RuntimeError::Object(
-                "the demo did not finish in 30 s".into(),
+            return Err(RuntimeError::io(
+                "the demo",
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "did not finish in 30 s"),
             ));
         }
         let wait = rt

@@ -52,7 +52,7 @@ fn rfc3339(t: Timestamp) -> String {
 /// The description of one object.
 pub fn text(name: &str, object: &StoredObject) -> String {
     let mut s = String::new();
-    let meta = &object.meta;
+    let meta = &object.record;
     let now = SystemClock::new().now();
     let now_s = now.wall.floor_to_timestamp();
     let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
@@ -61,7 +61,7 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         "Kind",
         match object.strategy.kind {
             grace_core::Kind::Pod => "Pod",
-            grace_core::Kind::Generic => "Object (no graceful strategy)",
+            _ => "Object (no graceful strategy)",
         }
         .to_owned(),
     );
@@ -160,6 +160,7 @@ fn stage_word(stage: Option<Stage>) -> &'static str {
         Some(Stage::Stopping { .. }) => "Stopping (stop signal sent)",
         Some(Stage::Killed) => "Killed (SIGKILL sent)",
         Some(Stage::Stopped) => "Stopped",
+        Some(_) => "Unknown",
     }
 }
 
@@ -183,7 +184,7 @@ fn events(
     now: Timestamp,
     wall: &dyn Fn(Instant) -> Option<f64>,
 ) -> Vec<String> {
-    let meta = &object.meta;
+    let meta = &object.record;
     let mut events = Vec::new();
     let Some(ts) = meta.deletion_timestamp else {
         events.push("<none>: not being deleted".to_owned());
@@ -284,6 +285,7 @@ fn events(
                     String::new()
                 }
             )),
+            _ => events.push(format!("Container {name}: in a stage this version does not name")),
         }
     }
     if agent.reported {

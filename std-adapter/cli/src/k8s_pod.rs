@@ -257,10 +257,11 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
             format!("grace runs at most {CONTAINERS} containers (sidecars included) per Pod"),
         ));
     }
-    record.scheduled = spec.node_name.is_some();
-    let mut object = StoredObject::new(record);
+    let mut object = match &spec.node_name {
+        Some(node) => StoredObject::on_node(record, node.clone()),
+        None => StoredObject::unscheduled(record),
+    };
     object.strategy = Strategy::POD;
-    object.node = spec.node_name.clone();
     object.containers = containers;
     object.labels = labels;
     Ok(PodObject {
@@ -433,7 +434,7 @@ pub fn check_label(key: &str, value: &str) -> Result<(), String> {
 /// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
-    let meta = &object.meta;
+    let meta = &object.record;
     let time = |t: Timestamp| {
         k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds())
             .ok()
@@ -542,7 +543,7 @@ fn status(object: &StoredObject) -> PodStatus {
     let state = |stage: Option<grace_core::Stage>| {
         use grace_core::Stage;
         match stage {
-            _ if !object.meta.scheduled => ContainerState {
+            _ if !object.record.scheduled => ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some("Unscheduled".into()),
                     message: Some("no spec.nodeName: no agent runs it".into()),
@@ -566,9 +567,9 @@ fn status(object: &StoredObject) -> PodStatus {
                 }),
                 ..ContainerState::default()
             },
-            Some(Stage::Running | Stage::PreStop { .. })
-            | Some(Stage::AwaitingTurn { .. } | Stage::Stopping { .. })
-            | None => ContainerState {
+            // Running, in its pre-stop hook, waiting for its turn or for
+            // its stop signal to take effect (and any stage added later).
+            Some(_) | None => ContainerState {
                 running: Some(ContainerStateRunning::default()),
                 ..ContainerState::default()
             },
@@ -585,7 +586,7 @@ fn status(object: &StoredObject) -> PodStatus {
                 let state = reported(i).unwrap_or_else(|| state(*stage));
                 ContainerStatus {
                     name: c.name.clone(),
-                    ready: state.running.is_some() && object.meta.deletion_timestamp.is_none(),
+                    ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
                     started: Some(state.running.is_some()),
                     state: Some(state),
                     stop_signal: c.stop_signal.map(signal_name),
@@ -604,15 +605,15 @@ fn status(object: &StoredObject) -> PodStatus {
             })
     };
     // While the pod is deleted, its phase stays as the record has it.
-    let deleting = object.meta.deletion_timestamp.is_some();
+    let deleting = object.record.deletion_timestamp.is_some();
     let phase = if deleting {
-        phase_word(object.meta.phase)
+        phase_word(object.record.phase)
     } else if ended(Some("Completed")) {
         "Succeeded"
     } else if ended(None) {
         "Failed"
     } else {
-        phase_word(object.meta.phase)
+        phase_word(object.record.phase)
     };
     PodStatus {
         phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),

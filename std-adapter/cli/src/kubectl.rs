@@ -63,6 +63,14 @@ impl CommandError {
     }
 }
 
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CommandError {}
+
 impl From<ClientError> for CommandError {
     fn from(e: ClientError) -> Self {
         match e {
@@ -564,7 +572,8 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
             " (removed now; the workload may still be running)".to_owned()
         }
         DeleteOutcome::Deleted => String::new(),
-        DeleteOutcome::Graceful | DeleteOutcome::Pending => {
+        // Graceful or Pending: the record is kept.
+        _ => {
             let grace = report.record.deletion_grace_period_seconds.unwrap_or(0);
             let held = if report.record.finalizers.is_empty() {
                 String::new()
@@ -722,8 +731,14 @@ pub(crate) fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> Com
         }
         RuntimeError::Delete(d) => CommandError::invalid(format!("object \"{name}\": {d}")),
         RuntimeError::Update(u) => CommandError::invalid(format!("object \"{name}\": {u}")),
-        RuntimeError::Object(m) => CommandError::invalid(m),
         RuntimeError::Store(s) => CommandError::failed(format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::InvalidInput(_)
+        | RuntimeError::Private(_)
+        | RuntimeError::NodeAlive { .. } => CommandError::invalid(e.to_string()),
+        _ => CommandError::failed(e.to_string()),
     }
 }
 
@@ -923,7 +938,7 @@ fn readable(item: &Item) -> serde_json::Value {
 pub fn kind_word(object: &StoredObject) -> &'static str {
     match object.strategy.kind {
         grace_core::Kind::Pod => "pod",
-        grace_core::Kind::Generic => "object",
+        _ => "object",
     }
 }
 

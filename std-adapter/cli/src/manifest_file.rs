@@ -776,7 +776,7 @@ spec:
         let d = &docs[0];
         assert_eq!(d.name, "web");
         assert_eq!(d.object.labels.get("app").map(String::as_str), Some("web"));
-        assert_eq!(d.object.meta.termination_grace_period_seconds, Some(10));
+        assert_eq!(d.object.record.termination_grace_period_seconds, Some(10));
         let names: Vec<(&str, bool)> = d
             .object
             .containers

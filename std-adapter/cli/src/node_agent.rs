@@ -116,7 +116,7 @@ pub fn run(
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         reconcile(&mut rt, &name, &gone)?;
-        let _ = rt.agent_sync(&name)?;
+        let _ = rt.handle_agent_sync(&name)?;
         if let Err(e) = rt.collect_garbage(&name) {
             let _ = writeln!(
                 log,
@@ -347,9 +347,9 @@ pub fn fence(
     even_if_alive: bool,
 ) -> Result<Vec<String>, RuntimeError> {
     if !even_if_alive && store.alive_nodes()?.iter().any(|n| n == node) {
-        return Err(RuntimeError::Object(format!(
-            "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
-        )));
+        return Err(RuntimeError::NodeAlive {
+            node: node.to_owned(),
+        });
     }
     // Moved by us or, concurrently, by another fencer: either way the
     // agent's epoch is behind.

@@ -46,14 +46,14 @@ pub fn row(
     now: Timestamp,
     status: Option<&str>,
 ) -> Vec<String> {
-    let meta = &object.meta;
+    let meta = &object.record;
     let status = status
         .map(str::to_owned)
         .unwrap_or_else(|| status_word(object));
     let stages = stages(object);
     let running = stages
         .iter()
-        .filter(|s| object.meta.scheduled && !matches!(s, Some(Stage::Killed | Stage::Stopped)))
+        .filter(|s| object.record.scheduled && !matches!(s, Some(Stage::Killed | Stage::Stopped)))
         .count();
     let mut cells = vec![
         name.to_owned(),
@@ -84,12 +84,12 @@ pub fn row(
 
 /// kubectl's STATUS word for the object.
 pub fn status_word(object: &StoredObject) -> String {
-    if object.meta.deletion_timestamp.is_some() {
+    if object.record.deletion_timestamp.is_some() {
         "Terminating".to_owned()
     } else if object.strategy.kind == Kind::Generic {
         "Active".to_owned()
     } else {
-        containers_status(object).unwrap_or_else(|| match phase_word(object.meta.phase) {
+        containers_status(object).unwrap_or_else(|| match phase_word(object.record.phase) {
             "" => "Pending".to_owned(),
             word => word.to_owned(),
         })

@@ -66,8 +66,8 @@ pub fn parse_signal(name: &str) -> Result<Signal, String> {
 /// with: the command's own, or 128 + the signal that ended it.
 pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     let (tx, signals_rx) = mpsc::channel();
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
             if tx.send(signal).is_err() {
@@ -77,12 +77,15 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     });
 
     let mut meta = Record::new(
-        Name::try_from(format!("uid-run-{}", std::process::id()).as_str())
-            .map_err(|e| RuntimeError::Object(e.to_string()))?,
+        Name::try_from(format!("uid-run-{}", std::process::id()).as_str()).map_err(|e| {
+            RuntimeError::InvalidName {
+                field: "metadata.uid",
+                reason: e.to_string(),
+            }
+        })?,
     );
     meta.termination_grace_period_seconds = Some(options.grace_period_seconds);
-    let mut object = StoredObject::new(meta);
-    object.node = Some("local".into());
+    let mut object = StoredObject::on_node(meta, "local");
     object.containers = vec![StoredContainer {
         name: "main".into(),
         pre_stop: options.pre_stop.clone(),
@@ -104,7 +107,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     rt.create("main", object.clone())?;
     rt.actuator()
         .start("main", &object)
-        .map_err(|e| RuntimeError::Object(format!("cannot start {:?}: {e}", options.command)))?;
+        .map_err(|e| RuntimeError::io(format!("cannot start {:?}", options.command), e))?;
 
     let mut status: Option<u8> = None;
     let mut deleting = false;
@@ -112,8 +115,8 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         if !deleting && signals_rx.try_recv().is_ok() {
             // kubectl delete: the spec's grace.
             deleting = true;
-            let _ = rt.delete("main", &DeleteOptions::default())?;
-            let _ = rt.agent_sync("main")?;
+            let _ = rt.handle_delete("main", &DeleteOptions::default())?;
+            let _ = rt.handle_agent_sync("main")?;
         }
         let wait = rt
             .poll_timeout()

@@ -437,7 +437,7 @@ fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
         .get("web")
         .expect("readable")
         .expect("still terminating");
-    assert!(object.meta.finalizers.is_empty(), "{:?}", object.meta);
+    assert!(object.record.finalizers.is_empty(), "{:?}", object.record);
     wait_for("web removed", Duration::from_secs(10), || {
         cluster.status("web").is_none()
     });

@@ -373,7 +373,8 @@ mod tests {
     use grace_core::{Name, Record};
 
     fn object(uid: &str) -> StoredObject {
-        let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
+        let mut object =
+            StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
         object.containers = vec![crate::store::StoredContainer {
             name: "app".into(),
             ..Default::default()

@@ -43,12 +43,14 @@ pub struct Watch {
 }
 
 /// A watch and its pidfd, as the thread holds it.
+#[derive(Debug)]
 struct Live {
     watch: Watch,
     pidfd: OwnedFd,
 }
 
 /// What the thread is handed.
+#[derive(Debug)]
 enum Msg {
     /// A process to watch.
     Live(Live),
@@ -57,6 +59,7 @@ enum Msg {
 }
 
 /// The handle to the reaper thread; dropping it ends the thread.
+#[derive(Debug)]
 pub struct Reaper {
     add: mpsc::Sender<Msg>,
 }

@@ -175,8 +175,9 @@ impl RedbStore {
         let path = path.as_ref().to_path_buf();
         let mut attempt = 1;
         loop {
-            let bytes = std::fs::read(&path)
-                .map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))?;
+            let bytes = std::fs::read(&path).map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(path.display(), e))
+            })?;
             match open_in_memory(&bytes) {
                 Ok((db, revision)) => {
                     return Ok(RedbStore {
@@ -215,11 +216,12 @@ const SNAPSHOT_ATTEMPTS: u32 = 10;
 fn open_in_memory(bytes: &[u8]) -> Result<(Database, Revision), StoreError> {
     use ::redb::StorageBackend;
     let backend = ::redb::backends::InMemoryBackend::new();
-    let len = u64::try_from(bytes.len()).map_err(|e| StoreError::Io(e.to_string()))?;
+    let len = u64::try_from(bytes.len())
+        .map_err(|e| StoreError::Io(crate::store::BackendError::from_error(e)))?;
     backend
         .set_len(len)
         .and_then(|()| backend.write(0, bytes))
-        .map_err(|e| StoreError::Io(e.to_string()))?;
+        .map_err(|e| StoreError::Io(crate::store::BackendError::from_error(e)))?;
     let db = Builder::new()
         .set_check_integrity_on_open(true)
         .create_with_backend(backend)
@@ -248,9 +250,11 @@ fn init(db: &Database) -> Result<Revision, StoreError> {
                 meta.insert(META_FORMAT, FORMAT).map_err(redb_error)?;
             }
             Some(other) => {
-                return Err(StoreError::Corrupt(format!(
-                    "store format {other}; this version reads formats \
+                return Err(StoreError::Corrupt(crate::store::BackendError::from(
+                    format!(
+                        "store format {other}; this version reads formats \
                      {FORMAT_BYTES_TWICE} and {FORMAT}"
+                    ),
                 )));
             }
         }
@@ -276,10 +280,9 @@ impl Inner {
     /// any write is refused or anything fails.
     fn write(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
         if self.snapshot {
-            return Err(BatchError::backend(StoreError::Unavailable(format!(
-                "{}: a read-only snapshot",
-                self.path.display()
-            ))));
+            return Err(BatchError::backend(StoreError::Unavailable(
+                format!("{}: a read-only snapshot", self.path.display()).into(),
+            )));
         }
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
@@ -331,7 +334,7 @@ impl Inner {
                                 Ok(())
                             })
                             .map_err(at)?;
-                            Some(decode_object(name, &object).map_err(at)?.meta.uid)
+                            Some(decode_object(name, &object).map_err(at)?.record.uid)
                         }
                         Write::Create { .. } | Write::Update { .. } => None,
                     };
@@ -433,9 +436,9 @@ fn with_object<T>(
         return f(inline);
     }
     let entry = log.get(rev).map_err(redb_error)?.ok_or_else(|| {
-        StoreError::Corrupt(format!(
+        StoreError::Corrupt(crate::store::BackendError::from(format!(
             "object {name:?}: its bytes are not in the change log at revision {rev}"
-        ))
+        )))
     })?;
     let bytes = entry.value();
     let (_, _, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
@@ -474,7 +477,9 @@ fn event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<usize
 }
 
 fn bad_entry(rev: u64) -> StoreError {
-    StoreError::Corrupt(format!("change log entry {rev} is not an event"))
+    StoreError::Corrupt(crate::store::BackendError::from(format!(
+        "change log entry {rev} is not an event"
+    )))
 }
 
 /// Writes `object` under `name` at `rev`, encoded into `bytes` for its
@@ -486,7 +491,7 @@ fn put(
     rev: Revision,
     bytes: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
-    object.meta.resource_version = rev.0;
+    object.record.resource_version = rev.0;
     bytes.clear();
     serde_json::to_writer(&mut *bytes, &object).map_err(encode_error)?;
     objects.insert(name, (rev.0, &[][..])).map_err(redb_error)?;
@@ -626,7 +631,10 @@ impl WatchSource for RedbFeed {
         for entry in log.range(start..).map_err(redb_error)?.take(READ_CHUNK) {
             let (rev, bytes) = entry.map_err(redb_error)?;
             let event: Event = serde_json::from_slice(bytes.value()).map_err(|e| {
-                StoreError::Corrupt(format!("change log entry {}: {e}", rev.value()))
+                StoreError::Corrupt(crate::store::BackendError::with_context(
+                    format!("change log entry {}", rev.value()),
+                    e,
+                ))
             })?;
             events.push(event);
         }
@@ -640,20 +648,25 @@ fn meta_get(meta: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u
 }
 
 fn encode_error(e: serde_json::Error) -> StoreError {
-    StoreError::Corrupt(format!("cannot encode: {e}"))
+    StoreError::Corrupt(crate::store::BackendError::with_context("cannot encode", e))
 }
 
 fn decode_object(name: &str, bytes: &[u8]) -> Result<StoredObject, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("object {name:?}: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::store::BackendError::with_context(
+            format!("object {name:?}"),
+            e,
+        ))
+    })
 }
 
 /// A redb failure as a [`StoreError`]: corruption and I/O keep their kind,
 /// everything else makes the store unavailable.
 fn redb_error(e: impl Into<::redb::Error>) -> StoreError {
     match e.into() {
-        ::redb::Error::Corrupted(msg) => StoreError::Corrupt(msg),
-        ::redb::Error::Io(io) => StoreError::Io(io.to_string()),
-        other => StoreError::Unavailable(other.to_string()),
+        ::redb::Error::Corrupted(msg) => StoreError::Corrupt(msg.into()),
+        ::redb::Error::Io(io) => StoreError::Io(crate::store::BackendError::from_error(io)),
+        other => StoreError::Unavailable(crate::store::BackendError::from_error(other)),
     }
 }
 
@@ -672,8 +685,9 @@ mod tests {
     /// An event built around the object's bytes is the event serde writes.
     #[test]
     fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
-        let mut object = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
-        object.meta.resource_version = 42;
+        let mut object =
+            StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
+        object.record.resource_version = 42;
         object.node = Some("node-\"a\"".into());
         object.containers = vec![StoredContainer {
             name: "app".into(),
@@ -715,8 +729,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("old.redb");
         let object = |uid: &str, rev: u64| {
-            let mut o = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-            o.meta.resource_version = rev;
+            let mut o = StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
+            o.record.resource_version = rev;
             o
         };
         {
@@ -769,7 +783,7 @@ mod tests {
         let listed: Vec<(String, StoredObject, Revision)> = store.list().unwrap().objects;
         assert_eq!(listed[0], ("a".into(), object("ua", 1), Revision(1)));
         assert_eq!(listed.len(), 3);
-        let pre = crate::store::Preconditions {
+        let pre = crate::store::StorePreconditions {
             uid: Some("ua".into()),
             revision: None,
         };

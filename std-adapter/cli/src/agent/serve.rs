@@ -44,7 +44,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn refused(e: PrivateError) -> RuntimeError {
-    RuntimeError::Object(format!("refusing to start: {e}"))
+    RuntimeError::Private(e)
 }
 
 /// The data directory's mode: `0700`, or `0710` (its group may reach the
@@ -75,7 +75,7 @@ pub(super) fn bind(dir: &Path, group: Option<&AllowGroup>) -> Result<UnixListene
     // Inside a private directory: nobody else can reach it before its mode
     // is set.
     let listener = UnixListener::bind(&socket)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", socket.display())))?;
+        .map_err(|e| RuntimeError::io(socket.display().to_string(), e))?;
     let (mode, gid) = match group {
         Some(g) => (0o660, Some(g.gid)),
         None => (0o600, None),

@@ -91,7 +91,9 @@ impl EtcdTls {
         identity: Option<(&std::path::Path, &std::path::Path)>,
     ) -> Result<EtcdTls, StoreError> {
         let read = |path: &std::path::Path| {
-            std::fs::read(path).map_err(|e| StoreError::Io(format!("{}: {e}", path.display())))
+            std::fs::read(path).map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(path.display(), e))
+            })
         };
         let identity = match identity {
             Some((cert, key)) => Some((read(cert)?, read(key)?)),
@@ -196,7 +198,7 @@ impl Default for EtcdOptions {
 ///     ..EtcdOptions::new(["http://127.0.0.1:2379"])
 /// })?;
 /// let uid = Name::try_from("uid-1").unwrap();
-/// store.create("web-0", StoredObject::new(Record::new(uid)))?;
+/// store.create("web-0", StoredObject::unscheduled(Record::new(uid)))?;
 ///
 /// // An agent's liveness: its node key lives as long as its lease.
 /// let lease = store.grant_lease(Duration::from_secs(10))?;
@@ -212,7 +214,7 @@ impl Default for EtcdOptions {
 /// cluster-wide (other prefixes, other programs advance it), a transaction
 /// of several writes takes one etcd revision where the contract wants one
 /// per write, and it is known only after the commit, while the contract
-/// stores it in the object's `meta.resource_version`. So the store keeps its
+/// stores it in the object's `record.resource_version`. So the store keeps its
 /// own counter in etcd, in the key `<prefix>meta/revision`, and every
 /// [`batch`](Store::batch) (every single write is a batch of one) is:
 ///
@@ -358,7 +360,12 @@ impl EtcdStore {
             .thread_name("grace-etcd")
             .enable_all()
             .build()
-            .map_err(|e| StoreError::Io(format!("cannot start the etcd client runtime: {e}")))?;
+            .map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(
+                    "cannot start the etcd client runtime",
+                    e,
+                ))
+            })?;
         let connect = ConnectOptions::new()
             .with_connect_timeout(options.connect_timeout)
             // Finds a dead connection under an idle watch (etcd refuses
@@ -393,10 +400,10 @@ impl EtcdStore {
                 .await
             })
             .map_err(|_| {
-                StoreError::Unavailable(format!(
+                StoreError::Unavailable(crate::store::BackendError::from(format!(
                     "no connection to etcd at {:?} within {:?}",
                     options.endpoints, options.connect_timeout
-                ))
+                )))
             })?
             .map_err(etcd_error)?;
         let mut prefix = options.prefix;
@@ -417,14 +424,14 @@ impl EtcdStore {
         };
         store.revision().map_err(|e| match e {
             // A refused handshake shows only as a broken transport.
-            StoreError::Unavailable(m) if m.contains("transport error") => {
+            StoreError::Unavailable(m) if m.message().contains("transport error") => {
                 StoreError::Unavailable(if tls {
-                    format!(
-                        "{m} (with TLS: does the server's certificate chain to the CA given, \
-                         and does the server accept the client certificate given?)"
+                    m.with_note(
+                        "with TLS: does the server's certificate chain to the CA given, \
+                         and does the server accept the client certificate given?",
                     )
                 } else {
-                    format!("{m} (does the server speak TLS? then its endpoints are https://)")
+                    m.with_note("does the server speak TLS? then its endpoints are https://")
                 })
             }
             other => other,
@@ -485,10 +492,10 @@ impl Inner {
         self.runtime()
             .block_on(async { tokio::time::timeout(timeout, request).await })
             .map_err(|_| {
-                StoreError::Unavailable(format!(
+                StoreError::Unavailable(crate::store::BackendError::from(format!(
                     "{what}: no answer from etcd at {:?} within {timeout:?}",
                     self.endpoints
-                ))
+                )))
             })?
             .map_err(error)
     }
@@ -568,7 +575,7 @@ impl Store for EtcdStore {
             for kv in &page.kvs {
                 let key = kv
                     .key_str()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(|e| StoreError::Corrupt(crate::store::BackendError::from_error(e)))?;
                 let name = key.strip_prefix(objects.as_str()).unwrap_or(key);
                 let (object, revision) = keys::decode_object(name, kv.value())?;
                 listing.objects.push((name.to_owned(), object, revision));
@@ -683,13 +690,19 @@ fn check_schemes(options: &EtcdOptions) -> Result<(), StoreError> {
         "http://"
     };
     match options.endpoints.iter().find(|e| !e.starts_with(scheme)) {
-        Some(endpoint) if options.tls.is_some() => Err(StoreError::Io(format!(
-            "etcd endpoint {endpoint}: TLS is configured, so every endpoint must be {scheme}"
-        ))),
-        Some(endpoint) => Err(StoreError::Io(format!(
-            "etcd endpoint {endpoint}: every endpoint must be {scheme} without TLS \
-             (an https:// endpoint needs the CA certificate: --etcd-cacert)"
-        ))),
+        Some(endpoint) if options.tls.is_some() => Err(StoreError::Io(
+            format!(
+                "etcd endpoint {endpoint}: TLS is configured, so every endpoint must be {scheme}"
+            )
+            .into(),
+        )),
+        Some(endpoint) => Err(StoreError::Io(
+            format!(
+                "etcd endpoint {endpoint}: every endpoint must be {scheme} without TLS \
+                 (an https:// endpoint needs the CA certificate: --etcd-cacert)"
+            )
+            .into(),
+        )),
         None => Ok(()),
     }
 }
@@ -707,21 +720,24 @@ fn etcd_error(e: etcd_client::Error) -> StoreError {
     use etcd_client::Error;
     match e {
         Error::GRpcStatus(status) if AUTH_REFUSALS.iter().any(|m| status.message().contains(m)) => {
-            StoreError::Unavailable(format!(
-                "etcd refused the request: {} (check the etcd user and password, and \
-                 that the user's role may use this prefix)",
-                status.message()
-            ))
+            StoreError::Unavailable(crate::store::BackendError::with_context(
+                "etcd refused the request",
+                Error::GRpcStatus(status),
+            )
+            .with_note("check the etcd user and password, and that the user's role may use this prefix"))
         }
         Error::GRpcStatus(status) if status.message().contains(TOO_MANY_OPS) => {
-            StoreError::Unavailable(format!(
+            StoreError::Unavailable(crate::store::BackendError::from(format!(
                 "etcd: {}: a batch takes 2 operations per write + 3, and the server allows \
                  --max-txn-ops (128 by default); write fewer at a time",
                 status.message()
-            ))
+            )))
         }
-        Error::IoError(e) => StoreError::Io(e.to_string()),
-        Error::Utf8Error(e) => StoreError::Corrupt(format!("etcd: a key is not UTF-8: {e}")),
-        other => StoreError::Unavailable(format!("etcd: {other}")),
+        Error::IoError(e) => StoreError::Io(crate::store::BackendError::from_error(e)),
+        Error::Utf8Error(e) => StoreError::Corrupt(crate::store::BackendError::with_context(
+            "etcd: a key is not UTF-8",
+            e,
+        )),
+        other => StoreError::Unavailable(crate::store::BackendError::with_context("etcd", other)),
     }
 }
