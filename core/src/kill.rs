@@ -448,6 +448,20 @@ impl Container {
         self.owed |= owed::STOP_SIGNAL;
     }
 
+    /// The stop signal really went out at `now` (R62): the signal's time
+    /// becomes `now` if that is later than when it was decided, and SIGKILL
+    /// is due no sooner than 2 s after it. Returns whether anything moved.
+    #[inline]
+    pub(crate) fn signal_sent(&mut self, now: Instant) -> bool {
+        if self.stage != StageKind::Stopping || now <= self.since {
+            return false;
+        }
+        self.since = now;
+        let floor = now.saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
+        self.at = self.at.max(floor);
+        true
+    }
+
     /// Whether the current stage has a deadline and it has passed at `now`.
     #[inline]
     pub(crate) fn due(&self, now: Instant) -> bool {

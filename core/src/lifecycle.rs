@@ -735,6 +735,30 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
         Ok(Handled::Applied)
     }
 
+    /// The stop signal of a container really went out at `now` ([R62]):
+    /// the agent reports when it carried out [`Action::SendStopSignal`],
+    /// which may be later than when it was decided (a durable write and
+    /// other actions came first). SIGKILL is then due no sooner than 2 s
+    /// after `now`; a later deadline stays as it is. Ignored unless the
+    /// container is stopping and `now` is after the decision.
+    ///
+    /// [R62]: crate::rules#r62
+    pub fn handle_stop_signal_sent(
+        &mut self,
+        now: Now,
+        container: usize,
+    ) -> Result<Handled, UnknownContainer> {
+        let c = self
+            .containers_mut()
+            .get_mut(container)
+            .ok_or(UnknownContainer)?;
+        Ok(if c.signal_sent(now.mono) {
+            Handled::Applied
+        } else {
+            Handled::Ignored
+        })
+    }
+
     /// The agent stops reporting ([R77]–[R80]): the record stays as it is.
     ///
     /// [R77]: crate::rules#r77

@@ -461,6 +461,40 @@ fn r62_at_least_two_seconds_between_stop_signal_and_kill() {
 }
 
 #[test]
+fn r62_the_floor_counts_from_when_the_stop_signal_really_went_out() {
+    // Decided at 0 with a 1 s budget (SIGKILL due at 2 000), sent at 700:
+    // SIGKILL no sooner than 2 700.
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 1);
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert_eq!(p.handle_stop_signal_sent(at(700), 0), Ok(Handled::Applied));
+    assert_eq!(p.containers()[0].stop_signal_sent_at().map(rel), Some(700));
+    assert_eq!(next(&p), Some(2_700));
+    // Reported again later (a repeat after a restart): later still.
+    assert_eq!(p.handle_stop_signal_sent(at(900), 0), Ok(Handled::Applied));
+    assert_eq!(next(&p), Some(2_900));
+    // Earlier than what is known, or no such container: nothing moves.
+    assert_eq!(p.handle_stop_signal_sent(at(800), 0), Ok(Handled::Ignored));
+    assert_eq!(
+        p.handle_stop_signal_sent(at(800), 1),
+        Err(grace_core::UnknownContainer)
+    );
+    assert_eq!(advance(&mut p), (2_900, vec![kill(0)]));
+
+    // A budget that ends after the floor keeps its deadline (D6: never
+    // extended beyond what the floor needs).
+    let (mut p, actions) = killing(&[APP], None);
+    assert_eq!(actions, [ENDPOINTS, term(0)]);
+    assert_eq!(p.handle_stop_signal_sent(at(500), 0), Ok(Handled::Applied));
+    assert_eq!(next(&p), Some(30_000));
+
+    // Before the stop signal was decided, it cannot have been sent.
+    let (mut p, _) = killing(&[HOOKED], None);
+    assert_eq!(p.handle_stop_signal_sent(at(500), 0), Ok(Handled::Ignored));
+    assert_eq!(next(&p), Some(30_000));
+}
+
+#[test]
 fn r63_no_kill_when_the_process_exits_first() {
     let (mut p, actions) = killing(&[APP], None);
     assert_eq!(actions, [ENDPOINTS, term(0)]);

@@ -298,6 +298,7 @@ impl Object {
             labels: Default::default(),
             created: None,
             agent: Some(agent),
+            status: Vec::new(),
         }
     }
 

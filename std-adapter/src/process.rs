@@ -2,14 +2,28 @@
 //! processes.
 //!
 //! Each container's command runs in a process group of its own, so that a
-//! signal reaches everything it started (grandchildren included). The stop
-//! signal goes to the whole group together with SIGCONT (a stopped process
-//! could not act on it otherwise); SIGKILL goes to the whole group. A
-//! pre-stop hook runs as `sh -c CMD` in a group of its own and is killed
-//! when its budget is spent (when the stop signal is due). Exits are
-//! reaped by one waiting thread per child and reported as [`WorldEvent`]s,
-//! which the caller feeds back to the runtime. When a container has
-//! stopped, whatever is left of its group is killed: nothing is orphaned.
+//! signal reaches everything it started (grandchildren included); where a
+//! writable cgroup v2 hierarchy exists and a state directory is given, each
+//! also runs in a cgroup of its own ([`cgroup`]), which holds even what
+//! left the group. The stop signal goes to the whole group together with
+//! SIGCONT (a stopped process could not act on it otherwise); SIGKILL goes
+//! to the whole group and cgroup. A pre-stop hook runs as `sh -c CMD` in a
+//! group (and cgroup) of its own and is killed when its budget is spent
+//! (when the stop signal is due). One thread ([`reaper`]) watches every
+//! process through a pidfd, reaps children, kills what is left of a group
+//! whose leader exited and reports the exit as a [`WorldEvent`] once the
+//! group is empty, which the caller feeds back to the runtime: nothing is
+//! orphaned, and a container counts as stopped only when all of it is.
+//!
+//! With a state directory ([`ProcessActuator::with_state_dir`]) every
+//! workload and hook is written to a table ([`table`]) before it may run
+//! its command: it is started behind a gate (`sh` waiting for one line on
+//! its stdin, which it gets once the record is durable; if the agent dies
+//! first it reads end of file and exits without running anything). A
+//! restarted agent adopts from the table every process still there on
+//! this boot with the same pid *and* start time ([`identity`]), and goes
+//! on watching it; a record is removed only once its process group (or
+//! cgroup) is empty.
 //!
 //! Where the processes' standard streams go is [`Output`]: discarded,
 //! passed through (`grace run`), or kept in per-container log files
@@ -19,21 +33,33 @@
 //! caller that is cancelled or crashes never turns into an early SIGKILL
 //! (containerd cri#1098).
 
+pub mod cgroup;
+pub mod group;
+pub mod identity;
 pub mod logs;
 mod output;
+pub mod reaper;
+pub mod table;
 
 pub use output::Output;
 
 use std::collections::HashMap;
-use std::process::{Child, Command};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
 use grace_core::Action;
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::Signal;
 
 use crate::clock::Clock;
 use crate::runtime::{Actuator, Runtime, RuntimeError};
-use crate::store::{Store, StoredObject};
+use crate::store::{ContainerStatus, Store, StoredObject};
+use cgroup::Cgroups;
+use group::Group;
+use identity::ProcessIdentity;
+use reaper::{Reaper, Watch};
+use table::{Table, WorkloadRecord};
 
 /// What the processes did, for the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -45,46 +71,154 @@ pub enum WorldEvent {
         /// The container's index.
         container: usize,
     },
-    /// A container's main process exited.
+    /// A container's main process exited, and nothing of its process group
+    /// (or cgroup) is left.
     Exited {
         /// The object.
         object: String,
         /// The container's index.
         container: usize,
         /// Its status as a shell reports it: the exit code, or 128 + the
-        /// signal that ended it; `None` if it could not be read.
+        /// signal that ended it; `None` if it could not be read (a process
+        /// adopted after a restart is not the agent's child).
         code: Option<i32>,
     },
 }
+
+/// How workloads are contained.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Containment {
+    /// A process group each (what leaves its group escapes).
+    ProcessGroups,
+    /// A cgroup v2 each (and a process group, for the stop signal).
+    Cgroups,
+}
+
+/// What a restart found in the workload table.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Adoption {
+    /// `(object, container, hook)` of every process still running, now
+    /// watched again.
+    pub adopted: Vec<(String, usize, bool)>,
+    /// `(object, container, hook)` of every process that is gone (exited
+    /// while no agent ran, or from another boot): reported as exited.
+    pub gone: Vec<(String, usize, bool)>,
+    /// Table files that could not be read.
+    pub unreadable: Vec<PathBuf>,
+}
+
+/// The command that runs a workload behind the gate: `sh` reads one line
+/// from its stdin (the agent sends it once the workload's record is
+/// durable), then `exec`s the command with stdin from `/dev/null`. On end
+/// of file (the agent died first) it exits 125 and runs nothing.
+const GATE: &str = "read -r _ || exit 125; exec \"$@\" </dev/null";
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
 #[derive(Debug)]
 pub struct ProcessActuator {
-    events: mpsc::Sender<WorldEvent>,
-    /// Process group of each running container's workload.
-    workloads: HashMap<(String, usize), u32>,
-    /// Process group of each running pre-stop hook.
-    hooks: HashMap<(String, usize), u32>,
+    /// Each running container's workload.
+    workloads: HashMap<(String, usize), Group>,
+    /// Each running pre-stop hook.
+    hooks: HashMap<(String, usize), Group>,
     stop_signal: Signal,
+    reaper: Reaper,
+    /// The workload table, with a state directory.
+    table: Option<Table>,
+    /// The cgroups, where contained in cgroups.
+    cgroups: Option<Cgroups>,
     output: Output,
 }
 
 impl ProcessActuator {
-    /// An actuator whose processes report to the returned receiver. The
-    /// stop signal is SIGTERM unless set with [`with_stop_signal`].
+    /// An actuator whose processes report to the returned receiver, with no
+    /// state directory: its workloads are not adopted by a later process.
+    /// The stop signal is SIGTERM unless set with [`with_stop_signal`].
     ///
     /// [`with_stop_signal`]: ProcessActuator::with_stop_signal
     pub fn new() -> (Self, mpsc::Receiver<WorldEvent>) {
         let (events, rx) = mpsc::channel();
         let actuator = ProcessActuator {
-            events,
             workloads: HashMap::new(),
             hooks: HashMap::new(),
             stop_signal: Signal::TERM,
+            reaper: Reaper::spawn(events),
+            table: None,
+            cgroups: None,
             output: Output::Discard,
         };
         (actuator, rx)
+    }
+
+    /// An actuator that keeps its workload table in `dir` and adopts every
+    /// workload and hook of an earlier process found there still running
+    /// (see the module docs). Workloads are contained in cgroups where a
+    /// writable cgroup v2 hierarchy exists ([`Cgroups::detect`]). Those
+    /// found gone are reported on the receiver as exited, after every
+    /// adoption.
+    pub fn with_state_dir(
+        dir: &Path,
+    ) -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>, Adoption)> {
+        let (mut actuator, rx) = Self::new();
+        let table = Table::open(dir)?;
+        actuator.cgroups = Cgroups::detect(dir);
+        let (records, unreadable) = table.load()?;
+        let mut adoption = Adoption {
+            unreadable,
+            ..Adoption::default()
+        };
+        let mut owned = Vec::new();
+        for record in records {
+            let key = (record.object.clone(), record.container);
+            let group = Group {
+                pgid: record.process.pid,
+                cgroup: record.cgroup.clone(),
+            };
+            owned.extend(record.cgroup.clone());
+            let alive = record.process.is_alive();
+            let map = if record.hook {
+                &mut actuator.hooks
+            } else {
+                &mut actuator.workloads
+            };
+            let who = (record.object.clone(), record.container, record.hook);
+            // The reaper checks the start time again once the pidfd is
+            // open; a process gone by then is reported like the others.
+            if alive {
+                map.insert(key, group.clone());
+                adoption.adopted.push(who);
+            } else {
+                adoption.gone.push(who);
+            }
+            actuator.reaper.watch(Watch {
+                object: record.object,
+                container: record.container,
+                hook: record.hook,
+                pid: record.process.pid,
+                child: false,
+                start_time: Some(record.process.start_time),
+                group,
+            });
+        }
+        // A cgroup no record owns is a spawn cut short before its record
+        // was written: its gate exits on its own; nothing there ran. (One
+        // whose record cannot be read is left alone: it may run.)
+        owned.extend(
+            adoption
+                .unreadable
+                .iter()
+                .filter_map(|p| Some(actuator.cgroups.as_ref()?.root().join(p.file_name()?))),
+        );
+        if let Some(cgroups) = &actuator.cgroups {
+            for orphan in cgroups.children() {
+                if !owned.contains(&orphan) {
+                    let _ = cgroup::kill(&orphan);
+                    cgroup::remove(&orphan);
+                }
+            }
+        }
+        actuator.table = Some(table);
+        Ok((actuator, rx, adoption))
     }
 
     /// Uses `signal` instead of SIGTERM as the stop signal of containers
@@ -103,68 +237,219 @@ impl ProcessActuator {
         self
     }
 
-    /// Starts every container of `object` (`command`, run directly, in a
-    /// new process group each).
-    pub fn start(&mut self, object: &str, stored: &StoredObject) -> std::io::Result<()> {
-        for (i, container) in stored.containers.iter().enumerate() {
-            let Some((program, args)) = container.command.split_first() else {
-                continue;
-            };
-            let mut command = Command::new(program);
-            command.args(args);
-            self.output.workload(&mut command, object, stored, i)?;
-            let child = spawn_group(command)?;
-            self.workloads.insert((object.to_owned(), i), child.id());
-            self.reap(child, object, i, true);
+    /// How workloads are contained.
+    pub fn containment(&self) -> Containment {
+        if self.cgroups.is_some() {
+            Containment::Cgroups
+        } else {
+            Containment::ProcessGroups
         }
-        Ok(())
     }
 
-    /// Whether a container's workload is still running (not yet reaped).
+    /// The cgroup directory of this actuator's workloads, if contained in
+    /// cgroups.
+    pub fn cgroup_root(&self) -> Option<&Path> {
+        self.cgroups.as_ref().map(Cgroups::root)
+    }
+
+    /// Starts every container of `object` (`command`, run directly, in a
+    /// new process group each); the first that cannot start is an error
+    /// (the others start all the same).
+    pub fn start(&mut self, object: &str, stored: &StoredObject) -> std::io::Result<()> {
+        match self.start_each(object, stored).into_iter().next() {
+            Some((_, reason)) => Err(std::io::Error::other(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts every container of `object` that is not running yet
+    /// (`command`, run directly, in a new process group each). A container
+    /// that cannot be started is skipped: it is returned with the reason
+    /// (as a container runtime gives it); the others start.
+    pub fn start_each(&mut self, object: &str, stored: &StoredObject) -> Vec<(usize, String)> {
+        let mut failed = Vec::new();
+        for (i, container) in stored.containers.iter().enumerate() {
+            if self.is_running(object, i) {
+                continue;
+            }
+            let Some((program, _)) = container.command.split_first() else {
+                continue;
+            };
+            if let Err(reason) = runnable(program) {
+                failed.push((i, reason));
+                continue;
+            }
+            match self.spawn(object, i, Some(stored), &container.command) {
+                Ok(group) => {
+                    self.workloads.insert((object.to_owned(), i), group);
+                }
+                Err(e) => failed.push((i, e.to_string())),
+            }
+        }
+        failed
+    }
+
+    /// Whether a container's workload is still running (not yet reported
+    /// stopped).
     pub fn is_running(&self, object: &str, container: usize) -> bool {
         self.workloads.contains_key(&(object.to_owned(), container))
     }
 
-    /// Forgets a reaped workload and kills what is left of its group (a
-    /// grandchild that outlived the main process).
-    pub fn reaped(&mut self, object: &str, container: usize) {
-        if let Some(group) = self.workloads.remove(&(object.to_owned(), container)) {
-            signal_group(group, Signal::KILL);
-        }
+    /// Whether a container's pre-stop hook is running.
+    pub fn hook_running(&self, object: &str, container: usize) -> bool {
+        self.hooks.contains_key(&(object.to_owned(), container))
     }
 
-    /// Forgets a hook that returned.
+    /// Forgets a workload whose processes are all gone (its record with
+    /// it).
+    pub fn reaped(&mut self, object: &str, container: usize) {
+        if let Some(group) = self.workloads.remove(&(object.to_owned(), container))
+            && !group.is_empty()
+        {
+            // Told to forget a workload that still runs (the reaper reports
+            // an exit only once its group is empty): it is killed, and its
+            // record stays until the reaper has seen it gone.
+            group.kill();
+            return;
+        }
+        self.forget(object, container, false);
+    }
+
+    /// Forgets a hook that returned (its record with it).
     pub fn hook_returned(&mut self, object: &str, container: usize) {
         self.hooks.remove(&(object.to_owned(), container));
+        self.forget(object, container, true);
     }
 
-    /// SIGKILLs every workload and hook still running: what is left when
-    /// the supervisor itself goes away, so that nothing outlives it.
+    /// SIGKILLs every workload and hook still running, with no stop signal
+    /// first: only for processes no deletion will ever handle (a fenced
+    /// node's orphans, `grace run`'s own command when it must go at once).
     pub fn kill_all(&mut self) {
-        for (_, group) in self.hooks.drain().chain(self.workloads.drain()) {
-            signal_group(group, Signal::KILL);
+        for group in self.hooks.values().chain(self.workloads.values()) {
+            group.kill();
         }
     }
 
-    fn reap(&self, mut child: Child, object: &str, container: usize, workload: bool) {
-        let events = self.events.clone();
-        let object = object.to_owned();
-        std::thread::spawn(move || {
-            let status = child.wait();
-            let event = if workload {
-                WorldEvent::Exited {
-                    object,
-                    container,
-                    code: status.ok().and_then(|s| {
-                        use std::os::unix::process::ExitStatusExt;
-                        s.code().or_else(|| s.signal().map(|n| 128 + n))
-                    }),
-                }
-            } else {
-                WorldEvent::PreStopFinished { object, container }
+    /// The workloads (object, container) running now.
+    pub fn running(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.workloads.keys().map(|(o, c)| (o.as_str(), *c))
+    }
+
+    fn forget(&mut self, object: &str, container: usize, hook: bool) {
+        if let Some(table) = &self.table {
+            let _ = table.remove(object, container, hook);
+        }
+    }
+
+    /// Starts `command` (program and arguments) as the leader of a new
+    /// process group (and cgroup), recorded in the table before it may run,
+    /// and watched by the reaper: container `container`'s workload of
+    /// `stored`, or (`None`) its pre-stop hook. Its streams are set by
+    /// [`Output`].
+    fn spawn(
+        &mut self,
+        object: &str,
+        container: usize,
+        workload_of: Option<&StoredObject>,
+        command: &[String],
+    ) -> std::io::Result<Group> {
+        let hook = workload_of.is_none();
+        let streams = |cmd: &mut Command, output: &Output| match workload_of {
+            Some(stored) => output.workload(cmd, object, stored, container),
+            None => {
+                output.hook(cmd);
+                Ok(())
+            }
+        };
+        let Some(table) = &self.table else {
+            let Some((program, args)) = command.split_first() else {
+                return Err(std::io::Error::other("no command"));
             };
-            let _ = events.send(event);
+            let mut cmd = Command::new(program);
+            cmd.args(args);
+            streams(&mut cmd, &self.output)?;
+            let child = spawn_group(cmd)?;
+            let group = Group {
+                pgid: child.id(),
+                cgroup: None,
+            };
+            self.watch(object, container, hook, &child, &group, None);
+            return Ok(group);
+        };
+        let name = WorkloadRecord::file_name(object, container, hook);
+        let cgroup = match &self.cgroups {
+            Some(cgroups) => Some(cgroups.create(&name)?),
+            None => None,
+        };
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(GATE).arg("sh").args(command);
+        streams(&mut cmd, &self.output)?;
+        // The gate's stdin (the command's is `/dev/null`).
+        cmd.stdin(Stdio::piped());
+        let mut child = spawn_group(cmd)?;
+        let group = Group {
+            pgid: child.id(),
+            cgroup: cgroup.clone(),
+        };
+        let recorded = (|| {
+            if let Some(cgroup) = &cgroup {
+                cgroup::add(cgroup, child.id())?;
+            }
+            let process = ProcessIdentity::of(child.id())
+                .ok_or_else(|| std::io::Error::other("the process vanished at its start"))?;
+            table.write(&WorkloadRecord {
+                object: object.to_owned(),
+                container,
+                hook,
+                process,
+                cgroup: cgroup.clone(),
+            })
+        })();
+        if let Err(e) = recorded {
+            // Nothing ran: the gate is still closed. Closing its stdin ends it.
+            drop(child.stdin.take());
+            let _ = child.wait();
+            if let Some(cgroup) = &cgroup {
+                cgroup::remove(cgroup);
+            }
+            return Err(e);
+        }
+        self.watch(object, container, hook, &child, &group, None);
+        // Open the gate.
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(b"go\n");
+        }
+        Ok(group)
+    }
+
+    fn watch(
+        &mut self,
+        object: &str,
+        container: usize,
+        hook: bool,
+        child: &Child,
+        group: &Group,
+        start_time: Option<u64>,
+    ) {
+        self.reaper.watch(Watch {
+            object: object.to_owned(),
+            container,
+            hook,
+            pid: child.id(),
+            child: true,
+            start_time,
+            group: group.clone(),
         });
+    }
+}
+
+impl Drop for ProcessActuator {
+    /// Removes the agent's cgroup directory if no workload is left in it
+    /// (one with workloads stays for the next agent).
+    fn drop(&mut self) {
+        if let Some(cgroups) = &self.cgroups {
+            cgroup::remove(cgroups.root());
+        }
     }
 }
 
@@ -192,19 +477,19 @@ impl Actuator for ProcessActuator {
                 else {
                     return Ok(());
                 };
-                let mut command = Command::new("sh");
-                command.arg("-c").arg(hook);
-                self.output.hook(&mut command);
-                let child = spawn_group(command).map_err(|e| format!("pre-stop: {e}"))?;
-                self.hooks.insert(key(container), child.id());
-                self.reap(child, object, container, false);
+                let command = ["sh".to_owned(), "-c".to_owned(), hook];
+                let group = self
+                    .spawn(object, container, None, &command)
+                    .map_err(|e| format!("pre-stop: {e}"))?;
+                self.hooks.insert(key(container), group);
                 Ok(())
             }
             Action::SendStopSignal { container } => {
                 let container = usize::from(container);
                 // The hook's budget is spent (or it returned): cut it off.
-                if let Some(group) = self.hooks.remove(&key(container)) {
-                    signal_group(group, Signal::KILL);
+                // Its record goes once the reaper saw it gone.
+                if let Some(group) = self.hooks.get(&key(container)) {
+                    group.kill();
                 }
                 // The container's own stop signal (lifecycle.stopSignal),
                 // else the actuator's.
@@ -214,23 +499,23 @@ impl Actuator for ProcessActuator {
                     .and_then(|c| c.stop_signal)
                     .and_then(Signal::from_named_raw)
                     .unwrap_or(self.stop_signal);
-                if let Some(&group) = self.workloads.get(&key(container)) {
-                    signal_group(group, signal);
-                    signal_group(group, Signal::CONT);
+                if let Some(group) = self.workloads.get(&key(container)) {
+                    group.signal(signal);
+                    group.signal(Signal::CONT);
                 }
                 Ok(())
             }
             Action::SendKill { container } => {
                 let container = usize::from(container);
-                if let Some(&group) = self.workloads.get(&key(container)) {
-                    signal_group(group, Signal::KILL);
+                if let Some(group) = self.workloads.get(&key(container)) {
+                    group.kill();
                 }
                 Ok(())
             }
             Action::ContainerStopped { container } => {
                 let container = usize::from(container);
-                if let Some(group) = self.hooks.remove(&key(container)) {
-                    signal_group(group, Signal::KILL);
+                if let Some(group) = self.hooks.get(&key(container)) {
+                    group.kill();
                 }
                 self.reaped(object, container);
                 Ok(())
@@ -243,8 +528,8 @@ impl Actuator for ProcessActuator {
 
 impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     /// Feeds what a process did back to the runtime: a returned hook
-    /// becomes [`Runtime::pre_stop_finished`], an exit
-    /// [`Runtime::container_exited`] (and the rest of its group is killed).
+    /// becomes [`Runtime::handle_pre_stop_finished`], an exit the container's
+    /// status ([`ContainerStatus::exited`]) and [`Runtime::handle_container_exited`].
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
@@ -252,8 +537,11 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
                 let _ = self.handle_pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
-                object, container, ..
+                object,
+                container,
+                code,
             } => {
+                self.set_container_status(&object, container, ContainerStatus::exited(code))?;
                 let _ = self.handle_container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }
@@ -269,15 +557,29 @@ fn spawn_group(mut command: Command) -> std::io::Result<Child> {
     command.process_group(0).spawn()
 }
 
-/// Signals a whole process group; a group that is already gone is fine.
-fn signal_group(group: u32, signal: Signal) {
-    // Never group 0 or 1: "our own group" and "everyone".
-    let Some(pid) = i32::try_from(group)
-        .ok()
-        .filter(|g| *g > 1)
-        .and_then(Pid::from_raw)
-    else {
-        return;
+/// Why `program` cannot be run, if it cannot: as the container runtime
+/// says it when it cannot start a container.
+fn runnable(program: &str) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
-    let _ = kill_process_group(pid, signal);
+    let found = if program.contains('/') {
+        executable(Path::new(program))
+    } else {
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
+        })
+    };
+    if found {
+        Ok(())
+    } else if program.contains('/') && Path::new(program).exists() {
+        Err(format!("exec: \"{program}\": permission denied"))
+    } else if program.contains('/') {
+        Err(format!("exec: \"{program}\": no such file or directory"))
+    } else {
+        Err(format!(
+            "exec: \"{program}\": executable file not found in $PATH"
+        ))
+    }
 }

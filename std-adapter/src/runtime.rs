@@ -36,8 +36,8 @@ use grace_core::{
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, KillState, Revision, Store, StoreError, StorePreconditions,
-    StoredContainer, StoredObject, Write,
+    BatchError, ContainerStatus, FINALIZERS, KillState, Revision, Store, StoreError,
+    StorePreconditions, StoredContainer, StoredObject, Write,
 };
 
 mod objects;
@@ -337,6 +337,7 @@ struct Spec {
     strategy: Strategy,
     node: Option<String>,
     containers: Vec<StoredContainer>,
+    status: Vec<ContainerStatus>,
     labels: BTreeMap<String, String>,
     created: Option<Timestamp>,
 }
@@ -347,6 +348,7 @@ impl Spec {
             strategy: object.strategy,
             node: object.node,
             containers: object.containers,
+            status: object.status,
             labels: object.labels,
             created: object.created,
         }
@@ -362,6 +364,7 @@ impl Spec {
             labels: self.labels.clone(),
             created: self.created,
             agent,
+            status: self.status.clone(),
         }
     }
 }
@@ -832,6 +835,44 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
         self.handle_container_exited(name, container)
+    }
+
+    /// Records what the agent sees of a container (running, exited with a
+    /// code, could not start): written to the store at once, as the
+    /// kubelet updates a pod's status. Nothing happens if the object is
+    /// gone (or its record removed) or the status is already `status`.
+    pub fn set_container_status(
+        &mut self,
+        name: &str,
+        container: usize,
+        status: ContainerStatus,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = self.objects.id(name) else {
+            return Ok(());
+        };
+        let Some(entry) = self.objects.get_mut(id) else {
+            return Ok(());
+        };
+        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+            return Ok(());
+        }
+        let waiting = ContainerStatus::Waiting {
+            reason: "ContainerCreating".to_owned(),
+        };
+        let count = entry.spec.containers.len();
+        if container >= count {
+            return Err(RuntimeError::UnknownContainer {
+                object: name.to_owned(),
+                container,
+            });
+        }
+        entry.spec.status.resize(count, waiting);
+        if let Some(slot) = entry.spec.status.get_mut(container) {
+            *slot = status;
+        }
+        let done = self.persist(id);
+        self.objects.close();
+        done.map(|_| ())
     }
 
     /// The earliest deadline of all objects, or the next attempt to read
@@ -1309,6 +1350,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     self.actuator.perform(&name, stored, &action)
                 }
             };
+            // R62 counts from when the stop signal really went out, which
+            // may be well after `now` (the write-ahead, a round's other
+            // actions): the core hears when, and SIGKILL keeps its 2 s.
+            if let (Ok(()), Action::SendStopSignal { container }) = (&outcome, action) {
+                // The clock counts whole milliseconds, rounded down: one
+                // more is never before the signal.
+                let read = self.clock.now();
+                let sent = Now::new(
+                    read.wall,
+                    read.mono.saturating_add(Duration::from_millis(1)),
+                );
+                if let Some(open) = self.objects.opened(id)? {
+                    let _ = open
+                        .lifecycle
+                        .handle_stop_signal_sent(sent, usize::from(container));
+                }
+            }
             match outcome {
                 Ok(()) => self.emit(now, &name, Change::Action(action)),
                 Err(e) => self.emit(now, &name, Change::ActionFailed(action, e)),

@@ -499,3 +499,69 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
             .all(|(_, a)| *a == Action::SendKill { container: 0 })
     );
 }
+
+/// An actuator whose stop signals take `delay` of the clock's time to go
+/// out (a loaded machine, a round of many actions).
+struct SlowStop {
+    clock: Arc<ManualClock>,
+    delay: Duration,
+    recorder: Recorder,
+}
+
+impl Actuator for SlowStop {
+    fn perform(
+        &mut self,
+        object: &str,
+        stored: &grace_std::store::StoredObject,
+        action: &Action,
+    ) -> Result<(), String> {
+        if matches!(action, Action::SendStopSignal { .. }) {
+            self.clock.advance(self.delay);
+        }
+        self.recorder.perform(object, stored, action)
+    }
+}
+
+#[test]
+fn r62_sigkill_counts_two_seconds_from_when_the_stop_signal_really_went_out() {
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+    let actuator = SlowStop {
+        clock: clock.clone(),
+        delay: Duration::from_millis(300),
+        recorder: recorder.clone(),
+    };
+    let mut rt = Runtime::open(
+        grace_std::MemoryStore::new(),
+        clock.clone(),
+        actuator,
+        Recovery::default(),
+    )
+    .expect("runtime opens");
+    rt.create("web-0", pod("u1", false)).expect("created");
+    // Grace 1: decided at 1 000 000 with SIGKILL due at 1 002 000 by the
+    // budget; the stop signal went out at 1 000 300 (read after it
+    // returned, rounded up to 1 000 301): no SIGKILL before 1 002 301.
+    let _ = rt
+        .handle_delete("web-0", &DeleteOptions::with_grace(1))
+        .expect("accepted");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
+    assert_eq!(
+        recorder.take_actions(),
+        [
+            Action::RemoveEndpoints,
+            Action::SendStopSignal { container: 0 }
+        ]
+    );
+    assert_eq!(
+        rt.poll_timeout().map(|t| t.as_millis()),
+        Some(1_002_301),
+        "2 s after the stop signal went out, not after it was decided"
+    );
+    clock.advance_to(grace_core::Instant::from_millis(1_002_300));
+    rt.handle_timeouts().expect("ok");
+    assert!(recorder.take_actions().is_empty(), "not yet");
+    clock.advance(Duration::from_millis(1));
+    rt.handle_timeouts().expect("ok");
+    assert_eq!(recorder.take_actions(), [Action::SendKill { container: 0 }]);
+}

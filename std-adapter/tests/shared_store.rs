@@ -157,12 +157,13 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
             Action::SendStopSignal { container: 0 }
         ]
     );
-    w.advance_ms(1_999);
+    w.advance_ms(2_000);
     agent.handle_timeouts().expect("handled");
     assert_eq!(
         w.recorder.take_actions(),
         [],
-        "never sooner than 2 s after SIGTERM"
+        "never sooner than 2 s after SIGTERM, counted from when it was sent \
+         (the clock's millisecond rounded up: it may have been late in it)"
     );
     w.advance_ms(1);
     agent.handle_timeouts().expect("handled");

@@ -12,12 +12,19 @@
 //! `<data-dir>/logs` (see [`ContainerLogs`]), rotated by size, kept until
 //! the object's record is removed; `grace logs` reads them.
 //!
-//! One thread runs the [`Runtime`]; every connection has a thread of its
-//! own that reads straight from the store and hands changes to the runtime
-//! thread. Each run of the agent is an epoch of its own: workloads do not
-//! outlive the agent (it SIGKILLs them when it stops), so a restarted agent
-//! finds them gone — their objects stay, and a deletion in progress
-//! completes at once (restart policy `Never`: nothing is restarted).
+//! One thread runs the [`Runtime`]; one reaper thread watches every
+//! workload ([`grace_std::process`]); every connection has a thread of its
+//! own (at most [`MAX_CONNECTIONS`] at once) that reads straight from the
+//! store and hands changes to the runtime thread.
+//!
+//! Workloads outlive the agent, as containers outlive the kubelet: each is
+//! written to the workload table in `<data-dir>/workloads` before it runs,
+//! and stopping the agent (SIGTERM, SIGINT) leaves them running. The next
+//! agent on the same boot adopts every one still there (same pid and start
+//! time) and carries on with its deletion on the persisted deadlines (D6);
+//! one that ended meanwhile is reported stopped. After a reboot nothing
+//! survived: a deletion in progress completes at once (restart policy
+//! `Never`: nothing is restarted).
 
 use std::io::Write;
 use std::os::unix::net::UnixStream;
@@ -25,16 +32,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{Action, DeleteError, FinalizerChange, Name, Now};
+use grace_core::{Action, DeleteError, FinalizerChange, Name};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
-use crate::process::{Output, ProcessActuator, WorldEvent};
+use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
-use crate::store::{RedbStore, Store, StoreError};
+use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
 
 pub mod access;
 mod serve;
@@ -87,35 +94,137 @@ pub(crate) fn spawn_rotation(logs: ContainerLogs) {
     });
 }
 
-/// The clock of one agent run: the machine's clocks, with an epoch that is
-/// this run's own (the workloads of an earlier run are gone).
-pub(crate) struct RunClock {
-    system: SystemClock,
-    epoch: String,
+/// The agent's clock: the machine's, whose epoch is the boot. Deadlines
+/// written by an agent are honoured by the next one on the same boot (its
+/// workloads are still there); after a reboot they have no meaning.
+pub(crate) type RunClock = SystemClock;
+
+/// Where an agent keeps its workload table, in its data directory.
+pub fn workloads_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("workloads")
 }
 
-impl RunClock {
-    /// The machine's clocks, with an epoch of this process's own.
-    pub(crate) fn new() -> Self {
-        let system = SystemClock::new();
-        let epoch = format!(
-            "{}/agent:{}:{}",
-            system.epoch(),
-            std::process::id(),
-            system.now().wall.as_unix_millis()
+/// `(object, container, hook)`: one workload or pre-stop hook.
+pub(crate) type Workload = (String, usize, bool);
+
+/// Opens the process actuator on the workload table in `dir`, adopting
+/// what an earlier agent left running, and logs what it found and how
+/// workloads are contained.
+pub(crate) fn open_actuator(
+    dir: &Path,
+    log: &mut impl Write,
+) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), RuntimeError> {
+    let (actuator, world, adoption) =
+        ProcessActuator::with_state_dir(dir).map_err(|e| RuntimeError::Io {
+            context: format!("the workload table {}", dir.display()),
+            error: e,
+        })?;
+    let containment = match (actuator.containment(), actuator.cgroup_root()) {
+        (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
+        _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),
+    };
+    let _ = writeln!(log, "grace agent: workloads run in {containment}");
+    for (object, container, hook) in &adoption.adopted {
+        let what = if *hook { "pre-stop hook" } else { "container" };
+        let _ = writeln!(log, "grace agent: adopted {object} {what} {container}");
+    }
+    for (object, container, hook) in &adoption.gone {
+        let what = if *hook { "pre-stop hook" } else { "container" };
+        let _ = writeln!(
+            log,
+            "grace agent: {object} {what} {container} ended while no agent ran"
         );
-        RunClock { system, epoch }
+    }
+    // A record that cannot be read may stand for a process that still
+    // runs: its container is not reported stopped (it stays as it is).
+    let mut unknown = adoption.gone;
+    for path in &adoption.unreadable {
+        let _ = writeln!(
+            log,
+            "grace agent: unreadable workload record {}: its container is left as it is",
+            path.display()
+        );
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        unknown.extend(crate::process::table::WorkloadRecord::parse_file_name(name));
+    }
+    Ok((actuator, world, unknown))
+}
+
+/// Logs the adopted workloads whose object is gone (removed while no
+/// agent ran, by force): no deletion will stop them, and they are left as
+/// they are rather than killed without the sequence.
+pub(crate) fn log_orphans<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    log: &mut impl Write,
+) {
+    let orphans: Vec<(String, usize)> = rt
+        .actuator()
+        .running()
+        .map(|(o, c)| (o.to_owned(), c))
+        .collect();
+    for (object, container) in orphans {
+        if rt.lifecycle(&object).is_none() {
+            let _ = writeln!(
+                log,
+                "grace agent: {object} container {container} runs but its object is gone: left running"
+            );
+        }
     }
 }
 
-impl Clock for RunClock {
-    fn now(&self) -> Now {
-        self.system.now()
+/// After a restart: a container the runtime still counts as running, or a
+/// hook it still waits for, that is neither adopted nor about to be
+/// reported gone by the reaper nor of an unreadable record (`gone`) never
+/// ran: it is reported stopped (it was started by no one, or its start
+/// failed).
+pub(crate) fn reconcile<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    name: &str,
+    gone: &[Workload],
+) -> Result<(), RuntimeError> {
+    let Some(lifecycle) = rt.lifecycle(name) else {
+        return Ok(());
+    };
+    // Created but never started (the agent stopped in between): started
+    // now, unless its deletion has begun.
+    let never_started = rt.object(name).is_some_and(|o| {
+        o.status.is_empty() && !o.containers.is_empty() && o.record.deletion_timestamp.is_none()
+    });
+    if never_started
+        && lifecycle
+            .containers()
+            .iter()
+            .all(|c| c.stage() == grace_core::Stage::Running)
+    {
+        start(rt, name);
+        return Ok(());
     }
-
-    fn epoch(&self) -> String {
-        self.epoch.clone()
+    let reported = |c: usize, hook: bool| {
+        gone.iter()
+            .any(|(o, i, h)| o == name && *i == c && *h == hook)
+    };
+    for (i, c) in lifecycle.containers().iter().enumerate() {
+        match c.stage() {
+            grace_core::Stage::Stopped => {}
+            grace_core::Stage::PreStop { .. } => {
+                if !rt.actuator().hook_running(name, i) && !reported(i, true) {
+                    let _ = rt.handle_pre_stop_finished(name, i)?;
+                }
+                if !rt.actuator().is_running(name, i) && !reported(i, false) {
+                    let _ = rt.handle_container_exited(name, i)?;
+                }
+            }
+            _ => {
+                if !rt.actuator().is_running(name, i) && !reported(i, false) {
+                    let _ = rt.handle_container_exited(name, i)?;
+                }
+            }
+        }
     }
+    Ok(())
 }
 
 #[allow(
@@ -213,7 +322,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     stop_on_signal(tx.clone(), Input::Stop)?;
 
     let logs = container_logs(dir, None, options.log_limits);
-    let (actuator, world) = ProcessActuator::new();
+    let (actuator, world, gone) = open_actuator(&workloads_dir(dir), log)?;
     let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),
@@ -246,11 +355,12 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         dir.join(DATABASE).display(),
         socket.display()
     );
-    // Pick up deletions accepted before a restart, and the garbage
-    // collector's steps left undone.
+    // Pick up what was running, deletions accepted before a restart, and
+    // the garbage collector's steps left undone.
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
+            reconcile(&mut rt, &name, &gone)?;
             let _ = rt.handle_agent_sync(&name)?;
         }
         if let Err(e) = rt.collect_garbage(&name) {
@@ -260,13 +370,19 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
             );
         }
     }
+    log_orphans(&mut rt, log);
     // Logs of records removed while no agent was running go now.
     logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
     spawn_rotation(logs.clone());
     let result = serve(&mut rt, &inputs, &transitions, &options.node, &logs, log);
-    rt.actuator().kill_all();
+    let removed = log_transitions(&transitions, log);
+    remove_logs(&rt, &logs, &removed);
     let _ = std::fs::remove_file(&socket);
-    let _ = writeln!(log, "grace agent: stopped");
+    let left = rt.actuator().running().count();
+    let _ = writeln!(
+        log,
+        "grace agent: stopped; {left} workload(s) left running for the next agent to adopt"
+    );
     result
 }
 
@@ -410,17 +526,22 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
     }
 }
 
-/// Starts an object's containers; one that cannot start counts as exited.
+/// Starts an object's containers that are not running and reports each
+/// one's status: `Running`, or `ContainerCannotRun` with the reason, which
+/// counts as exited.
 pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
     let Some(object) = rt.object(name) else {
         return;
     };
-    if rt.actuator().start(name, &object).is_err() {
-        for i in 0..object.containers.len() {
-            if !rt.actuator().is_running(name, i) {
-                let _ = rt.handle_container_exited(name, i);
-            }
+    let failed = rt.actuator().start_each(name, &object);
+    for i in 0..object.containers.len() {
+        if rt.actuator().is_running(name, i) {
+            let _ = rt.set_container_status(name, i, ContainerStatus::Running);
         }
+    }
+    for (i, reason) in failed {
+        let _ = rt.set_container_status(name, i, ContainerStatus::cannot_run(reason));
+        let _ = rt.handle_container_exited(name, i);
     }
 }
 

@@ -262,7 +262,9 @@ fn events(
                     "StopSignalSent     {name}: at {} (R63), after the pre-stop hook if any",
                     sent.map_or("?".to_owned(), since)
                 ));
-                let budget = kill_at.saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at)).as_millis() / 1000;
+                // Rounded: the signal's time is when it really went out, a few
+                // milliseconds after the budget was decided (R62).
+                let budget = kill_at.saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at)).as_millis().saturating_add(500) / 1000;
                 events.push(format!(
                     "KillScheduled      {name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
                     due.map_or("?".to_owned(), since)

@@ -511,6 +511,35 @@ fn status(object: &StoredObject) -> PodStatus {
                 .and_then(|r| r.lifecycle.containers().get(i).map(|c| c.stage()))
         })
         .collect();
+    // What the agent reported (its exit code, why it could not run)
+    // comes first; the kill state tells the rest.
+    let reported = |i: usize| -> Option<ContainerState> {
+        use grace_std::store::ContainerStatus as S;
+        match object.status.get(i)? {
+            S::Terminated {
+                exit_code,
+                reason,
+                message,
+            } => Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    // The kubelet's code for a status it cannot know.
+                    exit_code: exit_code.unwrap_or(137),
+                    reason: Some(reason.clone()),
+                    message: message.clone(),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            }),
+            S::Waiting { reason } => Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(reason.clone()),
+                    message: None,
+                }),
+                ..ContainerState::default()
+            }),
+            S::Running => None,
+        }
+    };
     let state = |stage: Option<grace_core::Stage>| {
         use grace_core::Stage;
         match stage {
@@ -551,9 +580,10 @@ fn status(object: &StoredObject) -> PodStatus {
             .containers
             .iter()
             .zip(&stages)
-            .filter(|(c, _)| c.sidecar == sidecar)
-            .map(|(c, stage)| {
-                let state = state(*stage);
+            .enumerate()
+            .filter(|(_, (c, _))| c.sidecar == sidecar)
+            .map(|(i, (c, stage))| {
+                let state = reported(i).unwrap_or_else(|| state(*stage));
                 ContainerStatus {
                     name: c.name.clone(),
                     ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
@@ -566,8 +596,27 @@ fn status(object: &StoredObject) -> PodStatus {
             .collect();
         (!list.is_empty()).then_some(list)
     };
+    // Every container reported ended (restart policy `Never`): the pod has
+    // succeeded if all exited 0, else failed.
+    let ended = |reason: Option<&str>| {
+        !object.containers.is_empty()
+            && (0..object.containers.len()).all(|i| {
+                matches!(object.status.get(i), Some(grace_std::store::ContainerStatus::Terminated { reason: r, .. }) if reason.is_none_or(|want| r == want))
+            })
+    };
+    // While the pod is deleted, its phase stays as the record has it.
+    let deleting = object.record.deletion_timestamp.is_some();
+    let phase = if deleting {
+        phase_word(object.record.phase)
+    } else if ended(Some("Completed")) {
+        "Succeeded"
+    } else if ended(None) {
+        "Failed"
+    } else {
+        phase_word(object.record.phase)
+    };
     PodStatus {
-        phase: Some(phase_word(object.record.phase).to_owned()).filter(|p| !p.is_empty()),
+        phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
         ..PodStatus::default()

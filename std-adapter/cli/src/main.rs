@@ -42,7 +42,8 @@ enum Command {
     },
     /// Run the node agent: serve the store in the data directory to the
     /// other commands, run the objects bound to this node, and carry out
-    /// their deletions. Stops on SIGTERM or SIGINT (its workloads with it).
+    /// their deletions. Stops on SIGTERM or SIGINT, leaving its workloads
+    /// running: the next agent on the same data directory adopts them.
     Agent {
         #[command(flatten)]
         store: StoreArgs,
@@ -731,6 +732,7 @@ fn shared_agent(
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
         let shared = grace_cli::node_agent::SharedAgentOptions {
+            state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
             logs: grace_cli::agent::container_logs(
                 &store.data_dir,
                 Some(&options.node),

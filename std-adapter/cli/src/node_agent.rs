@@ -25,6 +25,10 @@
 //!   compares, so a write made after the fencing, even by an agent paused
 //!   between its check and its write, is refused
 //!   ([`StoreError::Fenced`]), and the agent stops there.
+//! - Workloads outlive the agent, as with [`crate::agent`]: SIGTERM or
+//!   SIGINT stop it and leave them running, and the next agent of the node
+//!   adopts them from its workload table (`<data-dir>/workloads-<node>`,
+//!   node-local: it holds pids).
 //! - A store outage is waited out: failed steps are logged and retried
 //!   (the runtime reads back what it could not confirm, see
 //!   [`crate::runtime::RETRY`]); the watch reopens where it stopped.
@@ -34,8 +38,8 @@ use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::agent::{
-    RunClock, forward, log_transitions, remove_logs, spawn_rotation, start, stop_on_signal,
-    wait_for_next,
+    RunClock, forward, log_orphans, log_transitions, open_actuator, reconcile, remove_logs,
+    spawn_rotation, start, stop_on_signal, wait_for_next,
 };
 use crate::clock::Clock;
 use crate::process::Output;
@@ -54,6 +58,8 @@ pub struct SharedAgentOptions {
     /// The TTL of the agent's lease: how long after its last sign of life
     /// its node counts as lost.
     pub lease_ttl: StdDuration,
+    /// Where the workload table lives (node-local: the workloads' pids).
+    pub state_dir: std::path::PathBuf,
     /// Where its containers' output goes (on this machine).
     pub logs: ContainerLogs,
 }
@@ -89,7 +95,7 @@ pub fn run(
 
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
-    let (actuator, world) = ProcessActuator::new();
+    let (actuator, world, gone) = open_actuator(&options.state_dir, log)?;
     let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
@@ -109,6 +115,7 @@ pub fn run(
     );
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
+        reconcile(&mut rt, &name, &gone)?;
         let _ = rt.handle_agent_sync(&name)?;
         if let Err(e) = rt.collect_garbage(&name) {
             let _ = writeln!(
@@ -117,6 +124,7 @@ pub fn run(
             );
         }
     }
+    log_orphans(&mut rt, log);
     options
         .logs
         .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
@@ -137,8 +145,11 @@ pub fn run(
             Err(e) => Err(RuntimeError::Store(e)),
         }
     });
-    rt.actuator().kill_all();
-    if !result.as_ref().is_err_and(fenced) {
+    log_transitions(&transitions, log);
+    if result.as_ref().is_err_and(fenced) {
+        // Orphans now: no deletion will ever stop them.
+        rt.actuator().kill_all();
+    } else {
         let _ = store.revoke_lease(lease);
     }
     let _ = writeln!(log, "grace agent: stopped");

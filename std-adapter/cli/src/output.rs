@@ -89,11 +89,45 @@ pub fn status_word(object: &StoredObject) -> String {
     } else if object.strategy.kind == Kind::Generic {
         "Active".to_owned()
     } else {
-        match phase_word(object.record.phase) {
+        containers_status(object).unwrap_or_else(|| match phase_word(object.record.phase) {
             "" => "Pending".to_owned(),
             word => word.to_owned(),
-        }
+        })
     }
+}
+
+/// A pod's STATUS from the states its agent reported
+/// ([`StoredObject::status`]), as kubectl sums them up: the reason a
+/// container could not run; `Running` while one runs; `Completed` once all
+/// exited 0, `Error` once all exited and one did not; `Pending` before any
+/// started (no agent has reported any: none runs it yet). `None` without
+/// containers.
+fn containers_status(object: &StoredObject) -> Option<String> {
+    use grace_std::store::ContainerStatus as S;
+    if object.containers.is_empty() {
+        return None;
+    }
+    let status = |i: usize| object.status.get(i);
+    let all = 0..object.containers.len();
+    let cannot_run = all.clone().any(|i| {
+        matches!(status(i), Some(S::Terminated { reason, .. }) if reason == "ContainerCannotRun")
+    });
+    if cannot_run {
+        return Some("ContainerCannotRun".to_owned());
+    }
+    if all.clone().any(|i| status(i) == Some(&S::Running)) {
+        return Some("Running".to_owned());
+    }
+    if all
+        .clone()
+        .all(|i| matches!(status(i), Some(S::Terminated { .. })))
+    {
+        let ok = all.clone().all(
+            |i| matches!(status(i), Some(S::Terminated { reason, .. }) if reason == "Completed"),
+        );
+        return Some(if ok { "Completed" } else { "Error" }.to_owned());
+    }
+    Some("Pending".to_owned())
 }
 
 /// Each container's kill stage, from the persisted kill state.

@@ -16,7 +16,7 @@ const GRACE: &str = env!("CARGO_BIN_EXE_grace");
 
 /// A running agent (its data directory from `GRACE_DATA_DIR`), stopped
 /// with SIGTERM when dropped.
-struct Agent(Child);
+struct Agent(Child, PathBuf);
 
 impl Agent {
     fn start(dir: &Path) -> Agent {
@@ -34,7 +34,7 @@ impl Agent {
             assert!(Instant::now() < deadline, "the agent serves within 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Agent(child)
+        Agent(child, dir.to_path_buf())
     }
 }
 
@@ -44,6 +44,8 @@ impl Drop for Agent {
             .args(["-TERM", &self.0.id().to_string()])
             .status();
         let _ = self.0.wait();
+        // The workloads outlive the agent: the test is done with them.
+        common::kill_left_workloads(&grace_cli::agent::workloads_dir(&self.1));
     }
 }
 

@@ -16,10 +16,12 @@ use grace_std::RedbStore;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
 
-/// A running agent, stopped (SIGTERM) when dropped.
+/// A running agent, stopped (SIGTERM) when dropped, and then its
+/// workloads too (they outlive it) unless it was [`stop`](Agent::stop)ped.
 struct Agent {
     child: Child,
     dir: PathBuf,
+    clean_up: bool,
 }
 
 impl Agent {
@@ -41,6 +43,7 @@ impl Agent {
         Agent {
             child,
             dir: dir.to_path_buf(),
+            clean_up: true,
         }
     }
 
@@ -53,6 +56,7 @@ impl Agent {
         }
         let status = self.child.wait().expect("agent exits");
         assert!(status.success(), "agent exit: {status:?}\n{log}");
+        self.clean_up = false;
         log
     }
 }
@@ -61,7 +65,10 @@ impl Drop for Agent {
     fn drop(&mut self) {
         terminate(&self.child);
         let _ = self.child.wait();
-        let _ = &self.dir;
+        // The workloads outlive the agent: the test is done with them.
+        if self.clean_up {
+            common::kill_left_workloads(&grace_cli::agent::workloads_dir(&self.dir));
+        }
     }
 }
 
@@ -537,27 +544,44 @@ fn changes_without_an_agent_say_how_to_start_one() {
 }
 
 #[test]
-fn stopping_the_agent_leaves_no_workload_and_keeps_the_objects() {
+fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
     let dir = tempfile::tempdir().expect("temp dir");
     let agent = Agent::start(dir.path());
     let pid = dir.path().join("k.pid");
-    apply(dir.path(), "k.json", &pod("k", 30, &pid, true, ""));
+    apply(dir.path(), "k.json", &pod("k", 2, &pid, true, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
         alive(&pid)
     });
-    agent.stop();
-    wait_for("the workload is gone", Duration::from_secs(5), || {
-        !alive(&pid)
-    });
+    let log = agent.stop();
+    assert!(log.contains("1 workload(s) left running"), "{log}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        alive(&pid),
+        "SIGTERM to the agent leaves its workload alone"
+    );
     // Read directly from the store, with no agent.
     assert!(get_json(dir.path(), "k").is_some(), "the object stays");
 
-    // A restarted agent finds the workload gone: a delete completes at once.
-    let _agent = Agent::start(dir.path());
-    assert!(grace(dir.path(), &["delete", "k"]).status.success());
-    wait_for("the object is gone", Duration::from_secs(5), || {
+    // A restarted agent adopts the workload and carries out its deletion:
+    // the workload ignores SIGTERM, so it goes at the end of its grace.
+    let agent = Agent::start(dir.path());
+    let started = Instant::now();
+    assert!(
+        grace(dir.path(), &["delete", "k", "--wait=false"])
+            .status
+            .success()
+    );
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(alive(&pid), "not killed before its grace is spent");
+    assert!(get_json(dir.path(), "k").is_some());
+    wait_for("the object is gone", Duration::from_secs(10), || {
         get_json(dir.path(), "k").is_none()
     });
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    assert!(!alive(&pid), "the record went after its workload");
+    let log = agent.stop();
+    assert!(log.contains("adopted k container 0"), "{log}");
+    assert!(log.contains("container 0: SIGKILL"), "{log}");
 }
 
 #[test]

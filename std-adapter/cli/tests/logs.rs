@@ -15,8 +15,9 @@ use common::{alive, wait_for};
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
 
-/// A running agent, SIGKILLed when dropped.
-struct Agent(Child);
+/// A running agent, stopped (SIGTERM) when dropped, and then the
+/// workloads it leaves running too, unless it [`crash`](Agent::crash)ed.
+struct Agent(Child, Option<PathBuf>);
 
 impl Agent {
     fn start(dir: &Path, extra: &[&str]) -> Agent {
@@ -33,11 +34,13 @@ impl Agent {
             assert!(Instant::now() < deadline, "the agent serves within 10 s");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Agent(child)
+        Agent(child, Some(dir.to_path_buf()))
     }
 
-    /// SIGKILL: the agent crashes, nothing is cleaned up.
+    /// SIGKILL: the agent crashes, nothing is cleaned up (the next agent
+    /// adopts its workloads).
     fn crash(mut self) {
+        self.1 = None;
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -49,6 +52,10 @@ impl Drop for Agent {
             .args(["-TERM", &self.0.id().to_string()])
             .status();
         let _ = self.0.wait();
+        // The workloads outlive the agent: the test is done with them.
+        if let Some(dir) = &self.1 {
+            common::kill_left_workloads(&grace_cli::agent::workloads_dir(dir));
+        }
     }
 }
 
@@ -174,13 +181,10 @@ fn logs_keep_stdout_and_stderr_per_container_across_an_agent_crash() {
         "hello from side\n"
     );
 
-    // The workloads the crashed agent left behind (adopting them is not
-    // this test's business).
+    // The restarted agent adopted the crashed one's workloads; its drop
+    // above stopped it and then them.
     for pid in [&pid, &side_pid] {
-        if alive(pid) {
-            let pid = std::fs::read_to_string(pid).expect("pid");
-            let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
-        }
+        assert!(!alive(pid), "{} left running", pid.display());
     }
 }
 

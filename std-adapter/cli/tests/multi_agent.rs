@@ -137,8 +137,8 @@ impl Cluster {
     }
 }
 
-/// An agent process; SIGKILLed and its workloads with it when dropped
-/// (after a SIGCONT, should it be frozen).
+/// An agent process; stopped when dropped (after a SIGCONT, should it be
+/// frozen), its workloads left to the [`Cluster`]'s clean-up.
 struct Agent {
     child: Child,
     log: PathBuf,
@@ -175,7 +175,7 @@ impl Agent {
         }
     }
 
-    /// SIGTERM (the agent stops its workloads) and a clean exit.
+    /// SIGTERM (the agent leaves its workloads running) and a clean exit.
     fn stop(self) {
         self.signal("-TERM");
         let (status, err) = self.exit(Duration::from_secs(10));
@@ -196,6 +196,24 @@ impl Drop for Agent {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+impl Drop for Cluster {
+    /// The workloads outlive their agents: the test is done with them.
+    fn drop(&mut self) {
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with("workloads-")
+            {
+                common::kill_left_workloads(&entry.path());
+            }
+        }
     }
 }
 
@@ -328,23 +346,35 @@ fn etcd_d7_fenced_node_objects_are_removed_and_its_returning_agent_does_not_act(
 
 #[test]
 #[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
-fn etcd_restarted_agent_resumes_and_finishes_its_deletions() {
+fn etcd_restarted_agent_adopts_its_workload_and_finishes_its_deletion_on_time() {
     let c = Cluster::new("restart");
     let a = c.agent("node-a");
     c.pod("web-a", "node-a", 30);
-    let _ = c.ok(&["delete", "--wait=false", "web-a", "--grace-period", "30"]);
+    let asked = Instant::now();
+    let _ = c.ok(&["delete", "--wait=false", "web-a", "--grace-period", "4"]);
     wait_for("web-a terminating", Duration::from_secs(5), || {
         c.status("web-a").as_deref() == Some("Terminating")
     });
-    // The agent stops (its workloads with it) in the middle of the grace.
+    // The agent stops in the middle of the grace; its workload runs on.
     a.stop();
-    assert!(!alive(&c.pid_file("web-a")));
+    assert!(alive(&c.pid_file("web-a")), "stopping the agent leaves it");
     assert_eq!(c.status("web-a").as_deref(), Some("Terminating"));
-    // Restarted, it finds the workload gone and finishes the deletion.
+    // Restarted, it adopts the workload and SIGKILLs it when the grace
+    // is spent (it ignores SIGTERM), not before.
     let again = c.agent("node-a");
-    wait_for("web-a deleted", Duration::from_secs(10), || {
+    wait_for("web-a deleted", Duration::from_secs(15), || {
         c.status("web-a").is_none()
     });
+    assert!(
+        asked.elapsed() >= Duration::from_secs(4),
+        "not before its grace"
+    );
+    assert!(!alive(&c.pid_file("web-a")));
+    assert!(
+        again.log().contains("adopted web-a container 0"),
+        "{}",
+        again.log()
+    );
     again.stop();
 }
 

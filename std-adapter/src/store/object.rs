@@ -54,6 +54,66 @@ pub struct StoredObject {
     /// and returned as it was written.
     #[serde(default)]
     pub agent: Option<KillState>,
+    /// What the agent last reported of each container, in declaration
+    /// order (`status.containerStatuses[].state`); a container with no
+    /// entry has not been started yet (`Waiting`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub status: Vec<ContainerStatus>,
+}
+
+/// A container's state as its agent reports it, in Kubernetes' words
+/// (`ContainerState`): running, or terminated with its exit code and the
+/// reason (`Completed`, `Error`, `ContainerCannotRun`,
+/// `ContainerStatusUnknown`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ContainerStatus {
+    /// Not started yet.
+    Waiting {
+        /// Why (`ContainerCreating`).
+        reason: String,
+    },
+    /// Its process runs.
+    Running,
+    /// Its process has ended, or could not be started.
+    Terminated {
+        /// The exit code (128 + the signal that ended it); `None` when
+        /// unknown (a process adopted after an agent restart is not the
+        /// agent's child: its status cannot be read).
+        #[serde(rename = "exitCode")]
+        exit_code: Option<i32>,
+        /// `Completed` (exit code 0), `Error`, `ContainerCannotRun` (it
+        /// could not be started) or `ContainerStatusUnknown`.
+        reason: String,
+        /// Why it could not be started, if so.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+}
+
+impl ContainerStatus {
+    /// The status of a process that exited with `code` (`None`: unknown).
+    pub fn exited(code: Option<i32>) -> Self {
+        let reason = match code {
+            Some(0) => "Completed",
+            Some(_) => "Error",
+            None => "ContainerStatusUnknown",
+        };
+        ContainerStatus::Terminated {
+            exit_code: code,
+            reason: reason.to_owned(),
+            message: None,
+        }
+    }
+
+    /// The status of a container whose process could not be started.
+    pub fn cannot_run(message: String) -> Self {
+        ContainerStatus::Terminated {
+            exit_code: Some(128),
+            reason: "ContainerCannotRun".to_owned(),
+            message: Some(message),
+        }
+    }
 }
 
 impl StoredObject {
@@ -92,6 +152,7 @@ impl StoredObject {
             labels: BTreeMap::new(),
             created: None,
             agent: None,
+            status: Vec::new(),
         }
     }
 

@@ -113,3 +113,41 @@ impl Lines {
         }
     }
 }
+
+/// SIGKILLs every workload and hook an agent left running in the
+/// workload table `dir` (an agent that stops leaves them running): for
+/// tests that are done with them. Only processes that are still the ones
+/// recorded (same pid and start time) are signalled.
+pub fn kill_left_workloads(dir: &Path) {
+    let Ok(table) = grace_std::process::table::Table::open(dir) else {
+        return;
+    };
+    let Ok((records, _)) = table.load() else {
+        return;
+    };
+    let groups: Vec<_> = records
+        .iter()
+        .map(|record| grace_std::process::group::Group {
+            pgid: if record.process.is_alive() {
+                record.process.pid
+            } else {
+                0
+            },
+            cgroup: record.cgroup.clone(),
+        })
+        .collect();
+    for group in &groups {
+        group.kill();
+    }
+    for (record, group) in records.iter().zip(&groups) {
+        wait_for("a left workload gone", Duration::from_secs(10), || {
+            group.is_empty()
+        });
+        group.release();
+        // The agent's cgroup directory too, once empty.
+        if let Some(parent) = record.cgroup.as_deref().and_then(Path::parent) {
+            let _ = std::fs::remove_dir(parent);
+        }
+        let _ = table.remove(&record.object, record.container, record.hook);
+    }
+}

@@ -1,0 +1,63 @@
+//! What one workload's processes are, for signalling and for knowing when
+//! they are all gone: its process group, and its cgroup where workloads
+//! are contained in cgroups.
+
+use std::path::PathBuf;
+
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+
+use super::cgroup;
+
+/// One workload's (or hook's) processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// The process group (its leader's pid).
+    pub pgid: u32,
+    /// Its cgroup, if contained in one.
+    pub cgroup: Option<PathBuf>,
+}
+
+impl Group {
+    /// Signals the process group (the stop signal, SIGCONT).
+    pub fn signal(&self, signal: Signal) {
+        if let Some(pid) = group_pid(self.pgid) {
+            let _ = kill_process_group(pid, signal);
+        }
+    }
+
+    /// SIGKILLs everything: the process group, and the whole cgroup (which
+    /// also holds what left the group).
+    pub fn kill(&self) {
+        self.signal(Signal::KILL);
+        if let Some(cgroup) = &self.cgroup {
+            let _ = cgroup::kill(cgroup);
+        }
+    }
+
+    /// Whether no process of it is left: its cgroup is empty, or without
+    /// one, its process group has no member.
+    pub fn is_empty(&self) -> bool {
+        match &self.cgroup {
+            Some(cgroup) => !cgroup::is_populated(cgroup),
+            None => group_pid(self.pgid)
+                .is_none_or(|pid| test_kill_process_group(pid) == Err(Errno::SRCH)),
+        }
+    }
+
+    /// Removes its cgroup, once empty.
+    pub fn release(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup::remove(cgroup);
+        }
+    }
+}
+
+/// The pid of a process group, never group 0 or 1 ("our own group",
+/// "everyone").
+fn group_pid(group: u32) -> Option<Pid> {
+    i32::try_from(group)
+        .ok()
+        .filter(|g| *g > 1)
+        .and_then(Pid::from_raw)
+}
