@@ -34,6 +34,9 @@ use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{RedbStore, Store, StoreError};
 
+mod batched;
+pub use batched::GROUP_COMMIT_ENV;
+
 /// How to run an agent.
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
@@ -161,7 +164,8 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
             let _ = rt.agent_sync(&name)?;
         }
     }
-    let result = serve(&mut rt, &inputs, &transitions, &options.node, log);
+    let batching = batched::group_commit();
+    let result = serve(&mut rt, &inputs, &transitions, &options.node, batching, log);
     rt.actuator().kill_all();
     let _ = std::fs::remove_file(&socket);
     let _ = writeln!(log, "grace agent: stopped");
@@ -194,17 +198,28 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
         })
 }
 
+/// The runtime thread's loop; `batching`: change requests that wait
+/// together are committed together (see [`batched`]).
 fn serve(
     rt: &mut AgentRuntime,
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
     node: &str,
+    batching: bool,
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
+    let mut next = None;
     loop {
         log_transitions(transitions, log);
         let wait = wait_for_next(rt);
-        match inputs.recv_timeout(wait) {
+        let input = match next.take() {
+            Some(input) => Ok(input),
+            None => inputs.recv_timeout(wait),
+        };
+        match input {
+            Ok(Input::Request(request, reply)) if batching => {
+                next = batched::serve_batches(rt, (request, reply), inputs, node);
+            }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
@@ -230,7 +245,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 return invalid(e.to_string());
             }
             if let Err(e) = rt.create(&name, (*object).clone()) {
-                return error(&name, e);
+                return error(&name, &e);
             }
             let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
             if object.node.as_deref() == Some(node) {
@@ -241,7 +256,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
         Request::Delete { name, options } => {
             let answer = match rt.delete(&name, &options) {
                 Ok(r) => r,
-                Err(e) => return error(&name, e),
+                Err(e) => return error(&name, &e),
             };
             // The agent watches its own node's objects: it sees the
             // deletion at once and starts the kill.
@@ -249,7 +264,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 && bound_here(rt, &name, node)
                 && let Err(e) = rt.agent_sync(&name)
             {
-                return error(&name, e);
+                return error(&name, &e);
             }
             Reply::Deleted(DeleteReport {
                 outcome: answer.response.outcome,
@@ -264,7 +279,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             };
             match rt.update_finalizers(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Reply::Updated,
-                Err(e) => error(&name, e),
+                Err(e) => error(&name, &e),
             }
         }
         // Reads are served by the connection threads.
@@ -294,8 +309,8 @@ fn invalid(message: String) -> Reply {
 }
 
 /// A runtime error as the API reports it, kubectl's words where it has them.
-fn error(name: &str, e: RuntimeError) -> Reply {
-    let (kind, message) = match &e {
+fn error(name: &str, e: &RuntimeError) -> Reply {
+    let (kind, message) = match e {
         RuntimeError::NotFound(_) | RuntimeError::Delete(DeleteError::NotFound) => {
             (ErrorKind::NotFound, format!("object \"{name}\" not found"))
         }
