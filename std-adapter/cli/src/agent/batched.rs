@@ -12,16 +12,17 @@
 //! `GRACE_AGENT_GROUP_COMMIT=off` handles each request alone (one commit
 //! or two per request): only for measuring what group commit gains.
 
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{AgentRuntime, Input, RunClock, bound_here, error, invalid, start};
+use super::{Input, error, invalid, start};
 use crate::api::{DeleteReport, Reply, Request};
+use crate::clock::Clock;
 use crate::process::ProcessActuator;
-use crate::runtime::{Batch, RuntimeError};
-use crate::store::RedbStore;
+use crate::runtime::{Batch, Runtime, RuntimeError};
+use crate::store::Store;
 
 /// The environment variable that switches group commit off (`off`).
 pub const GROUP_COMMIT_ENV: &str = "GRACE_AGENT_GROUP_COMMIT";
@@ -36,8 +37,6 @@ const LINGER: StdDuration = StdDuration::from_micros(150);
 pub fn group_commit() -> bool {
     std::env::var(GROUP_COMMIT_ENV).map_or(true, |v| v != "off")
 }
-
-type AgentBatch<'a> = Batch<'a, Arc<RedbStore>, RunClock, ProcessActuator>;
 
 /// A request decided on a batch, waiting for the commit.
 enum Decided {
@@ -54,8 +53,8 @@ enum Decided {
 /// Handles `first` and every change request that follows it without a
 /// pause, in batches; returns the first input that is not a change
 /// request, if one came.
-pub(super) fn serve_batches(
-    rt: &mut AgentRuntime,
+pub(super) fn serve_batches<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
     first: (Request, mpsc::Sender<Reply>),
     inputs: &mpsc::Receiver<Input>,
     node: &str,
@@ -104,7 +103,11 @@ fn name(request: &Request) -> Option<&str> {
 }
 
 /// Decides one request on the batch (as the agent's `handle` does alone).
-fn decide(batch: &mut AgentBatch<'_>, request: Request, node: &str) -> Decided {
+fn decide<S: Store, C: Clock>(
+    batch: &mut Batch<'_, S, C, ProcessActuator>,
+    request: Request,
+    node: &str,
+) -> Decided {
     match request {
         Request::Apply { name, object } => {
             if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
@@ -123,7 +126,10 @@ fn decide(batch: &mut AgentBatch<'_>, request: Request, node: &str) -> Decided {
             };
             // The agent sees its own node's deletions at once.
             if !answer.response.dry_run
-                && bound_here(batch.runtime(), &name, node)
+                && batch
+                    .runtime()
+                    .object(&name)
+                    .is_some_and(|o| o.node.as_deref() == Some(node))
                 && let Err(e) = batch.agent_sync(&name)
             {
                 // The delete stays, as when it is handled alone.
@@ -156,8 +162,8 @@ fn decide(batch: &mut AgentBatch<'_>, request: Request, node: &str) -> Decided {
 
 /// Answers every request of a batch, after its commit (`failed`: why the
 /// commit failed).
-fn answer(
-    rt: &mut AgentRuntime,
+fn answer<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
     waiting: Vec<(mpsc::Sender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
 ) {
@@ -175,5 +181,263 @@ fn answer(
             }
         };
         let _ = reply.send(sent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The agent's batches on a real redb store that notes, at each
+    //! commit, which answers the clients have already received.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use grace_core::{DeleteOptions, Name, Preconditions, Record};
+
+    use super::*;
+    use crate::api::ErrorKind;
+    use crate::clock::SystemClock;
+    use crate::runtime::Recovery;
+    use crate::store::{
+        BatchError, Listing, RedbStore, Revision, StoreError, StoredObject, Watch, Write,
+    };
+
+    /// The clients' side of the requests: each answer as received, with
+    /// the number of commits done when it was first seen.
+    #[derive(Default)]
+    struct Clients {
+        waiting: Vec<(usize, mpsc::Receiver<Reply>)>,
+        seen: Vec<(usize, Reply, usize)>,
+    }
+
+    impl Clients {
+        fn look(&mut self, commits: usize) {
+            for (i, rx) in &self.waiting {
+                if let Ok(reply) = rx.try_recv() {
+                    self.seen.push((*i, reply, commits));
+                }
+            }
+        }
+    }
+
+    /// A redb store that, before each commit, looks at what the clients
+    /// have received.
+    #[derive(Clone)]
+    struct Watched {
+        inner: Arc<RedbStore>,
+        commits: Arc<AtomicUsize>,
+        clients: Arc<Mutex<Clients>>,
+    }
+
+    impl Watched {
+        fn look(&self) {
+            let commits = self.commits.load(Ordering::SeqCst);
+            self.clients.lock().expect("not poisoned").look(commits);
+        }
+    }
+
+    impl Store for Watched {
+        fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+            self.inner.get(name)
+        }
+        fn list(&self) -> Result<Listing, StoreError> {
+            self.inner.list()
+        }
+        fn revision(&self) -> Result<Revision, StoreError> {
+            self.inner.revision()
+        }
+        fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+            self.look();
+            let done = self.inner.batch(writes);
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            done
+        }
+        fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+            self.inner.watch(from)
+        }
+    }
+
+    const NODE: &str = "local";
+
+    /// A store holding one object per name, bound to `node`, with no
+    /// container, and a runtime on it.
+    fn setup(
+        dir: &tempfile::TempDir,
+        names: &[&str],
+        node: &str,
+    ) -> (Watched, Runtime<Watched, SystemClock, ProcessActuator>) {
+        let store = Watched {
+            inner: Arc::new(RedbStore::open(dir.path().join("grace.redb")).expect("opens")),
+            commits: Arc::default(),
+            clients: Arc::default(),
+        };
+        for name in names {
+            let mut object = StoredObject::new(Record::new(uid(name)));
+            object.node = Some(node.into());
+            store.inner.create(name, object).expect("stored");
+        }
+        let (actuator, _world) = ProcessActuator::new();
+        let rt = Runtime::open(
+            store.clone(),
+            SystemClock::new(),
+            actuator,
+            Recovery::default(),
+        )
+        .expect("opens");
+        (store, rt)
+    }
+
+    fn uid(name: &str) -> Name {
+        Name::try_from(format!("uid-{name}").as_str()).expect("short")
+    }
+
+    fn delete(name: &str, preconditions: Preconditions) -> Request {
+        Request::Delete {
+            name: name.into(),
+            options: DeleteOptions {
+                preconditions,
+                ..DeleteOptions::with_grace(30)
+            },
+        }
+    }
+
+    /// Queues `requests` as clients that sent them together, serves them
+    /// as the agent does, and returns each answer with the number of
+    /// commits done when its client first saw it, in request order.
+    fn serve(
+        store: &Watched,
+        rt: &mut Runtime<Watched, SystemClock, ProcessActuator>,
+        requests: Vec<Request>,
+    ) -> Vec<(Reply, usize)> {
+        let (tx, inputs) = mpsc::channel();
+        let mut first = None;
+        for (i, request) in requests.into_iter().enumerate() {
+            let (reply, rx) = mpsc::channel();
+            store
+                .clients
+                .lock()
+                .expect("not poisoned")
+                .waiting
+                .push((i, rx));
+            match first {
+                None => first = Some((request, reply)),
+                Some(_) => tx.send(Input::Request(request, reply)).expect("queued"),
+            }
+        }
+        drop(tx);
+        let first = first.expect("one request at least");
+        assert!(serve_batches(rt, first, &inputs, NODE).is_none());
+        store.look();
+        let mut clients = store.clients.lock().expect("not poisoned");
+        let mut seen = std::mem::take(&mut clients.seen);
+        seen.sort_by_key(|&(i, _, _)| i);
+        seen.into_iter().map(|(_, reply, at)| (reply, at)).collect()
+    }
+
+    fn kind(reply: &Reply) -> Option<ErrorKind> {
+        match reply {
+            Reply::Error(e) => Some(e.kind.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn requests_sent_together_are_answered_after_one_commit_pair_and_a_refused_one_writes_nothing()
+    {
+        let dir = tempfile::tempdir().expect("dir");
+        let names = ["o0", "o1", "o2", "o3", "o4"];
+        let (store, mut rt) = setup(&dir, &names, NODE);
+        let (_, o2_revision) = store.inner.get("o2").expect("read").expect("stored");
+        let before = store.commits.load(Ordering::SeqCst);
+        let wrong_uid = Preconditions {
+            uid: Some(uid("someone-else")),
+            resource_version: None,
+        };
+        let requests = vec![
+            delete("o0", Preconditions::default()),
+            delete("o1", Preconditions::default()),
+            delete("o2", wrong_uid),
+            delete("nobody", Preconditions::default()),
+            delete("o3", Preconditions::default()),
+            delete("o4", Preconditions::default()),
+        ];
+
+        let answers = serve(&store, &mut rt, requests);
+
+        assert_eq!(answers.len(), 6, "every request is answered");
+        // One batch: its write-ahead and the commit after its actions (the
+        // removals of the objects, whose kill has nothing to stop).
+        let after = store.commits.load(Ordering::SeqCst);
+        assert_eq!(after, before + 2);
+        for (i, (reply, at)) in answers.iter().enumerate() {
+            assert_eq!(*at, after, "answer {i} only after both commits: {reply:?}");
+        }
+        assert_eq!(kind(&answers[2].0), Some(ErrorKind::Conflict));
+        assert_eq!(kind(&answers[3].0), Some(ErrorKind::NotFound));
+        for i in [0, 1, 4, 5] {
+            assert!(
+                matches!(answers[i].0, Reply::Deleted(_)),
+                "{:?}",
+                answers[i]
+            );
+        }
+        for name in ["o0", "o1", "o3", "o4"] {
+            assert_eq!(store.inner.get(name).expect("read"), None, "{name} removed");
+        }
+        let (o2, revision) = store.inner.get("o2").expect("read").expect("o2 stays");
+        assert_eq!(revision, o2_revision, "the refused request wrote nothing");
+        assert_eq!(o2.meta.deletion_timestamp, None);
+    }
+
+    #[test]
+    fn a_request_sees_the_requests_before_it_and_its_preconditions_the_stored_revision() {
+        let dir = tempfile::tempdir().expect("dir");
+        // Bound to another node: a delete is decided and kept, pending.
+        let (store, mut rt) = setup(&dir, &["p", "q"], "node-b");
+        let (_, p_revision) = store.inner.get("p").expect("read").expect("stored");
+        let before = store.commits.load(Ordering::SeqCst);
+        let as_read = Preconditions {
+            uid: None,
+            resource_version: Some(p_revision.get()),
+        };
+        let mut x = StoredObject::new(Record::new(uid("x")));
+        x.node = Some("node-b".into());
+        let x_uid = Preconditions {
+            uid: Some(uid("x")),
+            resource_version: None,
+        };
+        let requests = vec![
+            delete("p", as_read.clone()),
+            delete("q", Preconditions::default()),
+            // p changed since the client read it: refused, as it would be
+            // one request at a time.
+            delete("p", as_read),
+            Request::Apply {
+                name: "x".into(),
+                object: Box::new(x),
+            },
+            // Sees the object the request before it created.
+            delete("x", x_uid),
+        ];
+
+        let answers = serve(&store, &mut rt, requests);
+
+        assert!(matches!(answers[0].0, Reply::Deleted(_)), "{answers:?}");
+        assert!(matches!(answers[1].0, Reply::Deleted(_)), "{answers:?}");
+        assert_eq!(
+            kind(&answers[2].0),
+            Some(ErrorKind::Conflict),
+            "{answers:?}"
+        );
+        assert!(matches!(answers[3].0, Reply::Applied { .. }), "{answers:?}");
+        assert!(matches!(answers[4].0, Reply::Deleted(_)), "{answers:?}");
+        // Three batches: p and q (the write-ahead, and the commit after
+        // their actions); p again, refused, and the create of x (which owes
+        // no action: one commit); x's delete (two).
+        assert_eq!(store.commits.load(Ordering::SeqCst), before + 5);
+        for name in ["p", "q", "x"] {
+            let (object, _) = store.inner.get(name).expect("read").expect("stored");
+            assert!(object.meta.deletion_timestamp.is_some(), "{name}");
+        }
     }
 }
