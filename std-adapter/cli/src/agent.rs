@@ -218,7 +218,7 @@ fn serve(
         };
         match input {
             Ok(Input::Request(request, reply)) if batching => {
-                next = batched::serve_batches(rt, (request, reply), inputs, node);
+                next = batched::serve_batch(rt, (request, reply), inputs, node);
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));

@@ -50,38 +50,35 @@ enum Decided {
     Applied { name: String, start: bool },
 }
 
-/// Handles `first` and every change request that follows it without a
-/// pause, in batches; returns the first input that is not a change
-/// request, if one came.
-pub(super) fn serve_batches<S: Store, C: Clock>(
+/// Handles `first` and the change requests that follow it without a pause
+/// as one batch; returns the input that ended the batch, if one came: a
+/// request for the next batch (on an object this one changed, or past a
+/// full batch) or another input. One batch per call, so that the caller
+/// handles deadlines between batches however busy the clients keep it.
+pub(super) fn serve_batch<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     first: (Request, mpsc::Sender<Reply>),
     inputs: &mpsc::Receiver<Input>,
     node: &str,
 ) -> Option<Input> {
+    let mut batch = rt.open_batch();
+    let mut waiting = Vec::new();
     let mut next = first;
-    loop {
-        let mut batch = rt.open_batch();
-        let mut waiting = Vec::new();
-        let rest = loop {
-            let (request, reply) = next;
-            if batch.is_full() || name(&request).is_some_and(|n| batch.touches(n)) {
-                // For the next batch.
-                break Some(Input::Request(request, reply));
-            }
-            waiting.push((reply, decide(&mut batch, request, node)));
-            match following(inputs) {
-                Some(Input::Request(request, reply)) => next = (request, reply),
-                other => break other,
-            }
-        };
-        let committed = batch.commit();
-        answer(rt, waiting, committed.as_ref().err());
-        match rest {
-            Some(Input::Request(request, reply)) => next = (request, reply),
-            other => return other,
+    let rest = loop {
+        let (request, reply) = next;
+        if batch.is_full() || name(&request).is_some_and(|n| batch.touches(n)) {
+            // For the next batch.
+            break Some(Input::Request(request, reply));
         }
-    }
+        waiting.push((reply, decide(&mut batch, request, node)));
+        match following(inputs) {
+            Some(Input::Request(request, reply)) => next = (request, reply),
+            other => break other,
+        }
+    };
+    let committed = batch.commit();
+    answer(rt, waiting, committed.as_ref().err());
+    rest
 }
 
 /// The next input if one is waiting or comes within [`LINGER`].
@@ -325,8 +322,11 @@ mod tests {
             }
         }
         drop(tx);
-        let first = first.expect("one request at least");
-        assert!(serve_batches(rt, first, &inputs, NODE).is_none());
+        let mut next = first.map(|(request, reply)| Input::Request(request, reply));
+        while let Some(Input::Request(request, reply)) = next {
+            next = serve_batch(rt, (request, reply), &inputs, NODE);
+        }
+        assert!(next.is_none());
         store.look();
         let mut clients = store.clients.lock().expect("not poisoned");
         let mut seen = std::mem::take(&mut clients.seen);
