@@ -88,9 +88,7 @@ impl<const N: usize> TableWorld<N> {
             match action {
                 // The process dies at once.
                 Action::SendKill { container } => {
-                    let _ = self
-                        .table
-                        .handle_container_exited(now, id, container.into());
+                    let _ = self.table.handle_container_exited(now, id, container);
                 }
                 // The agent's final delete removed the record: a fresh
                 // object takes its place.
@@ -146,7 +144,7 @@ impl ScanWorld {
             while let Some(action) = pod.poll_action() {
                 match action {
                     Action::SendKill { container } => {
-                        let _ = pod.handle_container_exited(now, container.into());
+                        let _ = pod.handle_container_exited(now, container);
                     }
                     Action::Remove { .. } => {
                         self.next += 1;

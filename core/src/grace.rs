@@ -5,10 +5,15 @@
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct EffectiveGrace {
-    /// Whole seconds, at least 1 (R54).
+    /// Whole seconds, at least 1 ([R54]).
+    ///
+    /// [R54]: crate::rules#r54
     pub seconds: i64,
-    /// The budget changed after termination had started (R55); the agent
-    /// applies it at once (D5).
+    /// The budget changed after termination had started ([R55]); the agent
+    /// applies it at once ([D5]).
+    ///
+    /// [R55]: crate::rules#r55
+    /// [D5]: crate::rules#d5
     pub shortened: bool,
 }
 

@@ -5,9 +5,66 @@
 
 use crate::time::{Duration, Instant};
 
-/// The least time between the stop signal and SIGKILL (R62,
+/// The least time between the stop signal and SIGKILL ([R62],
 /// `minimumGracePeriodInSeconds`).
+///
+/// [R62]: crate::rules#r62
 pub const MIN_STOP_SECONDS: i64 = 2;
+
+/// A container's index, as every input naming a container takes it: an
+/// [`Action`](crate::Action)'s one-byte `container`, a `usize` position in
+/// [`Lifecycle::containers`](crate::Lifecycle::containers), or an integer
+/// literal (a negative one names no container).
+///
+/// ```
+/// use grace_core::ContainerIndex;
+///
+/// let from_action: u8 = 1;
+/// assert_eq!(ContainerIndex::from(from_action), ContainerIndex::from(1usize));
+/// assert_eq!(ContainerIndex::from(1).get(), 1);
+/// ```
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ContainerIndex(usize);
+
+impl ContainerIndex {
+    /// The index as a `usize` (`usize::MAX` for a negative literal: no
+    /// container has it).
+    pub const fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl From<u8> for ContainerIndex {
+    fn from(i: u8) -> Self {
+        ContainerIndex(usize::from(i))
+    }
+}
+
+impl From<u16> for ContainerIndex {
+    fn from(i: u16) -> Self {
+        ContainerIndex(usize::from(i))
+    }
+}
+
+impl From<usize> for ContainerIndex {
+    fn from(i: usize) -> Self {
+        ContainerIndex(i)
+    }
+}
+
+/// For integer literals, which are `i32` unless told otherwise.
+impl From<i32> for ContainerIndex {
+    fn from(i: i32) -> Self {
+        ContainerIndex(usize::try_from(i).unwrap_or(usize::MAX))
+    }
+}
+
+impl From<ContainerIndex> for usize {
+    fn from(i: ContainerIndex) -> Self {
+        i.0
+    }
+}
 
 /// What the agent knows of one container before it stops it.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
@@ -21,25 +78,79 @@ pub struct ContainerSpec {
     /// The container has a pre-stop hook.
     pub pre_stop: bool,
     /// A sidecar (restartable init container): stopped after the main
-    /// containers, in reverse declaration order (R69).
+    /// containers, in reverse declaration order ([R69]).
+    ///
+    /// [R69]: crate::rules#r69
     pub sidecar: bool,
     /// The container is not running (already exited, or the pod finished).
     pub stopped: bool,
+}
+
+impl ContainerSpec {
+    /// A running main container with no pre-stop hook (the default).
+    pub const APP: ContainerSpec = ContainerSpec {
+        pre_stop: false,
+        sidecar: false,
+        stopped: false,
+    };
+
+    /// A running main container with no pre-stop hook.
+    pub const fn app() -> Self {
+        Self::APP
+    }
+
+    /// A running sidecar (a restartable init container): stopped after
+    /// the main containers, in reverse declaration order (R69).
+    pub const fn sidecar() -> Self {
+        ContainerSpec {
+            sidecar: true,
+            ..Self::APP
+        }
+    }
+
+    /// The same container with a pre-stop hook.
+    ///
+    /// ```
+    /// use grace_core::ContainerSpec;
+    ///
+    /// let proxy = ContainerSpec::sidecar().with_pre_stop();
+    /// assert!(proxy.sidecar && proxy.pre_stop && !proxy.stopped);
+    /// ```
+    pub const fn with_pre_stop(self) -> Self {
+        ContainerSpec {
+            pre_stop: true,
+            ..self
+        }
+    }
+
+    /// The same container, already stopped (it exited before the kill).
+    pub const fn already_stopped(self) -> Self {
+        ContainerSpec {
+            stopped: true,
+            ..self
+        }
+    }
 }
 
 /// Where one container is in its kill sequence.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Stage {
     /// Running; not asked to stop.
     Running,
-    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` (R60).
+    /// The pre-stop hook runs; the agent stops waiting for it at `cutoff` ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     PreStop {
         /// When the hook's budget is spent.
         cutoff: Instant,
     },
-    /// A sidecar waits for its turn (R69, R70), at most until `cutoff`.
+    /// A sidecar waits for its turn ([R69], [R70]), at most until `cutoff`.
+    ///
+    /// [R69]: crate::rules#r69
+    /// [R70]: crate::rules#r70
     AwaitingTurn {
         /// When the remaining budget is spent.
         cutoff: Instant,
@@ -129,11 +240,17 @@ impl PersistedContainer {
 /// A stage deadline that has passed (see [`Container::expired`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Expiry {
-    /// The pre-stop hook's budget is spent (R60).
+    /// The pre-stop hook's budget is spent ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
     HookCutOff,
-    /// A sidecar's wait for its turn is over (R70).
+    /// A sidecar's wait for its turn is over ([R70]).
+    ///
+    /// [R70]: crate::rules#r70
     TurnOver,
-    /// SIGKILL is due (R63).
+    /// SIGKILL is due ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
     KillDue,
 }
 

@@ -24,22 +24,68 @@
 //! The pure decisions underneath are public too: [`decide_delete`] (the API
 //! server), [`effective_grace`] (the kubelet's budget).
 //!
+//! ## Example
+//!
+//! A pod with one container that ignores SIGTERM, deleted with 5 s of grace:
+//!
+//! ```
+//! use grace_core::{Action, ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Phase, Record, Strategy};
+//!
+//! let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
+//! let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[ContainerSpec::default()]).unwrap();
+//! let at = |ms: i64| Now::from_unix_millis(ms);
+//!
+//! pod.handle_delete(at(0), &DeleteOptions::with_grace(5)).unwrap();
+//! pod.handle_agent_sync(at(0));
+//! assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
+//! assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
+//!
+//! // Nothing to do until the grace is spent; then SIGKILL.
+//! assert_eq!(pod.poll_action(), None);
+//! assert_eq!(pod.poll_timeout().unwrap().as_millis(), 5_000);
+//! pod.handle_timeout(at(5_000));
+//! assert_eq!(pod.poll_action(), Some(Action::SendKill { container: 0 }));
+//!
+//! // The agent reports the process gone: the record is removed.
+//! pod.handle_container_exited(at(5_010), 0).unwrap();
+//! assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
+//! assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
+//! assert_eq!(pod.phase(), Phase::Deleted);
+//! ```
+//!
+//! Many objects go in a [`Table`] (one deadline heap for all of them) or a
+//! [`SharedTable`] (a table in a `static`, behind a critical section).
+//!
+//! ## The rules
+//!
+//! Every decision follows a rule of the module [`rules`]: R1–R91 state what
+//! Kubernetes does, each with its source, and D1–D8 where grace chooses
+//! otherwise. Tests are named after them and the docs cite them by id.
+//!
 //! ## Contracts
 //!
-//! - Nothing wraps, nothing panics, for any input (D2): grace values of any
+//! - Nothing wraps, nothing panics, for any input ([D2]): grace values of any
 //!   `i64`, instants at the end of time, full collections (typed errors).
 //! - A deletion timestamp never moves later; the grace only shrinks.
 //! - SIGKILL is never before its deadline and always ≥ 2 s after the stop
-//!   signal (R62).
+//!   signal ([R62]).
 //! - A record with finalizers is never removed.
 //!
 //! ## Features
 //!
 //! All off by default, none turns on `std` or `alloc`: `serde` (derives on
 //! public data), `defmt` (`defmt::Format`), `embassy-time` (conversions of
-//! [`Instant`] and [`Duration`]), `arbitrary` (for fuzzers).
+//! [`Instant`] and [`Duration`]), `embassy` (an async driver for embassy
+//! firmware, `driver`), `flash` (lifecycles kept on NOR flash across
+//! reboots, `flash`), `arbitrary` (for fuzzers).
+//!
+//! [D2]: crate::rules#d2
+//! [R62]: crate::rules#r62
 #![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
+// Examples compile without warnings, as a user copying them would see them.
+#![doc(test(attr(deny(warnings))))]
 #![deny(
     missing_docs,
     clippy::unwrap_used,
@@ -64,6 +110,16 @@
 #[cfg(all(feature = "arbitrary", not(target_os = "none")))]
 extern crate std;
 
+#[cfg(feature = "embassy")]
+#[cfg_attr(docsrs, doc(cfg(feature = "embassy")))]
+pub mod driver;
+#[cfg(feature = "flash")]
+#[cfg_attr(docsrs, doc(cfg(feature = "flash")))]
+pub mod flash;
+#[doc = include_str!("../RULES.md")]
+pub mod rules {}
+
+mod error;
 mod grace;
 mod hint;
 mod kill;
@@ -76,24 +132,30 @@ mod shared;
 mod table;
 mod time;
 
+pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
-pub use kill::{Container, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use kill::{Container, ContainerIndex, ContainerSpec, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
 };
-pub use name::{NAME_CAPACITY, Name, NameTooLong};
+pub use name::{InlineName, NAME_CAPACITY, Name, NameTooLong, SMALL_NAME_CAPACITY};
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
-    PodPhase, Record, Strategy, TooManyFinalizers,
+    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers,
 };
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
 };
-pub use shared::{Busy, SharedTable};
+pub use shared::{Busy, SharedTable, TableAccess};
 pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
+
+// The crate README's example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,11 +2,12 @@
 //! agent that stops its workload (agent level), driven by `handle_*` inputs
 //! and read through `poll_*` outputs.
 
+use crate::name::{NAME_CAPACITY, Name};
 use core::fmt;
 
 use crate::grace::effective_grace;
 use crate::hint::likely;
-use crate::kill::{Container, ContainerSpec, Expiry, Stage, owed};
+use crate::kill::{Container, ContainerIndex, ContainerSpec, Expiry, Stage, owed};
 use crate::options::{DeleteOptions, Preconditions};
 use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
@@ -32,6 +33,7 @@ use queue::{ENDPOINTS, Ends, Entry, MAX_CONTAINERS, REMOVE};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Phase {
     /// No deletion timestamp.
     Live,
@@ -42,7 +44,9 @@ pub enum Phase {
     /// non-graceful type, a fenced node).
     Terminating,
     /// Removed from storage. Terminal for the record; a force-deleted
-    /// workload may still be being stopped by its agent (D4).
+    /// workload may still be being stopped by its agent ([D4]).
+    ///
+    /// [D4]: crate::rules#d4
     Deleted,
 }
 
@@ -68,18 +72,27 @@ impl fmt::Display for Phase {
 ///
 /// Small on purpose (8 bytes, like `Option<Action>`): a container is named
 /// by its index as one byte, as a lifecycle has at most 253 containers, and
-/// a pre-stop budget is whole seconds in 32 bits. `usize::from(container)`
-/// indexes [`Lifecycle::containers`] and is what the `handle_*` inputs
-/// naming a container take.
+/// a pre-stop budget is whole seconds in 32 bits. The `handle_*` inputs
+/// naming a container take that byte as it is ([`ContainerIndex`]);
+/// `usize::from(container)` indexes [`Lifecycle::containers`].
+///
+/// More kinds of action may be added: match with a `_` arm.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Action {
-    /// Take the object out of load balancing (ready=false, R85–R88).
+    /// Take the object out of load balancing (ready=false, [R85]–[R88]).
+    ///
+    /// [R85]: crate::rules#r85
+    /// [R88]: crate::rules#r88
     RemoveEndpoints,
     /// Run the container's pre-stop hook; stop waiting for it after
-    /// `budget_seconds` (R59, R60). Report its end with
+    /// `budget_seconds` ([R59], [R60]). Report its end with
     /// [`Lifecycle::handle_pre_stop_finished`].
+    ///
+    /// [R59]: crate::rules#r59
+    /// [R60]: crate::rules#r60
     RunPreStop {
         /// Container index.
         container: u8,
@@ -88,12 +101,16 @@ pub enum Action {
         /// exact budget, which [`Container::budget_seconds`] reads.
         budget_seconds: u32,
     },
-    /// Send the stop signal (SIGTERM by default, R63).
+    /// Send the stop signal (SIGTERM by default, [R63]).
+    ///
+    /// [R63]: crate::rules#r63
     SendStopSignal {
         /// Container index.
         container: u8,
     },
-    /// Send SIGKILL: the budget is spent (R63).
+    /// Send SIGKILL: the budget is spent ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
     SendKill {
         /// Container index.
         container: u8,
@@ -103,41 +120,82 @@ pub enum Action {
         /// Container index.
         container: u8,
     },
-    /// Remove the record from storage. `force` (D4): the workload may still
+    /// Remove the record from storage. `force` ([D4]): the workload may still
     /// be running somewhere (at-most-one no longer holds).
+    ///
+    /// [D4]: crate::rules#d4
     Remove {
         /// Removed before its workload was confirmed stopped.
         force: bool,
     },
 }
 
-/// The answer to a delete request (the REST response, R33), without a
+impl fmt::Display for Action {
+    /// The action in a few words, for logs: `container 0: stop signal`.
+    ///
+    /// ```
+    /// use grace_core::Action;
+    ///
+    /// assert_eq!(Action::SendKill { container: 1 }.to_string(), "container 1: SIGKILL");
+    /// assert_eq!(Action::Remove { force: false }.to_string(), "record removed");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::RemoveEndpoints => f.write_str("removed from endpoints"),
+            Action::RunPreStop {
+                container,
+                budget_seconds,
+            } => write!(
+                f,
+                "container {container}: pre-stop hook started (budget {budget_seconds} s)"
+            ),
+            Action::SendStopSignal { container } => {
+                write!(f, "container {container}: stop signal")
+            }
+            Action::SendKill { container } => write!(f, "container {container}: SIGKILL"),
+            Action::ContainerStopped { container } => write!(f, "container {container}: stopped"),
+            Action::Remove { force: false } => f.write_str("record removed"),
+            Action::Remove { force: true } => {
+                f.write_str("record removed (FORCE: the workload may still run)")
+            }
+        }
+    }
+}
+
+/// The answer to a delete request (the REST response, [R33]), without a
 /// copy of the object: the object as written is [`Lifecycle::record`] (when
 /// the request removed it, the last state written before removal). A dry
 /// run writes nothing; the object it would write is [`decide_delete`]'s
 /// `record` for the same request.
 ///
 /// [`decide_delete`]: crate::decide_delete
+///
+/// [R33]: crate::rules#r33
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
-    /// Nothing was changed (R42).
+    /// Nothing was changed ([R42]).
+    ///
+    /// [R42]: crate::rules#r42
     pub dry_run: bool,
-    /// The record is (or would be) removed while its workload may still run (D4).
+    /// The record is (or would be) removed while its workload may still run ([D4]).
+    ///
+    /// [D4]: crate::rules#d4
     pub force: bool,
 }
 
 /// The answer to a finalizer update.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
+#[non_exhaustive]
 pub enum UpdateOutcome {
     /// Written (or nothing to change); the record stays.
     Updated,
-    /// The update completed the deletion (R45): the record is removed.
+    /// The update completed the deletion ([R45]): the record is removed.
+    ///
+    /// [R45]: crate::rules#r45
     Deleted {
         /// Removed while the workload may still run (D4).
         force: bool,
@@ -147,7 +205,6 @@ pub enum UpdateOutcome {
 /// Whether an agent-side input applied.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[must_use]
 pub enum Handled {
     /// The input was acted on.
     Applied,
@@ -203,10 +260,16 @@ impl core::error::Error for TooManyContainers {}
 pub enum Link {
     /// Reporting normally.
     Connected,
-    /// Not reporting (R77–R80): it neither sees nor writes the record, but
+    /// Not reporting ([R77]–[R80]): it neither sees nor writes the record, but
     /// goes on stopping what it was stopping.
+    ///
+    /// [R77]: crate::rules#r77
+    /// [R80]: crate::rules#r80
     Lost,
-    /// Proven gone for good (D7, R82): it never acts again.
+    /// Proven gone for good ([D7], [R82]): it never acts again.
+    ///
+    /// [D7]: crate::rules#d7
+    /// [R82]: crate::rules#r82
     Fenced,
 }
 
@@ -226,10 +289,15 @@ pub struct AgentState {
     /// The agent owes the API a final delete or a status write, to be sent
     /// when it can reach the record.
     pub owes_report: bool,
-    /// The final report has been made: the final delete (R75) sent, or
+    /// The final report has been made: the final delete ([R75]) sent, or
     /// the record found gone. An eviction's Failed status is not final.
+    ///
+    /// [R75]: crate::rules#r75
     pub reported: bool,
-    /// The effective grace in force, 0 before the kill (R50–R55).
+    /// The effective grace in force, 0 before the kill ([R50]–[R55]).
+    ///
+    /// [R50]: crate::rules#r50
+    /// [R55]: crate::rules#r55
     pub remembered_grace: i64,
 }
 
@@ -249,7 +317,9 @@ pub struct AgentState {
 ///    repeated call is a harmless no-op);
 /// 3. report what the world did: a pre-stop hook that returned
 ///    ([`handle_pre_stop_finished`](Self::handle_pre_stop_finished)), a
-///    process that exited ([`handle_container_exited`](Self::handle_container_exited)).
+///    process that exited ([`handle_container_exited`](Self::handle_container_exited));
+/// 4. forget the lifecycle only once it [is finished](Self::is_finished):
+///    [`Phase::Deleted`] with a force delete still leaves a kill to run (D4).
 ///
 /// ```
 /// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
@@ -266,13 +336,13 @@ pub struct AgentState {
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
-/// let _ = pod.handle_agent_sync(at(1001));
+/// pod.handle_agent_sync(at(1001));
 /// assert_eq!(pod.phase(), Phase::Terminating);
 /// assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
 /// assert_eq!(pod.poll_timeout().map(|t| t.as_millis()), Some(1_031_000));
 ///
 /// // The process exits on SIGTERM; the agent's final delete removes the record.
-/// let _ = pod.handle_container_exited(at(1004), 0).unwrap();
+/// pod.handle_container_exited(at(1004), 0).unwrap();
 /// assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
 /// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 /// assert_eq!(pod.phase(), Phase::Deleted);
@@ -291,10 +361,10 @@ pub struct AgentState {
 #[cfg_attr(
     feature = "serde",
     derive(serde::Deserialize),
-    serde(from = "persist::Persisted<F, C>")
+    serde(from = "persist::Persisted<F, C, L>")
 )]
-pub struct Lifecycle<const F: usize, const C: usize> {
-    record: Record<F>,
+pub struct Lifecycle<const F: usize, const C: usize, const L: usize = NAME_CAPACITY> {
+    record: Record<F, L>,
     /// The object's containers are the first `count`; the others stay
     /// `Container::VACANT` (never changed: every change goes through
     /// `containers_mut`), so that equality sees only the real ones and
@@ -314,7 +384,7 @@ pub struct Lifecycle<const F: usize, const C: usize> {
     count: u8,
 }
 
-impl<const F: usize, const C: usize> Lifecycle<F, C> {
+impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// The container count is one byte, and container indices stay clear
     /// of the action queue's other entries.
     const COUNT_FITS: () = assert!(C <= MAX_CONTAINERS, "at most 253 containers");
@@ -337,7 +407,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// A finished pod's (or a stopped spec's) containers start stopped.
     pub fn new(
         strategy: Strategy,
-        record: Record<F>,
+        record: Record<F, L>,
         containers: &[ContainerSpec],
     ) -> Result<Self, TooManyContainers> {
         let finished = record.phase.is_terminal();
@@ -379,13 +449,29 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// The record as stored now, or, once removed, as last written.
-    pub fn record(&self) -> &Record<F> {
+    pub fn record(&self) -> &Record<F, L> {
         &self.record
     }
 
     /// Whether the record is still in storage.
     pub fn is_stored(&self) -> bool {
         self.flags.has(Flag::Stored)
+    }
+
+    /// Whether nothing more can happen to this object, so that its caller
+    /// may forget it: the record is removed ([`Phase::Deleted`]), every
+    /// action has been handed out, and no workload may still run (there is
+    /// no agent, the node is fenced, or every container has stopped).
+    ///
+    /// [`Phase::Deleted`] alone is not enough: after a force delete the
+    /// record is gone while the workload still runs (D4). Until the agent
+    /// syncs, such a lifecycle has no action and no deadline, yet the sync
+    /// starts the kill; after SIGKILL it waits for the process to exit. A
+    /// lifecycle that is not finished and has neither an action nor a
+    /// deadline is waiting for an input from the world (the agent's sync,
+    /// an exit, the node's return or fencing), never for time.
+    pub fn is_finished(&self) -> bool {
+        self.phase == Phase::Deleted && !self.has_action() && !self.agent_has_work()
     }
 
     /// The type's deletion strategy.
@@ -421,8 +507,11 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     // ---- API-level inputs -------------------------------------------------
 
-    /// A delete request (R1–R44). A dry run decides and reports but changes
+    /// A delete request ([R1]–[R44]). A dry run decides and reports but changes
     /// nothing. Errors change nothing either.
+    ///
+    /// [R1]: crate::rules#r1
+    /// [R44]: crate::rules#r44
     pub fn handle_delete(
         &mut self,
         now: Now,
@@ -447,7 +536,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         }
     }
 
-    /// An update of the finalizer list (R45, R46).
+    /// An update of the finalizer list ([R45], [R46]).
+    ///
+    /// [R45]: crate::rules#r45
+    /// [R46]: crate::rules#r46
     pub fn handle_finalizer_update(
         &mut self,
         now: Now,
@@ -477,7 +569,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     // ---- Agent-level inputs -----------------------------------------------
 
     /// The agent observes the record and acts on it: starts the kill once a
-    /// deletion is visible (R57), applies a shorter grace at once (D5).
+    /// deletion is visible ([R57]), applies a shorter grace at once ([D5]).
+    ///
+    /// [R57]: crate::rules#r57
+    /// [D5]: crate::rules#d5
     pub fn handle_agent_sync(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
@@ -509,14 +604,20 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// kubelet takes the pod it watches: it replaces the record here as it
     /// is; a first deletion takes a serving pod out of endpoints, as a
     /// delete decided here does. Then the agent acts on it as a sync does
-    /// (R57, D5). A record found gone while the workload may still run is
-    /// a force delete seen from the node (D4): it is stopped with grace 0
-    /// (so 1 s, R53; SIGKILL never sooner than 2 s after the stop signal)
-    /// and no final delete is owed. A fenced agent ignores it (D7).
+    /// ([R57], [D5]). A record found gone while the workload may still run is
+    /// a force delete seen from the node ([D4]): it is stopped with grace 0
+    /// (so 1 s, [R53]; SIGKILL never sooner than 2 s after the stop signal)
+    /// and no final delete is owed. A fenced agent ignores it ([D7]).
+    ///
+    /// [R57]: crate::rules#r57
+    /// [D5]: crate::rules#d5
+    /// [D4]: crate::rules#d4
+    /// [R53]: crate::rules#r53
+    /// [D7]: crate::rules#d7
     pub fn handle_record_observed(
         &mut self,
         now: Now,
-        stored: Option<&Record<F>>,
+        stored: Option<&Record<F, L>>,
     ) -> Result<Handled, OtherObject> {
         if self.phase == Phase::Deleted || self.flags.link() == Link::Fenced {
             return Ok(Handled::Ignored);
@@ -535,7 +636,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
             self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
-            let _ = self.handle_agent_sync(now);
+            self.handle_agent_sync(now);
         }
         self.refresh_phase();
         Ok(Handled::Applied)
@@ -569,8 +670,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.refresh_phase();
     }
 
-    /// An agent-side kill override such as an eviction (R52, R73, R74): it
+    /// An agent-side kill override such as an eviction ([R52], [R73], [R74]): it
     /// only shortens, and acts at once.
+    ///
+    /// [R52]: crate::rules#r52
+    /// [R73]: crate::rules#r73
+    /// [R74]: crate::rules#r74
     pub fn handle_evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced || self.all_stopped() {
             return Handled::Ignored;
@@ -589,13 +694,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's pre-stop hook returned. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_pre_stop_finished(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         let c = self.containers().get(container).ok_or(UnknownContainer)?;
         if self.flags.link() == Link::Fenced || !matches!(c.stage(), Stage::PreStop { .. }) {
             return Ok(Handled::Ignored);
@@ -605,13 +712,15 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     }
 
     /// A container's process exited. `container` indexes
-    /// [`containers`](Self::containers) (an [`Action`]'s one-byte index
-    /// converts with `usize::from`); any other value is [`UnknownContainer`].
+    /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
+    /// `usize` or a literal ([`ContainerIndex`]); any other value is
+    /// [`UnknownContainer`].
     pub fn handle_container_exited(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         // Without an agent (unscheduled, non-pod) nothing runs to exit (R19).
         let acts = self.has_agent() && self.flags.link() != Link::Fenced;
         if container >= self.containers().len() {
@@ -626,7 +735,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Ok(Handled::Applied)
     }
 
-    /// The agent stops reporting (R77–R80): the record stays as it is.
+    /// The agent stops reporting ([R77]–[R80]): the record stays as it is.
+    ///
+    /// [R77]: crate::rules#r77
+    /// [R80]: crate::rules#r80
     pub fn handle_node_lost(&mut self, now: Now) -> Handled {
         let _ = now;
         if !self.has_agent() || self.flags.link() != Link::Connected {
@@ -647,9 +759,12 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         Handled::Applied
     }
 
-    /// Proof that the node is gone for good (D7, like PodGC on a deleted
-    /// node, R82): running containers count as stopped (no signals), and the
+    /// Proof that the node is gone for good ([D7], like PodGC on a deleted
+    /// node, [R82]): running containers count as stopped (no signals), and the
     /// final delete is issued on the agent's behalf — for a live record too.
+    ///
+    /// [D7]: crate::rules#d7
+    /// [R82]: crate::rules#r82
     pub fn handle_node_fenced(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced {
             return Handled::Ignored;
@@ -783,7 +898,9 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
 
     /// The store assigned `resource_version` to the record as last written
     /// (stores that version records themselves, like etcd's revisions, do
-    /// this); later preconditions are checked against it (R7).
+    /// this); later preconditions are checked against it ([R7]).
+    ///
+    /// [R7]: crate::rules#r7
     pub fn stored_at(&mut self, resource_version: u64) {
         self.record.resource_version = resource_version;
     }
@@ -844,6 +961,14 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         self.containers().iter().all(Container::is_stopped)
     }
 
+    /// Could the agent still have something to stop? Unlike
+    /// [`workload_may_run`](Self::workload_may_run), a pod the API sees as
+    /// finished still counts while its agent has containers not stopped:
+    /// the agent would still signal them.
+    fn agent_has_work(&self) -> bool {
+        self.has_agent() && self.flags.link() != Link::Fenced && !self.all_stopped()
+    }
+
     /// D4: could something of this object still be running?
     fn workload_may_run(&self) -> bool {
         self.has_agent()
@@ -866,7 +991,7 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
     /// Writes the record through `change` (the store bumps the resource
     /// version); a first deletion timestamp takes a scheduled, running pod
     /// out of endpoints.
-    fn write(&mut self, change: impl FnOnce(&mut Record<F>)) {
+    fn write(&mut self, change: impl FnOnce(&mut Record<F, L>)) {
         let was_deleting = self.record.deletion_timestamp.is_some();
         let serving = self.has_agent() && !self.record.phase.is_terminal();
         let version = self.record.resource_version;
@@ -987,7 +1112,10 @@ impl<const F: usize, const C: usize> Lifecycle<F, C> {
         let options = DeleteOptions {
             grace_period_seconds: Some(0),
             preconditions: Preconditions {
-                uid: Some(self.record.uid.clone()),
+                // The request's uid holds any Kubernetes uid; a longer
+                // one (a capacity above NAME_CAPACITY) goes unchecked: the
+                // lifecycle's own record is the object.
+                uid: Name::try_from(&self.record.uid).ok(),
                 resource_version: None,
             },
             ..DeleteOptions::default()

@@ -13,13 +13,19 @@ use crate::name::Name;
     derive(arbitrary::Arbitrary)
 )]
 pub enum Propagation {
-    /// Leave dependents in place (adds the `orphan` finalizer, R37).
+    /// Leave dependents in place (adds the `orphan` finalizer, [R37]).
+    ///
+    /// [R37]: crate::rules#r37
     Orphan,
     /// Delete dependents after the owner is gone.
     Background,
-    /// Delete dependents first (adds `foregroundDeletion`, R38).
+    /// Delete dependents first (adds `foregroundDeletion`, [R38]).
+    ///
+    /// [R38]: crate::rules#r38
     Foreground,
-    /// Any other value a client sent; it fails validation (R6).
+    /// Any other value a client sent; it fails validation ([R6]).
+    ///
+    /// [R6]: crate::rules#r6
     Unrecognized,
 }
 
@@ -51,7 +57,10 @@ pub struct Preconditions {
 )]
 pub struct DeleteOptions {
     /// Requested grace in seconds. Any i64 is accepted: negative means 1
-    /// (R9), huge values saturate (D2).
+    /// ([R9]), huge values saturate ([D2]).
+    ///
+    /// [R9]: crate::rules#r9
+    /// [D2]: crate::rules#d2
     pub grace_period_seconds: Option<i64>,
     /// Uid / resource version the object must still have.
     pub preconditions: Preconditions,
@@ -59,7 +68,10 @@ pub struct DeleteOptions {
     pub propagation_policy: Option<Propagation>,
     /// The deprecated form of the propagation policy.
     pub orphan_dependents: Option<bool>,
-    /// Decide and report, but write nothing (R42–R44).
+    /// Decide and report, but write nothing ([R42]–[R44]).
+    ///
+    /// [R42]: crate::rules#r42
+    /// [R44]: crate::rules#r44
     pub dry_run: bool,
 }
 
@@ -72,7 +84,10 @@ impl DeleteOptions {
         }
     }
 
-    /// `ValidateDeleteOptions` (R5, R6). Grace values are never invalid.
+    /// `ValidateDeleteOptions` ([R5], [R6]). Grace values are never invalid.
+    ///
+    /// [R5]: crate::rules#r5
+    /// [R6]: crate::rules#r6
     #[inline]
     pub fn validate(&self) -> Result<(), InvalidOptions> {
         if self.orphan_dependents.is_some() && self.propagation_policy.is_some() {
@@ -91,9 +106,13 @@ impl DeleteOptions {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum InvalidOptions {
-    /// Both `orphanDependents` and `propagationPolicy` were set (R5).
+    /// Both `orphanDependents` and `propagationPolicy` were set ([R5]).
+    ///
+    /// [R5]: crate::rules#r5
     OrphanDependentsWithPropagationPolicy,
-    /// `propagationPolicy` is not Orphan, Background or Foreground (R6).
+    /// `propagationPolicy` is not Orphan, Background or Foreground ([R6]).
+    ///
+    /// [R6]: crate::rules#r6
     UnrecognizedPropagationPolicy,
 }
 

@@ -3,7 +3,7 @@
 
 use core::fmt;
 
-use crate::name::Name;
+use crate::name::{InlineName, NAME_CAPACITY};
 use crate::time::Timestamp;
 
 /// The finalizer the garbage collector uses to orphan dependents.
@@ -19,12 +19,17 @@ pub const FINALIZER_FOREGROUND: &str = "foregroundDeletion";
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum Kind {
     /// A pod: graceful strategy, has containers and an agent.
     #[default]
     Pod,
     /// A type with no graceful strategy: removed at once unless finalizers
-    /// hold it (R11, R30–R32).
+    /// hold it ([R11], [R30]–[R32]).
+    ///
+    /// [R11]: crate::rules#r11
+    /// [R30]: crate::rules#r30
+    /// [R32]: crate::rules#r32
     Generic,
 }
 
@@ -37,8 +42,10 @@ pub enum Kind {
     derive(arbitrary::Arbitrary)
 )]
 pub enum GcPolicy {
-    /// Delete dependents in the background (the usual default; R38's trap:
+    /// Delete dependents in the background (the usual default; [R38]'s trap:
     /// this is *not* foreground).
+    ///
+    /// [R38]: crate::rules#r38
     #[default]
     DeleteDependents,
     /// Orphan dependents unless told otherwise.
@@ -61,7 +68,9 @@ pub struct Strategy {
     /// The default propagation when a request names none.
     pub default_gc_policy: GcPolicy,
     /// Whether the store manages the `orphan` / `foregroundDeletion`
-    /// finalizers at all (R36; kube-apiserver's default is on).
+    /// finalizers at all ([R36]; kube-apiserver's default is on).
+    ///
+    /// [R36]: crate::rules#r36
     pub gc_enabled: bool,
 }
 
@@ -111,19 +120,24 @@ pub enum PodPhase {
 }
 
 impl PodPhase {
-    /// Succeeded or Failed: nothing of the pod runs any more (R20).
+    /// Succeeded or Failed: nothing of the pod runs any more ([R20]).
+    ///
+    /// [R20]: crate::rules#r20
     #[inline]
     pub const fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
     }
 }
 
-/// The object's finalizers, in order, at most `F` of them.
+/// The object's finalizers, in order, at most `F` of them, each of at most
+/// `L` bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "serde", serde(transparent))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Finalizers<const F: usize>(heapless::Vec<Name, F>);
+pub struct Finalizers<const F: usize, const L: usize = NAME_CAPACITY>(
+    heapless::Vec<InlineName<L>, F>,
+);
 
 /// More finalizers than the record's capacity.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -138,15 +152,21 @@ impl fmt::Display for TooManyFinalizers {
 
 impl core::error::Error for TooManyFinalizers {}
 
-impl<const F: usize> Finalizers<F> {
+impl<const F: usize, const L: usize> Finalizers<F, L> {
     /// No finalizers.
     pub const fn new() -> Self {
         Finalizers(heapless::Vec::new())
     }
 
     /// Appends `name`; hands back an error when the list is full.
-    pub fn push(&mut self, name: Name) -> Result<(), TooManyFinalizers> {
+    pub fn push(&mut self, name: InlineName<L>) -> Result<(), TooManyFinalizers> {
         self.0.push(name).map_err(|_| TooManyFinalizers)
+    }
+
+    /// Appends the name `name`: a `&str` or a [`Name`](crate::Name).
+    pub fn push_str(&mut self, name: &str) -> Result<(), FinalizerListError> {
+        let name = InlineName::try_from_str(name).map_err(|_| FinalizerListError::NameTooLong)?;
+        self.push(name).map_err(|_| FinalizerListError::TooMany)
     }
 
     /// Whether `name` is in the list.
@@ -164,7 +184,7 @@ impl<const F: usize> Finalizers<F> {
 
     /// The names, in order.
     #[inline]
-    pub fn iter(&self) -> impl Iterator<Item = &Name> {
+    pub fn iter(&self) -> impl Iterator<Item = &InlineName<L>> {
         self.0.iter()
     }
 
@@ -181,12 +201,13 @@ impl<const F: usize> Finalizers<F> {
     }
 }
 
-impl<const F: usize> TryFrom<&[&str]> for Finalizers<F> {
+impl<const F: usize, const L: usize> TryFrom<&[&str]> for Finalizers<F, L> {
     type Error = FinalizerListError;
     fn try_from(names: &[&str]) -> Result<Self, FinalizerListError> {
         let mut out = Finalizers::new();
         for name in names {
-            let name = Name::try_from_str(name).map_err(|_| FinalizerListError::NameTooLong)?;
+            let name =
+                InlineName::try_from_str(name).map_err(|_| FinalizerListError::NameTooLong)?;
             out.push(name).map_err(|_| FinalizerListError::TooMany)?;
         }
         Ok(out)
@@ -196,8 +217,9 @@ impl<const F: usize> TryFrom<&[&str]> for Finalizers<F> {
 /// Why a list of finalizer names does not fit a record.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum FinalizerListError {
-    /// A name is longer than [`crate::NAME_CAPACITY`].
+    /// A name is longer than the names' capacity.
     NameTooLong,
     /// More names than the record's capacity.
     TooMany,
@@ -216,36 +238,50 @@ impl core::error::Error for FinalizerListError {}
 
 /// The stored object, as far as deletion is concerned: identity, the
 /// deletion fields, finalizers, and the pod fields the grace computation
-/// reads (R18–R21). `F` is the finalizer capacity.
+/// reads ([R18]–[R21]). `F` is the finalizer capacity, `L` the longest uid
+/// or finalizer name in bytes ([`NAME_CAPACITY`], every Kubernetes-legal
+/// name, by default).
+///
+/// [R18]: crate::rules#r18
+/// [R21]: crate::rules#r21
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct Record<const F: usize> {
+pub struct Record<const F: usize, const L: usize = NAME_CAPACITY> {
     /// Identity; preconditions and the agent's final delete check it.
-    pub uid: Name,
+    pub uid: InlineName<L>,
     /// Bumped by the store on every write.
     pub resource_version: u64,
-    /// Bumped once when deletion starts, if positive (R25, R31).
+    /// Bumped once when deletion starts, if positive ([R25], [R31]).
+    ///
+    /// [R25]: crate::rules#r25
+    /// [R31]: crate::rules#r31
     pub generation: i64,
     /// Set once deletion is accepted; `None` while live.
     pub deletion_timestamp: Option<Timestamp>,
-    /// The grace the API chose; may hold a legacy negative (R10).
+    /// The grace the API chose; may hold a legacy negative ([R10]).
+    ///
+    /// [R10]: crate::rules#r10
     pub deletion_grace_period_seconds: Option<i64>,
     /// While non-empty the object is never removed (invariant 4).
-    pub finalizers: Finalizers<F>,
-    /// Whether the pod is bound to a node (`spec.nodeName != ""`, R19).
+    pub finalizers: Finalizers<F, L>,
+    /// Whether the pod is bound to a node (`spec.nodeName != ""`, [R19]).
+    ///
+    /// [R19]: crate::rules#r19
     pub scheduled: bool,
-    /// `status.phase` (R20).
+    /// `status.phase` ([R20]).
+    ///
+    /// [R20]: crate::rules#r20
     pub phase: PodPhase,
     /// `spec.terminationGracePeriodSeconds`; the API defaults it to 30.
     pub termination_grace_period_seconds: Option<i64>,
 }
 
-impl<const F: usize> Record<F> {
+impl<const F: usize, const L: usize> Record<F, L> {
     /// The placeholder in a free table slot: all zero bits, so that a
     /// `static` table needs no initial image.
     pub(crate) const VACANT: Self = Record {
-        uid: Name::new(),
+        uid: InlineName::new(),
         resource_version: 0,
         generation: 0,
         deletion_timestamp: None,
@@ -257,8 +293,9 @@ impl<const F: usize> Record<F> {
     };
 
     /// A live, scheduled, running pod with the API's default grace of 30 s,
-    /// generation 1 and resource version 1.
-    pub fn new(uid: Name) -> Self {
+    /// generation 1 and resource version 1. For anything else (unscheduled,
+    /// finished, another grace, finalizers) see [`Record::builder`].
+    pub fn new(uid: InlineName<L>) -> Self {
         Record {
             uid,
             resource_version: 1,
@@ -270,5 +307,102 @@ impl<const F: usize> Record<F> {
             phase: PodPhase::Running,
             termination_grace_period_seconds: Some(30),
         }
+    }
+}
+
+impl<const F: usize, const L: usize> Record<F, L> {
+    /// A record built step by step, starting from [`Record::new`]'s live,
+    /// scheduled, running pod with 30 s of grace; the uid is a `&str` or a
+    /// [`Name`](crate::Name). Errors (a name too long, too many finalizers) are reported
+    /// once, by [`build`](RecordBuilder::build).
+    ///
+    /// ```
+    /// use grace_core::{PodPhase, Record};
+    ///
+    /// let record = Record::<4>::builder("uid-1")
+    ///     .grace_period_seconds(10)
+    ///     .finalizer("example.com/backup")
+    ///     .build()
+    ///     .unwrap();
+    /// assert_eq!(record.termination_grace_period_seconds, Some(10));
+    /// assert!(record.scheduled && record.finalizers.contains("example.com/backup"));
+    ///
+    /// let pending = Record::<4>::builder("uid-2").unscheduled().phase(PodPhase::Pending).build().unwrap();
+    /// assert!(!pending.scheduled);
+    /// ```
+    pub fn builder<N: TryInto<InlineName<L>>>(uid: N) -> RecordBuilder<F, L> {
+        RecordBuilder {
+            record: uid
+                .try_into()
+                .map(Record::new)
+                .map_err(|_| crate::Error::NameTooLong),
+        }
+    }
+}
+
+/// Builds a [`Record`] (see [`Record::builder`]).
+#[derive(Clone, Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct RecordBuilder<const F: usize, const L: usize = NAME_CAPACITY> {
+    record: Result<Record<F, L>, crate::Error>,
+}
+
+impl<const F: usize, const L: usize> RecordBuilder<F, L> {
+    fn with(mut self, change: impl FnOnce(&mut Record<F, L>) -> Result<(), crate::Error>) -> Self {
+        if let Ok(record) = &mut self.record
+            && let Err(e) = change(record)
+        {
+            self.record = Err(e);
+        }
+        self
+    }
+
+    /// `spec.terminationGracePeriodSeconds` (30 unless set).
+    pub fn grace_period_seconds(self, seconds: i64) -> Self {
+        self.with(|r| {
+            r.termination_grace_period_seconds = Some(seconds);
+            Ok(())
+        })
+    }
+
+    /// Not bound to a node (no agent runs it): a delete removes it at once
+    /// (R19).
+    pub fn unscheduled(self) -> Self {
+        self.with(|r| {
+            r.scheduled = false;
+            Ok(())
+        })
+    }
+
+    /// `status.phase` (`Running` unless set); a finished pod (Succeeded,
+    /// Failed) has nothing to stop (R20).
+    pub fn phase(self, phase: PodPhase) -> Self {
+        self.with(|r| {
+            r.phase = phase;
+            Ok(())
+        })
+    }
+
+    /// Appends a finalizer: a `&str` or a [`Name`](crate::Name).
+    pub fn finalizer<N: TryInto<InlineName<L>>>(self, name: N) -> Self {
+        self.with(|r| {
+            let name = name.try_into().map_err(|_| crate::Error::NameTooLong)?;
+            Ok(r.finalizers.push(name)?)
+        })
+    }
+
+    /// The resource version and generation the record starts with (1 and 1
+    /// unless set).
+    pub fn versions(self, resource_version: u64, generation: i64) -> Self {
+        self.with(|r| {
+            r.resource_version = resource_version;
+            r.generation = generation;
+            Ok(())
+        })
+    }
+
+    /// The record, or the first error met.
+    pub fn build(self) -> Result<Record<F, L>, crate::Error> {
+        self.record
     }
 }

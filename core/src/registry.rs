@@ -6,9 +6,9 @@
 //! write and whether to remove, and changes nothing itself. That makes dry
 //! run (R42) the same decision, not applied.
 
+use crate::name::{InlineName, NAME_CAPACITY, Name};
 use core::fmt;
 
-use crate::name::Name;
 use crate::options::{DeleteOptions, InvalidOptions, Propagation};
 use crate::record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Finalizers, GcPolicy, Kind, Record, Strategy,
@@ -20,10 +20,15 @@ use crate::time::{Timestamp, WallTime, saturate_timestamp};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum DeleteOutcome {
     /// Deletion accepted or shortened; the record is kept.
     Graceful,
-    /// A deletion was already in progress and nothing changed (R14, R17, R26).
+    /// A deletion was already in progress and nothing changed ([R14], [R17], [R26]).
+    ///
+    /// [R14]: crate::rules#r14
+    /// [R17]: crate::rules#r17
+    /// [R26]: crate::rules#r26
     Pending,
     /// The record is removed from storage now.
     Deleted,
@@ -31,10 +36,12 @@ pub enum DeleteOutcome {
 
 impl DeleteOutcome {
     /// The HTTP status a Kubernetes API server answers a successful delete
-    /// with (R34): 202 Accepted when the record was kept and the request
+    /// with ([R34]): 202 Accepted when the record was kept and the request
     /// asked for cascading deletion with `orphan_dependents: Some(false)`,
     /// 200 otherwise (a graceful pod delete is 200 too: Kubernetes keeps
     /// 200 there so as not to break old clients).
+    ///
+    /// [R34]: crate::rules#r34
     pub const fn http_status(self, options: &DeleteOptions) -> u16 {
         match (self, options.orphan_dependents) {
             (DeleteOutcome::Graceful | DeleteOutcome::Pending, Some(false)) => 202,
@@ -46,17 +53,23 @@ impl DeleteOutcome {
 /// The decision for one delete request on one stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use = "a decision changes nothing until the caller writes or removes the record"]
-pub struct DeleteDecision<const F: usize> {
+pub struct DeleteDecision<const F: usize, const L: usize = NAME_CAPACITY> {
     /// What happened, as the REST answer says it.
     pub outcome: DeleteOutcome,
-    /// The object as the response returns it (R33): the state written, or,
-    /// when nothing was written before removal, the stored state (R30, R32).
-    pub record: Record<F>,
+    /// The object as the response returns it ([R33]): the state written, or,
+    /// when nothing was written before removal, the stored state ([R30], [R32]).
+    ///
+    /// [R33]: crate::rules#r33
+    /// [R30]: crate::rules#r30
+    /// [R32]: crate::rules#r32
+    pub record: Record<F, L>,
     /// The record must be written (before removal, if `remove`).
     pub write: bool,
     /// The record must then be removed from storage.
     pub remove: bool,
-    /// The normalised grace the decision used (`lastGraceful` in R29).
+    /// The normalised grace the decision used (`lastGraceful` in [R29]).
+    ///
+    /// [R29]: crate::rules#r29
     pub grace_period_seconds: Option<i64>,
 }
 
@@ -83,17 +96,25 @@ impl fmt::Display for Conflict {
     }
 }
 
+impl core::error::Error for Conflict {}
+
 /// Why a delete request was refused. Nothing was changed.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum DeleteError {
-    /// The options are invalid (422, R4 step 1).
+    /// The options are invalid (422, [R4] step 1).
+    ///
+    /// [R4]: crate::rules#r4
     Invalid(InvalidOptions),
-    /// A precondition failed (409, R4 step 2).
+    /// A precondition failed (409, [R4] step 2).
+    ///
+    /// [R4]: crate::rules#r4
     Conflict(Conflict),
-    /// The object is not stored (404, R3).
+    /// The object is not stored (404, [R3]).
+    ///
+    /// [R3]: crate::rules#r3
     NotFound,
     /// The garbage-collection finalizer would not fit the record.
     TooManyFinalizers,
@@ -111,11 +132,13 @@ impl fmt::Display for DeleteError {
 }
 
 impl DeleteError {
-    /// The HTTP status a Kubernetes API server answers with (R34): 422
+    /// The HTTP status a Kubernetes API server answers with ([R34]): 422
     /// invalid options, 409 a failed precondition, 404 nothing stored. A
     /// record with no room for a garbage-collection finalizer is 413
     /// (Request Entity Too Large): grace's own limit, the fixed finalizer
     /// capacity, where Kubernetes has no such limit.
+    ///
+    /// [R34]: crate::rules#r34
     pub const fn http_status(&self) -> u16 {
         match self {
             DeleteError::Invalid(_) => 422,
@@ -139,14 +162,22 @@ struct Deletion {
 
 /// `BeforeDelete`'s answer (R9–R25).
 enum BeforeDelete {
-    /// No graceful strategy, or nothing graceful left to wait for (R11,
-    /// R13): finalizers alone decide.
+    /// No graceful strategy, or nothing graceful left to wait for ([R11],
+    /// [R13]): finalizers alone decide.
+    ///
+    /// [R11]: crate::rules#r11
+    /// [R13]: crate::rules#r13
     NotGraceful,
-    /// A deletion is in progress and nothing changes (R14, R17); `grace`
+    /// A deletion is in progress and nothing changes ([R14], [R17]); `grace`
     /// is the grace the decision used.
+    ///
+    /// [R14]: crate::rules#r14
+    /// [R17]: crate::rules#r17
     Pending { grace: i64 },
     /// Graceful: the deletion fields to write, and the grace the decision
-    /// used (the request's, which R16 may not have written).
+    /// used (the request's, which [R16] may not have written).
+    ///
+    /// [R16]: crate::rules#r16
     Graceful { deletion: Deletion, grace: i64 },
 }
 
@@ -163,7 +194,7 @@ pub(crate) struct DeletionPatch {
 impl DeletionPatch {
     /// Writes the patch into `record`.
     #[inline]
-    pub(crate) fn apply<const F: usize>(&self, record: &mut Record<F>) {
+    pub(crate) fn apply<const F: usize, const L: usize>(&self, record: &mut Record<F, L>) {
         record.deletion_timestamp = Some(self.deletion.timestamp);
         record.deletion_grace_period_seconds = Some(self.deletion.grace_period_seconds);
         record.generation = self.deletion.generation;
@@ -174,7 +205,7 @@ impl DeletionPatch {
 
     /// Whether the patched record differs from `stored`.
     #[inline]
-    fn changes<const F: usize>(&self, stored: &Record<F>) -> bool {
+    fn changes<const F: usize, const L: usize>(&self, stored: &Record<F, L>) -> bool {
         stored.deletion_timestamp != Some(self.deletion.timestamp)
             || stored.deletion_grace_period_seconds != Some(self.deletion.grace_period_seconds)
             || stored.generation != self.deletion.generation
@@ -185,7 +216,10 @@ impl DeletionPatch {
 
 /// `markAsDeleting` (R31): the non-graceful path's "deleting now".
 #[inline]
-fn mark_as_deleting<const F: usize>(stored: &Record<F>, now: WallTime) -> Deletion {
+fn mark_as_deleting<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
+    now: WallTime,
+) -> Deletion {
     let now_ts = now.floor_to_timestamp();
     let (timestamp, generation) = match stored.deletion_timestamp {
         None => (now_ts, bump(stored.generation)),
@@ -220,16 +254,20 @@ pub(crate) struct DeletePlan {
     pub(crate) grace_period_seconds: Option<i64>,
 }
 
-/// Decides a delete request against the stored record (`Store.Delete`, R2–R44).
+/// Decides a delete request against the stored record (`Store.Delete`, [R2]–[R44]).
 ///
 /// `now` is the API server's clock. The decision is the same for a dry run;
-/// the caller simply does not apply it (R42).
-pub fn decide_delete<const F: usize>(
-    stored: &Record<F>,
+/// the caller simply does not apply it ([R42]).
+///
+/// [R2]: crate::rules#r2
+/// [R44]: crate::rules#r44
+/// [R42]: crate::rules#r42
+pub fn decide_delete<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
     strategy: &Strategy,
     options: &DeleteOptions,
     now: WallTime,
-) -> Result<DeleteDecision<F>, DeleteError> {
+) -> Result<DeleteDecision<F, L>, DeleteError> {
     let plan = plan_delete(stored, strategy, options, now)?;
     // R33: the state written, or the stored state when nothing is (R26,
     // R30, R32); a kept record that does not change is not written.
@@ -248,8 +286,8 @@ pub fn decide_delete<const F: usize>(
 
 /// [`decide_delete`] without copying the record.
 #[inline]
-pub(crate) fn plan_delete<const F: usize>(
-    stored: &Record<F>,
+pub(crate) fn plan_delete<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
     strategy: &Strategy,
     options: &DeleteOptions,
     now: WallTime,
@@ -321,12 +359,16 @@ pub(crate) fn plan_delete<const F: usize>(
 
 /// R7: each precondition given must match the stored object.
 #[inline]
-fn check_preconditions<const F: usize>(
-    stored: &Record<F>,
+fn check_preconditions<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
     options: &DeleteOptions,
 ) -> Result<(), DeleteError> {
     let pre = &options.preconditions;
-    if pre.uid.as_ref().is_some_and(|uid| *uid != stored.uid) {
+    if pre
+        .uid
+        .as_ref()
+        .is_some_and(|uid| uid.as_str() != stored.uid.as_str())
+    {
         return Err(DeleteError::Conflict(Conflict::Uid));
     }
     if pre
@@ -341,8 +383,8 @@ fn check_preconditions<const F: usize>(
 /// `rest.BeforeDelete` after validation and preconditions (R9–R25), with
 /// the request's grace `requested` (R9 applied).
 #[inline]
-fn before_delete<const F: usize>(
-    stored: &Record<F>,
+fn before_delete<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
     strategy: &Strategy,
     requested: Option<i64>,
     now: WallTime,
@@ -422,10 +464,16 @@ fn redelete(
     }
 }
 
-/// The pod strategy's `CheckGracefulDelete` (R18–R21): the grace a first
+/// The pod strategy's `CheckGracefulDelete` ([R18]–[R21]): the grace a first
 /// deletion gets.
+///
+/// [R18]: crate::rules#r18
+/// [R21]: crate::rules#r21
 #[inline]
-pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i64>) -> i64 {
+pub fn pod_grace_period<const F: usize, const L: usize>(
+    record: &Record<F, L>,
+    requested: Option<i64>,
+) -> i64 {
     // R18
     let mut period = requested
         .or(record.termination_grace_period_seconds)
@@ -445,13 +493,16 @@ pub fn pod_grace_period<const F: usize>(record: &Record<F>, requested: Option<i6
     period
 }
 
-/// `deletionFinalizersForGarbageCollection` (R36–R39): the new finalizer
+/// `deletionFinalizersForGarbageCollection` ([R36]–[R39]): the new finalizer
 /// list, or `None` when the set would not change.
-pub fn gc_finalizers<const F: usize>(
-    existing: &Finalizers<F>,
+///
+/// [R36]: crate::rules#r36
+/// [R39]: crate::rules#r39
+pub fn gc_finalizers<const F: usize, const L: usize>(
+    existing: &Finalizers<F, L>,
     strategy: &Strategy,
     options: &DeleteOptions,
-) -> Result<Option<Finalizers<F>>, DeleteError> {
+) -> Result<Option<Finalizers<F, L>>, DeleteError> {
     Ok(
         gc_change(&GcView::of(existing), strategy, options, F)?.map(|gc| {
             let mut next = existing.clone();
@@ -476,14 +527,14 @@ impl GcSet {
 
     /// The other finalizers in their order, then `orphan`, then
     /// `foregroundDeletion`, as wanted. [`gc_change`] checked the room.
-    fn apply<const F: usize>(self, finalizers: &mut Finalizers<F>) {
+    fn apply<const F: usize, const L: usize>(self, finalizers: &mut Finalizers<F, L>) {
         finalizers.remove(FINALIZER_ORPHAN);
         finalizers.remove(FINALIZER_FOREGROUND);
         for (wanted, name) in [
             (self.orphan, FINALIZER_ORPHAN),
             (self.foreground, FINALIZER_FOREGROUND),
         ] {
-            if wanted && let Ok(name) = Name::try_from_str(name) {
+            if wanted && let Ok(name) = InlineName::try_from_str(name) {
                 let _ = finalizers.push(name);
             }
         }
@@ -508,7 +559,7 @@ struct GcView {
 
 impl GcView {
     #[inline]
-    fn of<const F: usize>(finalizers: &Finalizers<F>) -> Self {
+    fn of<const F: usize, const L: usize>(finalizers: &Finalizers<F, L>) -> Self {
         let mut view = GcView {
             present: GcSet::NONE,
             first_is_orphan: None,
@@ -599,10 +650,33 @@ fn gc_wanted(view: &GcView, strategy: &Strategy, options: &DeleteOptions) -> GcS
     derive(arbitrary::Arbitrary)
 )]
 pub enum FinalizerChange {
-    /// Append a finalizer (refused once deletion started, R46).
+    /// Append a finalizer (refused once deletion started, [R46]).
+    ///
+    /// [R46]: crate::rules#r46
     Add(Name),
-    /// Remove a finalizer (may complete the deletion, R45).
+    /// Remove a finalizer (may complete the deletion, [R45]).
+    ///
+    /// [R45]: crate::rules#r45
     Remove(Name),
+}
+
+impl FinalizerChange {
+    /// Append the finalizer `name` (a `&str`, or a [`Name`]).
+    ///
+    /// ```
+    /// use grace_core::FinalizerChange;
+    ///
+    /// let change = FinalizerChange::add("example.com/backup").unwrap();
+    /// assert_eq!(change, FinalizerChange::Add("example.com/backup".parse().unwrap()));
+    /// ```
+    pub fn add<N: TryInto<Name>>(name: N) -> Result<Self, N::Error> {
+        Ok(FinalizerChange::Add(name.try_into()?))
+    }
+
+    /// Remove the finalizer `name` (a `&str`, or a [`Name`]).
+    pub fn remove<N: TryInto<Name>>(name: N) -> Result<Self, N::Error> {
+        Ok(FinalizerChange::Remove(name.try_into()?))
+    }
 }
 
 /// Why an update of the finalizers was refused. Nothing was changed.
@@ -611,12 +685,17 @@ pub enum FinalizerChange {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum UpdateError {
-    /// A finalizer may not be added once the deletion timestamp is set (R46, 422).
+    /// A finalizer may not be added once the deletion timestamp is set ([R46], 422).
+    ///
+    /// [R46]: crate::rules#r46
     NoNewFinalizersWhileDeleting,
     /// The list is full.
     TooManyFinalizers,
     /// The object is not stored.
     NotFound,
+    /// The finalizer's name is longer than the record's names can hold
+    /// (its capacity `L`, below Kubernetes' limit).
+    NameTooLong,
 }
 
 impl fmt::Display for UpdateError {
@@ -627,20 +706,25 @@ impl fmt::Display for UpdateError {
             }
             UpdateError::TooManyFinalizers => TooManyFinalizers.fmt(f),
             UpdateError::NotFound => f.write_str("not found"),
+            UpdateError::NameTooLong => crate::name::NameTooLong.fmt(f),
         }
     }
 }
 
 impl UpdateError {
     /// The HTTP status a Kubernetes API server answers with: 422 for a
-    /// finalizer added while deleting (R46, a validation error), 404 for
+    /// finalizer added while deleting ([R46], a validation error), 404 for
     /// nothing stored; 413 for a full finalizer list (grace's own limit,
     /// as for [`DeleteError::http_status`]).
+    ///
+    /// [R46]: crate::rules#r46
     pub const fn http_status(&self) -> u16 {
         match self {
             UpdateError::NoNewFinalizersWhileDeleting => 422,
             UpdateError::TooManyFinalizers => 413,
             UpdateError::NotFound => 404,
+            // Too long for this configuration: grace's own limit, like 413.
+            UpdateError::NameTooLong => 413,
         }
     }
 }
@@ -650,20 +734,25 @@ impl core::error::Error for UpdateError {}
 /// The decision for one finalizer update.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use = "a decision changes nothing until the caller writes or removes the record"]
-pub struct UpdateDecision<const F: usize> {
+pub struct UpdateDecision<const F: usize, const L: usize = NAME_CAPACITY> {
     /// The record after the update.
-    pub record: Record<F>,
+    pub record: Record<F, L>,
     /// Something changed and must be written.
     pub write: bool,
-    /// The update completes a deletion: remove the record (R45).
+    /// The update completes a deletion: remove the record ([R45]).
+    ///
+    /// [R45]: crate::rules#r45
     pub remove: bool,
 }
 
-/// Decides an update of the finalizer list (R45, R46).
-pub fn decide_finalizer_update<const F: usize>(
-    stored: &Record<F>,
+/// Decides an update of the finalizer list ([R45], [R46]).
+///
+/// [R45]: crate::rules#r45
+/// [R46]: crate::rules#r46
+pub fn decide_finalizer_update<const F: usize, const L: usize>(
+    stored: &Record<F, L>,
     change: &FinalizerChange,
-) -> Result<UpdateDecision<F>, UpdateError> {
+) -> Result<UpdateDecision<F, L>, UpdateError> {
     let mut record = stored.clone();
     match change {
         FinalizerChange::Add(name) => {
@@ -672,9 +761,10 @@ pub fn decide_finalizer_update<const F: usize>(
             } else if record.deletion_timestamp.is_some() {
                 return Err(UpdateError::NoNewFinalizersWhileDeleting);
             } else {
+                let name = InlineName::try_from(name).map_err(|_| UpdateError::NameTooLong)?;
                 record
                     .finalizers
-                    .push(name.clone())
+                    .push(name)
                     .map_err(|_| UpdateError::TooManyFinalizers)?;
             }
         }

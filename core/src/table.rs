@@ -7,8 +7,10 @@
 //! the capacity `N`; `Table::new` is `const`, so a table can live in a
 //! `static` (see [`crate::SharedTable`]).
 
+use crate::name::NAME_CAPACITY;
 use core::fmt;
 
+use crate::kill::ContainerIndex;
 use crate::lifecycle::UpdateOutcome;
 use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UnknownContainer};
 use crate::options::DeleteOptions;
@@ -66,6 +68,7 @@ impl core::error::Error for UnknownId {}
 /// Errors of table inputs that name a container.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum ContainerInputError {
     /// No such object.
     UnknownId,
@@ -99,6 +102,7 @@ impl From<UnknownContainer> for ContainerInputError {
 /// Errors of a delete sent to a table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TableDeleteError {
     /// No such object.
     UnknownId,
@@ -120,6 +124,7 @@ impl core::error::Error for TableDeleteError {}
 /// Errors of a finalizer update sent to a table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum TableUpdateError {
     /// No such object.
     UnknownId,
@@ -209,13 +214,13 @@ impl Marks {
 /// One slot: an object, or a link in the free list. A free slot holds
 /// [`Lifecycle::VACANT`], so that it is all zero bits like its marks.
 #[derive(Clone, Debug)]
-struct Slot<const F: usize, const C: usize> {
-    lifecycle: Lifecycle<F, C>,
+struct Slot<const F: usize, const C: usize, const L: usize> {
+    lifecycle: Lifecycle<F, C, L>,
     generation: u32,
     marks: Marks,
 }
 
-impl<const F: usize, const C: usize> Slot<F, C> {
+impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
     const EMPTY: Self = Slot {
         lifecycle: Lifecycle::VACANT,
         generation: 0,
@@ -223,11 +228,11 @@ impl<const F: usize, const C: usize> Slot<F, C> {
     };
 
     /// The object, if the slot holds one.
-    fn object(&self) -> Option<&Lifecycle<F, C>> {
+    fn object(&self) -> Option<&Lifecycle<F, C, L>> {
         self.marks.in_use().then_some(&self.lifecycle)
     }
 
-    fn object_mut(&mut self) -> Option<&mut Lifecycle<F, C>> {
+    fn object_mut(&mut self) -> Option<&mut Lifecycle<F, C, L>> {
         self.marks.in_use().then_some(&mut self.lifecycle)
     }
 }
@@ -258,12 +263,39 @@ impl<const F: usize, const C: usize> Slot<F, C> {
 /// assert_eq!(table.poll_action(), Some((id, Action::SendKill { container: 0 })));
 /// ```
 ///
+/// # Placing a big table
+///
+/// Everything is inline: `size_of::<Table<N, F, C, L>>()` grows with `N` (a
+/// `Table<20_000>` is about 11 MB). `Box::new(Table::new())` builds the
+/// table on the stack before moving it, which overflows a thread's stack
+/// in a debug build. A new table is all zero bits and [`Table::new`] is
+/// `const`, so put a big one in a `static`: it lands in `.bss`, costs no
+/// image and never touches the stack.
+///
+/// ```
+/// use std::sync::Mutex;
+/// use grace_core::Table;
+///
+/// static TABLE: Mutex<Table<20_000>> = Mutex::new(Table::new());
+///
+/// let table = TABLE.lock().unwrap();
+/// assert_eq!(table.capacity(), 20_000);
+/// ```
+///
+/// On a microcontroller, or to share it with interrupt handlers, the
+/// `static` is a [`SharedTable`](crate::SharedTable).
+///
 /// [`poll_action`]: Table::poll_action
 /// [`poll_timeout`]: Table::poll_timeout
 /// [`handle_timeout`]: Table::handle_timeout
 #[derive(Clone, Debug)]
-pub struct Table<const N: usize, const F: usize = 4, const C: usize = 4> {
-    slots: [Slot<F, C>; N],
+pub struct Table<
+    const N: usize,
+    const F: usize = 4,
+    const C: usize = 4,
+    const L: usize = NAME_CAPACITY,
+> {
+    slots: [Slot<F, C, L>; N],
     /// Indexed binary min-heap of slot indices, keyed by (deadline, index).
     /// Deadlines are read from the lifecycles, not kept twice.
     heap: [u32; N],
@@ -279,13 +311,13 @@ pub struct Table<const N: usize, const F: usize = 4, const C: usize = 4> {
     len: u32,
 }
 
-impl<const N: usize, const F: usize, const C: usize> Default for Table<N, F, C> {
+impl<const N: usize, const F: usize, const C: usize, const L: usize> Default for Table<N, F, C, L> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
+impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F, C, L> {
     /// Encoded indices (index + 1) must fit a slot's 30 link bits.
     const CAPACITY_FITS: () = assert!(
         N <= Marks::LINK as usize,
@@ -327,7 +359,10 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
 
     /// Tracks a lifecycle; hands it back if the table is full.
     #[allow(clippy::result_large_err, reason = "the caller gets its value back")]
-    pub fn insert(&mut self, lifecycle: Lifecycle<F, C>) -> Result<Id, TableFull<Lifecycle<F, C>>> {
+    pub fn insert(
+        &mut self,
+        lifecycle: Lifecycle<F, C, L>,
+    ) -> Result<Id, TableFull<Lifecycle<F, C, L>>> {
         let freed = decode(self.free_head);
         let index = match freed {
             Some(index) => index,
@@ -355,7 +390,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
 
     /// Stops tracking an object and hands back its lifecycle. Its slot is
     /// reused later under a new generation, so `id` stays dead.
-    pub fn remove(&mut self, id: Id) -> Option<Lifecycle<F, C>> {
+    pub fn remove(&mut self, id: Id) -> Option<Lifecycle<F, C, L>> {
         self.get(id)?;
         self.heap_remove(id.index);
         self.ready_remove(id.index);
@@ -369,8 +404,21 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         Some(lifecycle)
     }
 
+    /// Removes the object if it is [finished](Lifecycle::is_finished) and
+    /// hands its lifecycle back; otherwise leaves it. This, not
+    /// [`remove`](Self::remove) on [`Action::Remove`], is how a caller that
+    /// keeps no other copy of its objects frees their slots: after a force
+    /// delete the record is removed while the kill still has to run (D4).
+    pub fn remove_finished(&mut self, id: Id) -> Option<Lifecycle<F, C, L>> {
+        if self.get(id)?.is_finished() {
+            self.remove(id)
+        } else {
+            None
+        }
+    }
+
     /// The object's lifecycle, to read.
-    pub fn get(&self, id: Id) -> Option<&Lifecycle<F, C>> {
+    pub fn get(&self, id: Id) -> Option<&Lifecycle<F, C, L>> {
         let slot = self.slots.get(id.index as usize)?;
         if slot.generation != id.generation {
             return None;
@@ -379,7 +427,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
     }
 
     /// Every object, in slot order.
-    pub fn iter(&self) -> impl Iterator<Item = (Id, &Lifecycle<F, C>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (Id, &Lifecycle<F, C, L>)> {
         self.slots.iter().zip(0u32..).filter_map(|(slot, index)| {
             let lifecycle = slot.object()?;
             let id = Id {
@@ -395,7 +443,7 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
     pub fn with<R>(
         &mut self,
         id: Id,
-        input: impl FnOnce(&mut Lifecycle<F, C>) -> R,
+        input: impl FnOnce(&mut Lifecycle<F, C, L>) -> R,
     ) -> Result<R, UnknownId> {
         let slot = self.slots.get_mut(id.index as usize).ok_or(UnknownId)?;
         if slot.generation != id.generation {
@@ -451,8 +499,9 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         &mut self,
         now: Now,
         id: Id,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, ContainerInputError> {
+        let container = container.into();
         Ok(self.with(id, |l| l.handle_pre_stop_finished(now, container))??)
     }
 
@@ -461,8 +510,9 @@ impl<const N: usize, const F: usize, const C: usize> Table<N, F, C> {
         &mut self,
         now: Now,
         id: Id,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, ContainerInputError> {
+        let container = container.into();
         Ok(self.with(id, |l| l.handle_container_exited(now, container))??)
     }
 

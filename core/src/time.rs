@@ -7,7 +7,9 @@
 use core::fmt;
 
 /// The latest instant RFC 3339 can write, 9999-12-31T23:59:59Z, in unix
-/// seconds. Deletion timestamps saturate here (D2).
+/// seconds. Deletion timestamps saturate here ([D2]).
+///
+/// [D2]: crate::rules#d2
 pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 
 /// A point on the agent's monotonic clock, in milliseconds since an epoch of
@@ -104,10 +106,12 @@ impl Duration {
     }
 
     /// Whole seconds in the span, the fraction cut off (kubelet's
-    /// `int64(elapsed.Seconds())`, R61).
+    /// `int64(elapsed.Seconds())`, [R61]).
+    ///
+    /// [R61]: crate::rules#r61
     #[inline]
     pub const fn whole_seconds(self) -> u64 {
-        self.0 / 1000
+        div_1000(self.0)
     }
 
     /// `self + other`, stopping at [`Duration::MAX`].
@@ -179,10 +183,22 @@ impl WallTime {
     }
 
     /// The whole second this instant falls in, as the API would store it
-    /// (floor, R48).
+    /// (floor, [R48]).
+    ///
+    /// [R48]: crate::rules#r48
     #[inline]
     pub const fn floor_to_timestamp(self) -> Timestamp {
-        Timestamp(self.0.div_euclid(1000))
+        // Floor division by 1000 as `div_euclid(1000)`, through `div_1000`
+        // on 32-bit targets: for a negative `x`, `!x` is `-x - 1 >= 0` and
+        // the floor of `x / 1000` is `!(!x / 1000)`.
+        let seconds = if cfg!(target_pointer_width = "64") {
+            self.0.div_euclid(1000)
+        } else if self.0 >= 0 {
+            div_1000(self.0 as u64) as i64
+        } else {
+            !(div_1000((!self.0) as u64) as i64)
+        };
+        Timestamp(seconds)
     }
 
     #[inline]
@@ -267,30 +283,221 @@ pub(crate) fn saturate_timestamp(seconds_wide: i128, floor: Timestamp) -> Timest
     }
 }
 
+/// `x / 1000`. On 32-bit targets (Cortex-M) a 64-bit division is a call
+/// into about 1 KiB of compiler builtins, most of a small firmware's
+/// arithmetic; the multiply-and-shift that compilers emit for 64-bit targets
+/// does it with four 32-bit multiplications. On 64-bit targets the compiler
+/// does that by itself.
+#[inline]
+const fn div_1000(x: u64) -> u64 {
+    if cfg!(target_pointer_width = "64") {
+        x / 1000
+    } else {
+        div_1000_by_multiply(x)
+    }
+}
+
+/// `x / 1000` for every `u64`, exactly: the high 64 bits of
+/// `(x >> 3) * ceil(2^68 / 125)`, shifted right by 4.
+#[inline]
+const fn div_1000_by_multiply(x: u64) -> u64 {
+    const MAGIC: u64 = 0x20C4_9BA5_E353_F7CF;
+    mul_high(x >> 3, MAGIC) >> 4
+}
+
+/// The high 64 bits of the 128-bit product `a * b`, from 32-bit halves.
+/// Nothing wraps: each partial product is below 2^64 - 2^33 + 2, and the
+/// middle sum below 2^64.
+#[inline]
+const fn mul_high(a: u64, b: u64) -> u64 {
+    const LOW: u64 = 0xFFFF_FFFF;
+    let (a_lo, a_hi) = (a & LOW, a >> 32);
+    let (b_lo, b_hi) = (b & LOW, b >> 32);
+    let lo_lo = a_lo.wrapping_mul(b_lo);
+    let hi_lo = a_hi.wrapping_mul(b_lo);
+    let lo_hi = a_lo.wrapping_mul(b_hi);
+    let hi_hi = a_hi.wrapping_mul(b_hi);
+    let middle = (lo_lo >> 32).wrapping_add(hi_lo & LOW).wrapping_add(lo_hi);
+    hi_hi.wrapping_add(hi_lo >> 32).wrapping_add(middle >> 32)
+}
+
+impl Instant {
+    /// Time elapsed from `earlier` to `self`, or `None` if `earlier` is
+    /// later.
+    #[inline]
+    pub const fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
+        match self.0.checked_sub(earlier.0) {
+            Some(ms) => Some(Duration(ms)),
+            None => None,
+        }
+    }
+
+    /// `self - d`, or `None` before the epoch.
+    #[inline]
+    pub const fn checked_sub(self, d: Duration) -> Option<Instant> {
+        match self.0.checked_sub(d.0) {
+            Some(ms) => Some(Instant(ms)),
+            None => None,
+        }
+    }
+
+    /// `self - d`, stopping at [`Instant::ZERO`].
+    #[inline]
+    pub const fn saturating_sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(d.0))
+    }
+}
+
+impl Duration {
+    /// A span of `seconds` whole seconds, saturating at [`Duration::MAX`].
+    #[inline]
+    pub const fn from_secs(seconds: u64) -> Self {
+        Duration(seconds.saturating_mul(1000))
+    }
+
+    /// `self - other`, stopping at [`Duration::ZERO`].
+    #[inline]
+    pub const fn saturating_sub(self, other: Duration) -> Duration {
+        Duration(self.0.saturating_sub(other.0))
+    }
+
+    /// `self + other`, or `None` past [`Duration::MAX`].
+    #[inline]
+    pub const fn checked_add(self, other: Duration) -> Option<Duration> {
+        match self.0.checked_add(other.0) {
+            Some(ms) => Some(Duration(ms)),
+            None => None,
+        }
+    }
+}
+
+/// Saturating, like [`Instant::saturating_add`]: never panics, never wraps
+/// (D2); past the end of time it is [`Instant::MAX`].
+impl core::ops::Add<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+/// Saturating, like [`Instant::saturating_add`].
+impl core::ops::AddAssign<Duration> for Instant {
+    #[inline]
+    fn add_assign(&mut self, d: Duration) {
+        *self = self.saturating_add(d);
+    }
+}
+
+/// Saturating, like [`Instant::saturating_sub`]: before the epoch it is
+/// [`Instant::ZERO`].
+impl core::ops::Sub<Duration> for Instant {
+    type Output = Instant;
+    #[inline]
+    fn sub(self, d: Duration) -> Instant {
+        self.saturating_sub(d)
+    }
+}
+
+/// The time from `earlier` to `self`, saturating like
+/// [`Instant::saturating_duration_since`]: zero if `earlier` is later.
+impl core::ops::Sub<Instant> for Instant {
+    type Output = Duration;
+    #[inline]
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// Saturating, like [`Duration::saturating_add`].
+impl core::ops::Add for Duration {
+    type Output = Duration;
+    #[inline]
+    fn add(self, other: Duration) -> Duration {
+        self.saturating_add(other)
+    }
+}
+
+/// Saturating, like [`Duration::saturating_sub`].
+impl core::ops::Sub for Duration {
+    type Output = Duration;
+    #[inline]
+    fn sub(self, other: Duration) -> Duration {
+        self.saturating_sub(other)
+    }
+}
+
+/// Whole milliseconds, the fraction cut off; a span longer than
+/// [`Duration::MAX`] saturates.
+impl From<core::time::Duration> for Duration {
+    fn from(d: core::time::Duration) -> Self {
+        Duration(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    }
+}
+
+impl From<Duration> for core::time::Duration {
+    fn from(d: Duration) -> Self {
+        core::time::Duration::from_millis(d.0)
+    }
+}
+
+impl Now {
+    /// A simulation's single clock at a monotonic instant: the wall clock
+    /// reads the same milliseconds as unix time (saturating at `i64::MAX`).
+    /// The counterpart of [`Now::from_unix_millis`] for the `u64` of
+    /// [`Instant::as_millis`].
+    ///
+    /// ```
+    /// use grace_core::{Duration, Instant, Now};
+    ///
+    /// let deadline = Instant::from_millis(5_000) + Duration::from_secs(2);
+    /// let now = Now::at(deadline);
+    /// assert_eq!(now.mono, deadline);
+    /// assert_eq!(now, Now::from_unix_millis(7_000));
+    /// ```
+    #[inline]
+    pub const fn at(mono: Instant) -> Self {
+        let wall = if mono.0 > i64::MAX as u64 {
+            i64::MAX
+        } else {
+            // At most i64::MAX here: lossless.
+            mono.0 as i64
+        };
+        Now {
+            wall: WallTime(wall),
+            mono,
+        }
+    }
+}
+
 #[cfg(feature = "embassy-time")]
 mod embassy {
     //! Conversions through milliseconds keep the core independent of the
     //! application's `tick-hz-*` choice.
     use super::{Duration, Instant};
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Instant> for Instant {
         fn from(i: embassy_time::Instant) -> Self {
             Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Instant> for embassy_time::Instant {
         fn from(i: Instant) -> Self {
             embassy_time::Instant::from_millis(i.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<embassy_time::Duration> for Duration {
         fn from(d: embassy_time::Duration) -> Self {
             Duration::from_millis(d.as_millis())
         }
     }
 
+    #[cfg_attr(docsrs, doc(cfg(feature = "embassy-time")))]
     impl From<Duration> for embassy_time::Duration {
         fn from(d: Duration) -> Self {
             embassy_time::Duration::from_millis(d.as_millis())
@@ -374,6 +581,68 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn division_by_1000_by_multiply_is_exact() {
+        let mut edges = [0, 1, 999, 1000, 1001, 7999, 8000, u64::MAX, u64::MAX - 999]
+            .into_iter()
+            .chain((0..64).map(|b| 1u64 << b))
+            .chain((0..64).map(|b| (1u64 << b).wrapping_sub(1)))
+            .collect::<heapless::Vec<u64, 160>>();
+        // A deterministic spread of values (xorshift).
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            assert_eq!(div_1000_by_multiply(x), x / 1000, "{x}");
+            assert_eq!(div_1000_by_multiply(x >> 20), (x >> 20) / 1000);
+        }
+        for x in edges.iter_mut() {
+            assert_eq!(div_1000_by_multiply(*x), *x / 1000, "{x}");
+        }
+    }
+
+    #[test]
+    fn r48_floor_division_through_the_complement_matches_div_euclid() {
+        // The 32-bit targets' form of `floor_to_timestamp`.
+        let floor = |x: i64| {
+            if x >= 0 {
+                div_1000_by_multiply(x as u64) as i64
+            } else {
+                !(div_1000_by_multiply((!x) as u64) as i64)
+            }
+        };
+        let edges = [0, 1, 999, 1000, -1, -999, -1000, -1001, i64::MIN, i64::MAX];
+        for ms in edges.into_iter().chain((-5_000..5_000).map(|x| x * 7)) {
+            assert_eq!(floor(ms), ms.div_euclid(1000), "{ms}");
+            let timestamp = WallTime::from_unix_millis(ms).floor_to_timestamp();
+            assert_eq!(timestamp.as_unix_seconds(), ms.div_euclid(1000), "{ms}");
+        }
+    }
+
+    #[test]
+    fn d2_operators_saturate_and_convert_with_core_durations() {
+        let t = Instant::from_millis(1_000);
+        assert_eq!(t + Duration::from_secs(2), Instant::from_millis(3_000));
+        assert_eq!(Instant::MAX + Duration::from_secs(1), Instant::MAX);
+        assert_eq!(t - Duration::from_secs(5), Instant::ZERO);
+        assert_eq!(
+            Instant::from_millis(3_500) - t,
+            Duration::from_millis(2_500)
+        );
+        assert_eq!(t - Instant::from_millis(3_500), Duration::ZERO);
+        assert_eq!(Duration::from_secs(u64::MAX), Duration::MAX);
+        assert_eq!(Duration::MAX + Duration::from_millis(1), Duration::MAX);
+        let std = core::time::Duration::from_micros(2_500_999);
+        assert_eq!(Duration::from(std), Duration::from_millis(2_500));
+        assert_eq!(
+            core::time::Duration::from(Duration::from_secs(3)),
+            core::time::Duration::from_secs(3)
+        );
+        assert_eq!(Duration::from(core::time::Duration::MAX), Duration::MAX);
+        assert_eq!(Now::at(Instant::MAX).wall.as_unix_millis(), i64::MAX);
     }
 
     #[cfg(feature = "embassy-time")]

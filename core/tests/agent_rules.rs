@@ -1,4 +1,4 @@
-//! Agent-level rules of SEMANTICS.md, one test (or more) per rule, each
+//! Agent-level rules of core/RULES.md, one test (or more) per rule, each
 //! driven through [`Lifecycle`]: the effective grace (R50–R58), the
 //! per-container kill sequence (R59–R66), sidecar ordering (R69–R72),
 //! kubelet-initiated kills and the final delete (R73–R75), node loss and
@@ -1036,6 +1036,75 @@ fn d4_force_delete_is_flagged_and_the_workload_still_stopped() {
     exited(&mut p, 2_400, 0);
     assert_eq!(drain(&mut p), [gone(0)]);
     assert_eq!(p.phase(), Phase::Deleted);
+}
+
+#[test]
+fn d4_force_deleted_pod_is_not_finished_until_its_kill_ends() {
+    let mut p = pod(&[APP]);
+    assert!(delete(&mut p, 0, Some(0)).force);
+    assert_eq!(drain(&mut p), [ENDPOINTS, FORCE_REMOVE]);
+    // The case that looked finished: removed, nothing owed, no deadline,
+    // yet the agent has not seen the removal and the process runs.
+    assert_eq!(p.phase(), Phase::Deleted);
+    assert!(!p.has_action());
+    assert_eq!(next(&p), None);
+    assert!(!p.is_finished(), "the kill has not even started");
+    // The agent's sync starts it (G = 1: SIGTERM now, SIGKILL 2 s later).
+    sync(&mut p, 300);
+    assert!(!p.is_finished());
+    assert_eq!(drain(&mut p), [term(0)]);
+    assert!(!p.is_finished(), "SIGKILL is still due");
+    assert_eq!(advance(&mut p), (2_300, vec![kill(0)]));
+    assert!(!p.is_finished(), "the process has not exited yet");
+    exited(&mut p, 2_400, 0);
+    assert!(!p.is_finished(), "ContainerStopped is still owed");
+    assert_eq!(drain(&mut p), [gone(0)]);
+    assert!(p.is_finished());
+    assert_eq!(next(&p), None);
+    // Nothing more comes of it.
+    assert_eq!(p.handle_agent_sync(at(5_000)), Handled::Applied);
+    assert_eq!(drain(&mut p), []);
+    assert!(p.is_finished());
+}
+
+#[test]
+fn d4_graceful_delete_is_finished_once_the_removal_is_handed_out() {
+    let (mut p, _) = killing(&[APP], Some(5));
+    exited(&mut p, 1_000, 0);
+    assert_eq!(p.phase(), Phase::Deleted);
+    assert!(!p.is_finished(), "Remove is still owed");
+    assert_eq!(drain(&mut p), [gone(0), REMOVE]);
+    assert!(p.is_finished());
+}
+
+#[test]
+fn d4_nothing_to_stop_is_finished_with_the_removal() {
+    // Unscheduled (R19): no agent, nothing runs.
+    let mut r = record();
+    r.scheduled = false;
+    let mut p = pod_from(r, &[APP]);
+    let _ = delete(&mut p, 0, Some(0));
+    assert_eq!(drain(&mut p), [REMOVE]);
+    assert!(p.is_finished());
+    // A record held by a finalizer is never finished, whatever runs.
+    let mut p = pod_from(record_with_finalizer(), &[EXITED]);
+    let _ = delete(&mut p, 0, Some(0));
+    let _ = drain(&mut p);
+    assert!(p.is_stored());
+    assert!(!p.is_finished());
+}
+
+#[test]
+fn d4_lost_agent_keeps_a_force_deleted_pod_unfinished_until_fenced() {
+    let (mut p, _) = killing(&[APP], None);
+    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert!(delete(&mut p, 2_000, Some(0)).force);
+    assert_eq!(drain(&mut p), [FORCE_REMOVE]);
+    assert!(!p.is_finished(), "the lost agent may still be stopping it");
+    // D7: proof that the node is gone; nothing runs any more.
+    assert_eq!(p.handle_node_fenced(at(3_000)), Handled::Applied);
+    let _ = drain(&mut p);
+    assert!(p.is_finished());
 }
 
 #[test]

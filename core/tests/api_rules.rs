@@ -1,4 +1,4 @@
-//! API-level rules R1–R48 of SEMANTICS.md, plus the API side of D2
+//! API-level rules R1–R48 of core/RULES.md, plus the API side of D2
 //! (R89/R90, no overflow) and D4 (force delete is visible).
 //!
 //! R23 (`CheckGracefulDelete` with nil options) has no test: it is
@@ -6,7 +6,7 @@
 //! options are never absent (D3).
 //!
 //! Each test is named after the rule it checks. Concrete cases follow the
-//! Kubernetes tests cited in SEMANTICS.md (`TestBeforeDelete`,
+//! Kubernetes tests cited in core/RULES.md (`TestBeforeDelete`,
 //! `TestCheckGracefulDelete`, `TestMarkAsDeleting`,
 //! `TestDeletionFinalizersForGarbageCollection`, the `resttest` cases).
 

@@ -146,9 +146,9 @@ mod serde_feature {
 
     #[test]
     fn a_name_beyond_capacity_is_a_deserialization_error() {
-        let long = format!("\"{}\"", "x".repeat(64));
+        let long = format!("\"{}\"", "x".repeat(grace_core::NAME_CAPACITY + 1));
         assert!(serde_json::from_str::<Name>(&long).is_err());
-        let fits = format!("\"{}\"", "x".repeat(63));
+        let fits = format!("\"{}\"", "x".repeat(grace_core::NAME_CAPACITY));
         assert!(serde_json::from_str::<Name>(&fits).is_ok());
     }
 

@@ -1,5 +1,5 @@
-//! Property tests of the invariants in DESIGN.md ("Invariants") and the
-//! rules of SEMANTICS.md they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
+//! Property tests of the invariants (core/RULES.md, "Invariants") and the
+//! rules they rest on (R16, R50–R55, R62–R64, D2, D4, D5, D7).
 //!
 //! Each property drives one [`Lifecycle`] with a random sequence of inputs —
 //! delete requests with any grace (none, negative, zero, small, huge,
@@ -568,7 +568,7 @@ fn after_seconds(ms: u64, seconds: i64) -> u64 {
     ms.saturating_add(seconds.saturating_mul(1000))
 }
 
-/// SEMANTICS.md 3.1 (`calculateEffectiveGracePeriod`, R50–R54), written out
+/// The kubelet's budget of core/RULES.md (`calculateEffectiveGracePeriod`, R50–R54), written out
 /// from the rule text: the budget the agent must hold after one more look.
 fn kubelet_grace(
     remembered: i64,
@@ -689,7 +689,7 @@ impl Invariant for StoredGraceNeverGrows {
 
 /// R50–R54: the agent's budget never grows once the kill started, is at
 /// least 1 s, changes only when the agent looks (sync) or is overridden
-/// (evict), and is then the value SEMANTICS.md 3.1 gives.
+/// (evict), and is then the value the kubelet's budget (R50–R54) gives.
 #[derive(Default)]
 struct AgentBudgetNeverGrows {
     evicted: bool,
@@ -791,6 +791,7 @@ impl Invariant for DeletedIsTerminal {
                             ));
                         }
                     }
+                    other => return Err(format!("an action the checker does not know: {other:?}")),
                 }
             }
             match s.reply {
@@ -911,6 +912,7 @@ impl Invariant for SigkillNeverEarly {
                 | Action::RunPreStop { .. }
                 | Action::ContainerStopped { .. }
                 | Action::Remove { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         // The deadline as scheduled already respects both floors.
@@ -1046,6 +1048,7 @@ impl Invariant for RemovalWhileRunningIsForced {
                 | Action::RunPreStop { .. }
                 | Action::SendStopSignal { .. }
                 | Action::SendKill { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         match s.reply {
@@ -1126,6 +1129,40 @@ impl Invariant for RefusalsChangeNothing {
     }
 }
 
+/// A finished lifecycle (D4: removed, nothing owed, nothing left running)
+/// stays finished: no later input yields an action or a deadline, so a
+/// caller that forgets it at that point drops nothing.
+struct FinishedIsFinal {
+    finished: bool,
+}
+
+impl Invariant for FinishedIsFinal {
+    fn start(_: &Setup) -> Self {
+        FinishedIsFinal { finished: false }
+    }
+
+    fn check(&mut self, s: &Step<'_>) -> Result<(), String> {
+        if self.finished {
+            if !s.actions.is_empty() {
+                return Err("a finished lifecycle handed out actions".into());
+            }
+            if !s.after.is_finished() {
+                return Err("a finished lifecycle is no longer finished".into());
+            }
+        }
+        if s.after.is_finished() {
+            if let Some(deadline) = s.after.poll_timeout() {
+                return Err(format!("finished, yet a deadline at {deadline:?}"));
+            }
+            if s.after.phase() != Phase::Deleted || s.after.has_action() {
+                return Err("finished, yet stored or owing an action".into());
+            }
+        }
+        self.finished = s.after.is_finished();
+        Ok(())
+    }
+}
+
 /// Invariant 6: only the harness's own checks (no panic, `poll_action` runs dry).
 struct NoPanic;
 
@@ -1184,6 +1221,11 @@ proptest! {
     #[test]
     fn invariant_refusals_dry_runs_and_early_timeouts_change_nothing((setup, events) in scenario()) {
         run::<RefusalsChangeNothing>(&setup, &events)?;
+    }
+
+    #[test]
+    fn d4_invariant_finished_is_final((setup, events) in scenario()) {
+        run::<FinishedIsFinal>(&setup, &events)?;
     }
 
     #[test]

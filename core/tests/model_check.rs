@@ -23,7 +23,7 @@
 //! accessors and the world; equality is exact, so a hash collision never
 //! merges two states. Every `poll_action` output is drained after each step.
 //!
-//! Every transition is checked against DESIGN.md's invariants (see
+//! Every transition is checked against the invariants of core/RULES.md (see
 //! [`Check`]); from every reachable state a deterministic fair completion
 //! (finalizers removed, the agent connected and syncing, deadlines handled
 //! when due, pre-stop hooks that hang, processes that ignore SIGTERM and die
@@ -826,6 +826,12 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
                 removal = Some(force);
                 w.removed = Some(force);
             }
+            _ => {
+                return fail(
+                    Check::KillSequence,
+                    format!("an action the checker does not know: {action:?}"),
+                );
+            }
         }
     }
     let removed_now = b.is_stored() && !a.is_stored();
@@ -1204,6 +1210,7 @@ fn events(s: &State, bounds: &Bounds, out: &mut Vec<Event>) {
                 out.push(Event::ContainerExited(i));
             }
             Stage::Running | Stage::Stopped => {}
+            _ => {}
         }
     }
     out.push(Event::HandleTimeout);
@@ -1456,7 +1463,7 @@ fn model_check_lifecycle_exhaustively() {
 ///      agent sync, time passes  → nothing: never Deleted
 /// ```
 ///
-/// It was found by this check (SEMANTICS.md R75: once the pod is terminal
+/// It was found by this check (R75: once the pod is terminal
 /// and its deletion timestamp is set, the agent deletes it) and is fixed;
 /// `r75_eviction_before_the_first_sync_still_ends_in_the_final_delete` in
 /// `agent_rules.rs` keeps it fixed.

@@ -9,7 +9,10 @@
 
 use core::mem::size_of;
 
-use grace_core::{Action, Container, Lifecycle, Name, Record, Table};
+use grace_core::{
+    Action, Container, InlineName, Lifecycle, NAME_CAPACITY, Name, Record, SMALL_NAME_CAPACITY,
+    Table,
+};
 
 /// Timing state of one object with `C` containers.
 fn timing_state<const C: usize>() -> usize {
@@ -49,8 +52,17 @@ fn a_table_tracks_a_one_container_object_in_at_most_64_bytes() {
 }
 
 #[test]
-fn names_are_inline_and_64_bytes() {
-    assert_eq!(size_of::<Name>(), 64);
+fn names_are_inline_their_capacity_and_a_two_byte_length() {
+    // Every Kubernetes-legal name by default; 64 bytes for short ones.
+    assert_eq!(size_of::<Name>(), NAME_CAPACITY + 2);
+    assert_eq!(size_of::<InlineName<SMALL_NAME_CAPACITY>>(), 64);
+}
+
+#[test]
+fn a_small_name_configuration_keeps_its_records_small() {
+    // A record with room for one finalizer: uid and finalizer inline.
+    assert!(size_of::<Record<1, SMALL_NAME_CAPACITY>>() <= 2 * 64 + 80);
+    assert!(size_of::<Record<1>>() <= 2 * (NAME_CAPACITY + 2) + 88);
 }
 
 // One 64-bit word, so that `poll_action` returns it in a register and a

@@ -405,3 +405,48 @@ fn handle_timeout_at_the_end_of_time_leaves_nothing_due() {
         table.poll_timeout()
     );
 }
+
+#[test]
+fn d4_remove_finished_keeps_a_force_deleted_kill_until_it_ends() {
+    let mut table: Table<2, F, C> = Table::new();
+    // One plain container (seed 1 << 5: no hook, no finalizer, grace 4).
+    let id = table.insert(pod(1 << 5)).expect("room");
+    let start = now_at(0);
+    let response = table
+        .handle_delete(start, id, &DeleteOptions::with_grace(0))
+        .expect("accepted");
+    assert!(response.force);
+    let mut actions = Vec::new();
+    while let Some((_, action)) = table.poll_action() {
+        actions.push(action);
+    }
+    assert_eq!(
+        actions,
+        [Action::RemoveEndpoints, Action::Remove { force: true }]
+    );
+    // Removing on `Remove` would drop the kill: `remove_finished` does not.
+    assert!(table.remove_finished(id).is_none());
+    assert!(table.get(id).is_some());
+    let _ = table.handle_agent_sync(now_at(100), id).expect("known");
+    assert_eq!(
+        table.poll_action(),
+        Some((id, Action::SendStopSignal { container: 0 }))
+    );
+    assert!(table.remove_finished(id).is_none(), "SIGKILL is due");
+    table.handle_timeout(now_at(2_100));
+    assert_eq!(
+        table.poll_action(),
+        Some((id, Action::SendKill { container: 0 }))
+    );
+    let _ = table
+        .handle_container_exited(now_at(2_150), id, 0)
+        .expect("known");
+    assert!(table.remove_finished(id).is_none(), "an action is owed");
+    assert_eq!(
+        table.poll_action(),
+        Some((id, Action::ContainerStopped { container: 0 }))
+    );
+    let finished = table.remove_finished(id).expect("finished now");
+    assert!(finished.is_finished());
+    assert!(table.is_empty());
+}

@@ -1,4 +1,4 @@
-//! The five worked timelines of SEMANTICS.md §7, each driven end to end
+//! The five worked timelines of core/RULES.md ("Worked timelines"), each driven end to end
 //! through [`Lifecycle`]: every action at its exact millisecond, the record
 //! (deletion timestamp, deletion grace, generation) after each step, and
 //! the phases Live → GracefulPending → Terminating → Deleted.

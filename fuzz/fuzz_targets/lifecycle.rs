@@ -1,5 +1,5 @@
-//! One object, any sequence of inputs and time jumps; DESIGN.md's
-//! invariants after every step. See `grace_fuzz::lifecycle`.
+//! One object, any sequence of inputs and time jumps; the
+//! invariants of core/RULES.md checked after every step. See `grace_fuzz::lifecycle`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 

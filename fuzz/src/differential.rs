@@ -28,6 +28,10 @@ pub struct Input {
 
 /// A delete request: structured (mostly) or raw `DeleteOptions`.
 #[derive(Arbitrary, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum DeleteInput {
     Structured(DeleteSpec),
     Raw(DeleteOptions),
@@ -177,6 +181,7 @@ pub fn compare_delete(record: &Record<F>, strategy: &Strategy, opts: &DeleteOpti
                 DeleteOutcome::Graceful => model::Outcome::Graceful,
                 DeleteOutcome::Pending => model::Outcome::Pending,
                 DeleteOutcome::Deleted => model::Outcome::Deleted,
+                other => panic!("unknown to the checker: {other:?}"),
             };
             let got = model::Decision {
                 outcome,
@@ -340,6 +345,7 @@ pub fn compare_kill(k: &KubeletInput) {
                 }
                 Action::ContainerStopped { .. } => exits = None,
                 Action::RemoveEndpoints | Action::Remove { .. } => {}
+                other => panic!("unknown to the checker: {other:?}"),
             }
         }
         let deadline = pod.poll_timeout().map(Instant::as_millis);
@@ -369,7 +375,7 @@ pub fn compare_kill(k: &KubeletInput) {
     );
     if got != expected {
         panic!(
-            "kill of one container differs from SEMANTICS.md 3.2: {k:?} (G0 = {g0})\n  core (hook budget, stop signal, SIGKILL):      {got:?}\n  reference: {expected:?}"
+            "kill of one container differs from the budget in one line of RULES.md (R58–R66): {k:?} (G0 = {g0})\n  core (hook budget, stop signal, SIGKILL):      {got:?}\n  reference: {expected:?}"
         );
     }
 }

@@ -194,6 +194,10 @@ pub fn name(s: &str) -> Name {
 
 /// A finalizer to remove: one the record has (by position), or any name.
 #[derive(Arbitrary, Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum FinalizerSel {
     /// The record's finalizer at this position (modulo the count).
     Existing(u8),

@@ -8,6 +8,7 @@ pub mod input;
 pub mod lifecycle;
 pub mod math;
 pub mod reference;
+pub mod request;
 pub mod store_recovery;
 pub mod table;
 

@@ -1,5 +1,5 @@
 //! The `lifecycle` target: one object, any sequence of inputs and time
-//! jumps, and DESIGN.md's invariants checked after every step.
+//! jumps, and the invariants of core/RULES.md checked after every step.
 //!
 //! Every action is drained after every step, so an action is "emitted" at
 //! the time of the step that produced it. The checker keeps what it needs
@@ -326,6 +326,7 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::GracefulPending => 1,
         Phase::Terminating => 2,
         Phase::Deleted => 3,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -366,6 +367,7 @@ impl Checker {
         self.sigkill_never_early(s)?;
         self.finalizers_block_removal(s)?;
         self.removal_while_running_is_forced(s)?;
+        self.finished_is_final(s)?;
         self.refusals_change_nothing(s)?;
         self.timeouts_make_progress(s)?;
         Ok(())
@@ -444,7 +446,7 @@ impl Checker {
 
     /// R50–R55: the agent's budget never grows once the kill started, is at
     /// least 1 s while killing, changes only when the agent looks (sync) or
-    /// is overridden (evict), and is then SEMANTICS.md 3.1's value.
+    /// is overridden (evict), and is then the kubelet's budget (R50–R55).
     fn agent_budget(&mut self, s: &Step<'_>) -> Result<(), String> {
         let previous = s.before.agent().remembered_grace;
         let next = s.after.agent().remembered_grace;
@@ -488,7 +490,7 @@ impl Checker {
         };
         match expected {
             Some(e) if next != e => Err(format!(
-                "R51–R54: agent budget {next}, SEMANTICS.md 3.1 gives {e}"
+                "R51–R54: agent budget {next}, the kubelet's budget gives {e}"
             )),
             None if next != previous => Err(format!(
                 "the agent's budget changed without a sync or an override: {previous} -> {next}"
@@ -523,6 +525,7 @@ impl Checker {
                             ));
                         }
                     }
+                    other => return Err(format!("an action the checker does not know: {other:?}")),
                 }
             }
             match s.reply {
@@ -683,6 +686,7 @@ impl Checker {
                     self.endpoints_removed = true;
                 }
                 Action::Remove { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         for (i, c) in s.after.containers().iter().enumerate() {
@@ -800,6 +804,7 @@ impl Checker {
                 | Action::RunPreStop { .. }
                 | Action::SendStopSignal { .. }
                 | Action::SendKill { .. } => {}
+                other => return Err(format!("an action the checker does not know: {other:?}")),
             }
         }
         match s.reply {
@@ -875,6 +880,31 @@ impl Checker {
 
     /// After `handle_timeout(now)` no deadline is left at or before `now`
     /// (except at the very end of time, where deadlines saturate to `now`).
+    /// D4: a lifecycle is finished only when nothing of it may run (by
+    /// the `ContainerStopped` outputs seen), and once finished no input
+    /// yields an action or a deadline: forgetting it drops nothing.
+    fn finished_is_final(&mut self, s: &Step<'_>) -> Result<(), String> {
+        if s.before.is_finished() && (!s.actions.is_empty() || !s.after.is_finished()) {
+            return Err(format!(
+                "D4: a finished lifecycle moved on: actions {:?}, finished {}",
+                s.actions,
+                s.after.is_finished()
+            ));
+        }
+        if s.after.is_finished() {
+            if self.may_run() {
+                return Err("D4: finished while a container may still run".into());
+            }
+            if let Some(t) = s.after.poll_timeout() {
+                return Err(format!(
+                    "D4: finished with a deadline at {} ms",
+                    t.as_millis()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn timeouts_make_progress(&mut self, s: &Step<'_>) -> Result<(), String> {
         if s.timeout_before.is_none() {
             return Ok(());

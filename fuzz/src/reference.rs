@@ -1,4 +1,4 @@
-//! The reference model: SEMANTICS.md's API-level rules (R4–R39, R45, R46)
+//! The reference model: the API-level rules of core/RULES.md (R4–R39, R45, R46)
 //! and the kubelet's budget (R50–R55) and per-container arithmetic (§3.2,
 //! "Time budget summary"), restated as plainly as possible.
 //!
@@ -10,7 +10,7 @@
 //! decision has); every value in it is computed here.
 //!
 //! Where the contract leaves a choice to grace, the choice modelled is the
-//! one DESIGN.md / SEMANTICS.md "Decisions" name, written out here:
+//! one the decisions (D1–D8) name, written out here:
 //!
 //! - D2: a deletion timestamp saturates at 9999-12-31T23:59:59Z
 //!   ([`MAX_TS`]). When the API clock itself is past that second, the
@@ -447,7 +447,7 @@ pub fn update(
     Ok((next, write, remove))
 }
 
-/// SEMANTICS.md 3.1 (`calculateEffectiveGracePeriod`, R50–R55): the budget
+/// The kubelet's budget (`calculateEffectiveGracePeriod`, R50–R55): the budget
 /// and whether it counts as shortened. R50 (never grows once started) is
 /// applied on top of the Go code, which alone would let an override after a
 /// deletion grace of 0 grow the budget.
@@ -487,8 +487,8 @@ pub fn effective_grace(
     (g, remembered != 0 && remembered != g) // R55
 }
 
-/// One container's kill without sidecars (SEMANTICS.md 3.2, "Time budget
-/// summary"), in milliseconds on the agent's clock, which ends at
+/// One container's kill without sidecars (core/RULES.md, "The budget
+/// in one line"), in milliseconds on the agent's clock, which ends at
 /// `u64::MAX` (D2: deadlines saturate there).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KillTimes {
@@ -539,7 +539,7 @@ pub fn kill_times(
 
 #[cfg(test)]
 mod tests {
-    //! The reference model against the numbers SEMANTICS.md states.
+    //! The reference model against the numbers core/RULES.md states.
     use super::*;
 
     fn pod() -> Obj {

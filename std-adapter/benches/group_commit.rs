@@ -21,13 +21,12 @@ const OBJECTS: usize = 256;
 
 fn object(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
-    let mut object = StoredObject::new(Record::new(uid));
-    object.node = Some("node-a".into());
+    let mut object = StoredObject::on_node(Record::new(uid), "node-a");
     object.containers = vec![StoredContainer {
         name: "app".into(),
         ..StoredContainer::default()
     }];
-    let mut record = object.meta.clone();
+    let mut record = object.record.clone();
     record.scheduled = true;
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use grace_core::{ContainerSpec, DeleteOptions, Name, Now, Record, Strategy};
 use grace_std::runtime::{KillRecord, ObjectLifecycle, ROUND};
 use grace_std::store::{
-    Preconditions, RedbStore, Revision, Store, StoredContainer, StoredObject, Write,
+    RedbStore, Revision, Store, StorePreconditions, StoredContainer, StoredObject, Write,
 };
 
 /// The writes of one object's deletion, in order.
@@ -199,24 +199,27 @@ struct Deletion {
 /// with one container, deleted with a 30 s grace, stopped by SIGTERM.
 fn deletion(run: &str, i: usize) -> Deletion {
     let uid = format!("uid-{run}-{i:06}");
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid.as_str()).expect("short")));
-    object.node = Some("node-a".into());
+    let mut object = StoredObject::on_node(
+        Record::new(Name::try_from(uid.as_str()).expect("short")),
+        "node-a",
+    );
     object.containers = vec![StoredContainer {
         name: "app".into(),
         pre_stop: None,
         sidecar: false,
         command: vec!["/bin/app".into(), "--port=8080".into()],
+        stop_signal: None,
     }];
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,
-        object.meta.clone(),
+        object.record.clone(),
         &[ContainerSpec::default()],
     )
     .expect("one container fits");
     let at = |s: i64| Now::from_unix_millis(1_700_000_000_000 + s * 1000);
     let snapshot = |lifecycle: &ObjectLifecycle| {
         let mut stage = object.clone();
-        stage.meta = lifecycle.record().clone();
+        stage.record = lifecycle.record().clone();
         let record = KillRecord {
             epoch: "boot:4b2c6a1e-0f1d-4a57-9d7e-5c3b2f1a0e9d".into(),
             lifecycle: lifecycle.clone(),
@@ -335,7 +338,7 @@ fn write(d: &Deletion, step: usize) -> Write {
         },
         _ => Write::Delete {
             name,
-            preconditions: Preconditions {
+            preconditions: StorePreconditions {
                 uid: Some(d.uid.clone()),
                 revision: None,
             },

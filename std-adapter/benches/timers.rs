@@ -147,8 +147,7 @@ impl Actuator for CountKills {
 
 fn pod(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
-    let mut object = StoredObject::new(Record::new(uid));
-    object.node = Some("node-a".into());
+    let mut object = StoredObject::on_node(Record::new(uid), "node-a");
     object.containers = vec![StoredContainer {
         name: "app".into(),
         ..StoredContainer::default()
@@ -180,9 +179,9 @@ fn grace(n: usize) -> Measured {
         let name = format!("p{i}");
         rt.create(&name, pod(i)).expect("created");
         let _ = rt
-            .delete(&name, &DeleteOptions::with_grace(grace_for(i)))
+            .handle_delete(&name, &DeleteOptions::with_grace(grace_for(i)))
             .expect("accepted");
-        let _ = rt.agent_sync(&name).expect("synced");
+        let _ = rt.handle_agent_sync(&name).expect("synced");
     }
     let bytes = live(&region);
     measure_drive(rt, &region, bytes as f64 / n as f64, n)
@@ -244,7 +243,7 @@ fn now_at(since_start: StdDuration) -> Now {
 
 /// The same lifecycle the runtime builds for `pod(i)`, deleted and synced.
 fn terminating(i: usize) -> ObjectLifecycle {
-    let mut record = pod(i).meta;
+    let mut record = pod(i).record;
     record.scheduled = true;
     let mut lifecycle: ObjectLifecycle =
         ObjectLifecycle::new(Strategy::POD, record, &[ContainerSpec::default()]).expect("fits");
@@ -292,10 +291,12 @@ impl Object {
     /// The stored object for the lifecycle as it is, with `agent`.
     fn stored(&self, agent: KillState) -> StoredObject {
         StoredObject {
-            meta: self.lifecycle.record().clone(),
+            record: self.lifecycle.record().clone(),
             strategy: Strategy::POD,
             node: self.node.clone(),
             containers: self.containers.clone(),
+            labels: Default::default(),
+            created: None,
             agent: Some(agent),
         }
     }
@@ -309,7 +310,7 @@ impl Object {
                 .expect("encodes");
         let object = match reuse {
             Some(mut object) => {
-                object.meta.clone_from(self.lifecycle.record());
+                object.record.clone_from(self.lifecycle.record());
                 object.agent = Some(state.clone());
                 object
             }

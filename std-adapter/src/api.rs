@@ -7,12 +7,19 @@
 //! it durable, and acts on it. The protocol is one JSON line per request
 //! and one per reply; a watch is answered with one line per change until
 //! the client hangs up.
+//!
+//! The serving side reads a request with [`read_request`], which stops at
+//! a limit ([`MAX_REQUEST_BYTES`] for the agent) instead of buffering
+//! whatever a client sends, and tells a line that is too long, malformed
+//! or too slow apart ([`BadRequest`]). Who may connect at all is the
+//! agent's business (its data directory is private and it checks each
+//! peer's credentials).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use grace_core::{DeleteOptions, DeleteOutcome, Record};
+use grace_core::{DeleteOptions, DeleteOutcome, Name, Preconditions, Propagation, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Event, FINALIZERS, StoredObject};
@@ -31,6 +38,10 @@ pub fn socket_path(data_dir: &Path) -> PathBuf {
 /// A request to the agent.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one request per socket round trip; a delete's options hold a uid of any Kubernetes length inline"
+)]
 pub enum Request {
     /// Store a new object (and start it, if it is bound to the agent's node).
     Apply {
@@ -39,11 +50,23 @@ pub enum Request {
         /// The object.
         object: Box<StoredObject>,
     },
+    /// Create the object, or update the one stored under `name` (kubectl's
+    /// apply): an update may change labels and finalizers (R45, R46) and
+    /// nothing of the spec. An empty uid is assigned on create and matches
+    /// any on update.
+    Put {
+        /// The name to store it under.
+        name: String,
+        /// The object as the manifest gives it.
+        object: Box<StoredObject>,
+    },
     /// A delete request, decided by grace-core (R1–R44).
     Delete {
         /// The object.
         name: String,
-        /// The request's options.
+        /// The request's options: grace-core's form, or the body of a
+        /// Kubernetes DELETE (see [`delete_options_from_wire`]).
+        #[serde(deserialize_with = "either_delete_options")]
         options: DeleteOptions,
     },
     /// Remove one finalizer (R45: may complete a deletion).
@@ -99,6 +122,11 @@ pub enum ErrorKind {
     Invalid,
     /// The store or the agent failed.
     Internal,
+    /// The client may not do this: its user is not allowed to talk to the
+    /// agent, or only to read (403).
+    Forbidden,
+    /// The request could not be read: too long, not JSON, too slow.
+    BadRequest,
 }
 
 /// A failed request.
@@ -129,6 +157,12 @@ pub enum Reply {
     },
     /// The object was updated.
     Updated,
+    /// A [`Request::Put`] found the object stored and updated it
+    /// (`changed`) or found nothing to change.
+    Configured {
+        /// Whether anything was written.
+        changed: bool,
+    },
     /// The delete was decided (and, unless a dry run, written).
     Deleted(DeleteReport),
     /// Objects, as of a store revision.
@@ -149,6 +183,8 @@ pub enum Reply {
 pub enum ClientError {
     /// No agent is serving the data directory.
     NoAgent(PathBuf),
+    /// The agent's socket is there, but this user may not connect to it.
+    Denied(PathBuf),
     /// The connection failed or the agent's answer could not be read.
     Io(String),
     /// The agent refused the request.
@@ -164,6 +200,13 @@ impl std::fmt::Display for ClientError {
                 dir.display(),
                 dir.display()
             ),
+            ClientError::Denied(socket) => write!(
+                f,
+                "permission denied on {}: the agent serves its own user and root only; \
+                 run this as that user, or have the agent started with \
+                 `--allow-group GROUP[:ro|:rw]` for a group of yours",
+                socket.display()
+            ),
             ClientError::Io(e) => write!(f, "talking to the agent: {e}"),
             ClientError::Api(e) => e.fmt(f),
         }
@@ -173,6 +216,7 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A connection to the agent serving a data directory.
+#[derive(Debug)]
 pub struct Client {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
@@ -181,10 +225,13 @@ pub struct Client {
 impl Client {
     /// Connects to the agent serving `data_dir`; [`ClientError::NoAgent`]
     /// if there is none (no socket, or a socket left by an agent that is
-    /// gone).
+    /// gone), [`ClientError::Denied`] if this user may not reach it.
     pub fn connect(data_dir: &Path) -> Result<Client, ClientError> {
-        let stream = UnixStream::connect(socket_path(data_dir))
-            .map_err(|_| ClientError::NoAgent(data_dir.to_path_buf()))?;
+        let socket = socket_path(data_dir);
+        let stream = UnixStream::connect(&socket).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => ClientError::Denied(socket.clone()),
+            _ => ClientError::NoAgent(data_dir.to_path_buf()),
+        })?;
         let writer = stream.try_clone().map_err(io)?;
         Ok(Client {
             reader: BufReader::new(stream),
@@ -195,7 +242,14 @@ impl Client {
     /// Sends one request and reads its answer; an [`Reply::Error`] becomes
     /// [`ClientError::Api`].
     pub fn call(&mut self, request: &Request) -> Result<Reply, ClientError> {
-        self.send(request)?;
+        if let Err(e) = self.send(request) {
+            // An agent that refuses a connection says why, then hangs up:
+            // its reason beats "broken pipe".
+            return match self.next_reply() {
+                Err(refused @ ClientError::Api(_)) => Err(refused),
+                _ => Err(e),
+            };
+        }
         self.next_reply()
     }
 
@@ -252,14 +306,92 @@ fn io(e: impl std::fmt::Display) -> ClientError {
     ClientError::Io(e.to_string())
 }
 
-/// Reads one request line from a client (the serving side of the
-/// protocol); `None` at the end of the stream.
-pub fn read_request(reader: &mut impl BufRead) -> Option<Result<Request, String>> {
-    let mut line = String::new();
-    match reader.read_line(&mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(serde_json::from_str(&line).map_err(|e| format!("bad request: {e}"))),
+/// The longest request line the agent reads, in bytes (an object with its
+/// commands and hooks is a few kilobytes).
+pub const MAX_REQUEST_BYTES: usize = 1 << 20;
+
+/// Why a request line could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BadRequest {
+    /// The line is longer than the limit: the rest of the stream cannot be
+    /// trusted to start a new request, so the connection ends.
+    TooLong {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The line is not a request (not UTF-8, not JSON, unknown fields).
+    Malformed(String),
+    /// The line did not arrive in time.
+    TimedOut,
+}
+
+impl std::fmt::Display for BadRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadRequest::TooLong { limit } => {
+                write!(f, "bad request: longer than {limit} bytes")
+            }
+            BadRequest::Malformed(e) => write!(f, "bad request: {e}"),
+            BadRequest::TimedOut => f.write_str("bad request: not received in time"),
+        }
     }
+}
+
+impl std::error::Error for BadRequest {}
+
+/// Reads one request line of at most `limit` bytes from a client (the
+/// serving side of the protocol); `None` at the end of the stream or on a
+/// broken connection. A line that is too long is not read further
+/// ([`BadRequest::TooLong`]); a read that times out (the stream's read
+/// timeout) is [`BadRequest::TimedOut`].
+pub fn read_request(
+    reader: &mut impl BufRead,
+    limit: usize,
+) -> Option<Result<Request, BadRequest>> {
+    let mut line: Vec<u8> = Vec::new();
+    loop {
+        let available = match reader.fill_buf() {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Some(Err(BadRequest::TimedOut));
+            }
+            Err(_) => return None,
+        };
+        if available.is_empty() {
+            // The end of the stream: a last line without its newline
+            // still counts.
+            if line.is_empty() {
+                return None;
+            }
+            break;
+        }
+        // `content`: the bytes of the line taken so far, its newline not
+        // counted.
+        let (taken, content, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(end) => (end.saturating_add(1), end, true),
+            None => (available.len(), available.len(), false),
+        };
+        if line.len().saturating_add(content) > limit {
+            return Some(Err(BadRequest::TooLong { limit }));
+        }
+        line.extend_from_slice(available.get(..taken).unwrap_or_default());
+        reader.consume(taken);
+        if done {
+            break;
+        }
+    }
+    Some(parse_request(&line))
+}
+
+/// Parses one request line (with or without its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, BadRequest> {
+    serde_json::from_slice(line).map_err(|e| BadRequest::Malformed(e.to_string()))
 }
 
 /// Writes one reply line (the serving side of the protocol).
@@ -268,4 +400,202 @@ pub fn write_reply(writer: &mut impl Write, reply: &Reply) -> std::io::Result<()
     line.push('\n');
     writer.write_all(line.as_bytes())?;
     writer.flush()
+}
+
+/// `DeleteOptions` as Kubernetes sends them (`meta/v1`): camelCase,
+/// `resourceVersion` a string, `dryRun` a list.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WireDeleteOptions {
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    grace_period_seconds: Option<i64>,
+    #[serde(default)]
+    preconditions: Option<WirePreconditions>,
+    #[serde(default)]
+    propagation_policy: Option<String>,
+    #[serde(default)]
+    orphan_dependents: Option<bool>,
+    #[serde(default)]
+    dry_run: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct WirePreconditions {
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+}
+
+/// Reads the body of a Kubernetes DELETE (a `meta/v1` `DeleteOptions` in
+/// JSON: `{"gracePeriodSeconds": 30, "preconditions": {"uid": "…",
+/// "resourceVersion": "12"}, "propagationPolicy": "Foreground",
+/// "dryRun": ["All"]}`) into grace-core's options. An empty body (`{}`)
+/// is "nothing given" (R1). Values Kubernetes' validation refuses (a
+/// propagation policy or dry-run value it does not know, R6) and values
+/// grace cannot hold (a resource version that is not a whole number) are
+/// errors naming the field.
+pub fn delete_options_from_wire(json: &str) -> Result<DeleteOptions, String> {
+    let wire: WireDeleteOptions = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    from_wire(wire)
+}
+
+fn from_wire(wire: WireDeleteOptions) -> Result<DeleteOptions, String> {
+    if let Some(kind) = wire.kind.as_deref().filter(|k| *k != "DeleteOptions") {
+        return Err(format!(
+            "kind: Unsupported value: \"{kind}\" (DeleteOptions)"
+        ));
+    }
+    let _ = wire.api_version;
+    let propagation_policy = match wire.propagation_policy.as_deref() {
+        None => None,
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        // Validation refuses it, in its order (R4, R6).
+        Some(_) => Some(Propagation::Unrecognized),
+    };
+    if let Some(bad) = wire.dry_run.iter().find(|d| *d != "All") {
+        return Err(format!(
+            "dryRun: Unsupported value: \"{bad}\": supported values: \"All\" (R6)"
+        ));
+    }
+    let preconditions = match wire.preconditions {
+        None => Preconditions::default(),
+        Some(p) => Preconditions {
+            uid: p
+                .uid
+                .map(|u| Name::try_from(u.as_str()).map_err(|e| format!("preconditions.uid: {e}")))
+                .transpose()?,
+            resource_version: p
+                .resource_version
+                .map(|rv| {
+                    rv.parse::<u64>().map_err(|_| {
+                        format!("preconditions.resourceVersion: \"{rv}\" is not a resource version of this store (a whole number)")
+                    })
+                })
+                .transpose()?,
+        },
+    };
+    Ok(DeleteOptions {
+        grace_period_seconds: wire.grace_period_seconds,
+        preconditions,
+        propagation_policy,
+        orphan_dependents: wire.orphan_dependents,
+        dry_run: !wire.dry_run.is_empty(),
+    })
+}
+
+/// grace-core's serde form of the options, or else Kubernetes' wire form.
+fn either_delete_options<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<DeleteOptions, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    if let Ok(options) = DeleteOptions::deserialize(&value) {
+        return Ok(options);
+    }
+    WireDeleteOptions::deserialize(&value)
+        .map_err(|e| e.to_string())
+        .and_then(from_wire)
+        .map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_all(input: &[u8], limit: usize) -> Vec<Result<Request, BadRequest>> {
+        let mut reader = BufReader::with_capacity(3, input);
+        std::iter::from_fn(|| read_request(&mut reader, limit)).collect()
+    }
+
+    const WATCH: &[u8] = b"{\"op\":\"watch\"}";
+
+    #[test]
+    fn a_line_at_the_limit_is_read_one_byte_more_is_too_long() {
+        let limit = WATCH.len();
+        let line = [WATCH, b"\n"].concat();
+        assert_eq!(read_all(&line, limit), vec![Ok(Request::Watch)]);
+        assert_eq!(
+            read_all(WATCH, limit),
+            vec![Ok(Request::Watch)],
+            "no newline"
+        );
+        // Found before the line's end; the caller then hangs up.
+        let longer = [b" ", WATCH, b"\n"].concat();
+        let mut reader = BufReader::with_capacity(3, longer.as_slice());
+        assert_eq!(
+            read_request(&mut reader, limit),
+            Some(Err(BadRequest::TooLong { limit }))
+        );
+    }
+
+    #[test]
+    fn garbage_is_malformed_and_the_next_line_is_still_read() {
+        let input = [b"\xff\xfe\n{\"op\":\"nope\"}\n", WATCH, b"\n"].concat();
+        let got = read_all(&input, MAX_REQUEST_BYTES);
+        assert!(matches!(got[0], Err(BadRequest::Malformed(_))));
+        assert!(matches!(got[1], Err(BadRequest::Malformed(_))));
+        assert_eq!(got[2], Ok(Request::Watch));
+        assert_eq!(got.len(), 3);
+    }
+
+    #[test]
+    fn r1_an_empty_kubernetes_body_gives_nothing() {
+        let o = delete_options_from_wire("{}").expect("valid");
+        assert_eq!(o.grace_period_seconds, None);
+        assert_eq!(o.propagation_policy, None);
+        assert!(!o.dry_run);
+    }
+
+    #[test]
+    fn a_kubernetes_delete_options_body_is_read_with_its_string_resource_version() {
+        let o = delete_options_from_wire(
+            r#"{"kind":"DeleteOptions","apiVersion":"v1","gracePeriodSeconds":5,
+                "preconditions":{"uid":"u-1","resourceVersion":"12"},
+                "propagationPolicy":"Foreground","dryRun":["All"]}"#,
+        )
+        .expect("valid");
+        assert_eq!(o.grace_period_seconds, Some(5));
+        assert_eq!(o.preconditions.uid.as_deref(), Some("u-1"));
+        assert_eq!(o.preconditions.resource_version, Some(12));
+        assert_eq!(o.propagation_policy, Some(Propagation::Foreground));
+        assert!(o.dry_run);
+    }
+
+    #[test]
+    fn r6_unknown_values_are_left_to_validation_or_refused_naming_the_field() {
+        let o = delete_options_from_wire(r#"{"propagationPolicy":"Sideways"}"#).expect("parsed");
+        assert_eq!(o.propagation_policy, Some(Propagation::Unrecognized));
+        assert!(o.validate().is_err(), "R6");
+        let e = delete_options_from_wire(r#"{"dryRun":["Some"]}"#).expect_err("R6");
+        assert!(e.starts_with("dryRun"), "{e}");
+        let e = delete_options_from_wire(r#"{"gracePeriod":3}"#).expect_err("unknown");
+        assert!(e.contains("gracePeriod"), "{e}");
+    }
+
+    #[test]
+    fn the_agent_protocol_takes_either_form() {
+        let wire: Request = serde_json::from_str(
+            r#"{"op":"delete","name":"web","options":{"gracePeriodSeconds":0}}"#,
+        )
+        .expect("wire form");
+        let core: Request = serde_json::from_str(
+            &serde_json::to_string(&Request::Delete {
+                name: "web".into(),
+                options: DeleteOptions {
+                    grace_period_seconds: Some(0),
+                    ..DeleteOptions::default()
+                },
+            })
+            .expect("serializes"),
+        )
+        .expect("core form");
+        assert_eq!(wire, core);
+    }
 }

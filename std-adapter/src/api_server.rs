@@ -8,7 +8,7 @@
 //! (with the containers its agent reported stopped, as a pod's status
 //! tells the API server),
 //! and the new record is written with compare-and-swap — only the record
-//! (`StoredObject::meta`); the owning agent's kill state is left as it is.
+//! (`StoredObject::record`); the owning agent's kill state is left as it is.
 //! The agent follows the store's watch and takes the change
 //! ([`Runtime::observe`](crate::runtime::Runtime::observe)), as the
 //! kubelet follows the pods it runs. A write that loses a race with
@@ -24,7 +24,7 @@ use grace_core::{
 };
 
 use crate::runtime::{DeleteAnswer, ObjectLifecycle, RuntimeError, fresh, stopped_containers};
-use crate::store::{FINALIZERS, Preconditions, Revision, Store, StoreError, StoredObject};
+use crate::store::{FINALIZERS, Revision, Store, StoreError, StorePreconditions, StoredObject};
 
 /// A decision that keeps losing compare-and-swap races gives up after this
 /// many attempts (each attempt, one competing writer wins).
@@ -60,7 +60,10 @@ pub fn create<S: Store + ?Sized>(
     name: &str,
     object: StoredObject,
 ) -> Result<Revision, RuntimeError> {
-    check_name(name).map_err(|e| RuntimeError::Object(format!("metadata.name: {e}")))?;
+    check_name(name).map_err(|reason| RuntimeError::InvalidName {
+        field: "metadata.name",
+        reason,
+    })?;
     let mut object = object;
     object.agent = None;
     store.create(name, object).map_err(|e| match e {
@@ -117,10 +120,11 @@ pub fn update_finalizers<S: Store + ?Sized>(
             .map_err(RuntimeError::Update)?;
         let write = match outcome {
             UpdateOutcome::Deleted { .. } => Decided::Remove,
-            UpdateOutcome::Updated if lifecycle.record() != &object.meta => {
+            // Updated (or an outcome added later): write what changed.
+            _ if lifecycle.record() != &object.record => {
                 Decided::Update(Box::new(lifecycle.record().clone()))
             }
-            UpdateOutcome::Updated => Decided::Nothing,
+            _ => Decided::Nothing,
         };
         Ok((write, outcome))
     })
@@ -128,6 +132,35 @@ pub fn update_finalizers<S: Store + ?Sized>(
         RuntimeError::NotFound(_) => RuntimeError::Update(UpdateError::NotFound),
         other => other,
     })
+}
+
+/// The garbage collector's step ([`crate::gc`]) on a shared store:
+/// removes the `orphan` and `foregroundDeletion` finalizers of an object
+/// marked for deletion, each with [`update_finalizers`] (R45: the last one
+/// may remove the object). Returns the finalizers removed; none if the
+/// object is not being deleted, has neither, or is gone.
+pub fn collect_garbage<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+    name: &str,
+) -> Result<Vec<grace_core::Name>, RuntimeError> {
+    let Some((object, _)) = store.get(name)? else {
+        return Ok(Vec::new());
+    };
+    let mut removed = Vec::new();
+    for finalizer in crate::gc::finalizers_to_remove(&object.record) {
+        match update_finalizers(
+            store,
+            now,
+            name,
+            &FinalizerChange::Remove(finalizer.clone()),
+        ) {
+            Ok(_) => removed.push(finalizer),
+            Err(RuntimeError::Update(UpdateError::NotFound)) => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
 }
 
 /// Declares `node` gone for good (D7): like PodGC on a deleted node (R82),
@@ -202,12 +235,12 @@ fn decide<S: Store + ?Sized, T>(
             Decided::Nothing => return Ok(answer),
             Decided::Update(record) => {
                 let mut object = object;
-                object.meta = *record;
+                object.record = *record;
                 store.update(name, object, revision)
             }
             Decided::Remove => store.delete(
                 name,
-                Preconditions {
+                StorePreconditions {
                     uid: Some(object.uid().to_owned()),
                     revision: Some(revision),
                 },
@@ -223,7 +256,9 @@ fn decide<S: Store + ?Sized, T>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(RuntimeError::Store(StoreError::Unavailable(format!(
-        "{name}: other writers won {ATTEMPTS} times in a row"
-    ))))
+    Err(RuntimeError::Store(StoreError::Unavailable(
+        crate::store::BackendError::from(format!(
+            "{name}: other writers won {ATTEMPTS} times in a row"
+        )),
+    )))
 }

@@ -4,25 +4,88 @@
 //! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
-//! and the protocol of a node agent's socket ([`api`]).
+//! the garbage collector's step for objects without dependents ([`gc`]),
+//! the protocol of a node agent's socket ([`api`]) and the private
+//! directory it lives in ([`private`]).
 //!
 //! The `grace` command line is a crate of its own (`grace-cli`), built on
 //! this library; nothing of it is in this crate's API or dependencies.
+//!
+//! ## Example
+//!
+//! A pod deleted through the write-ahead [`Runtime`] on the durable redb
+//! store; an [`Actuator`] carries out what the machine decides.
+//!
+//! ```
+//! use grace_core::{Action, DeleteOptions, Record};
+//! use grace_std::clock::SystemClock;
+//! use grace_std::runtime::{Actuator, Runtime};
+//! use grace_std::store::{RedbStore, StoredContainer, StoredObject};
+//!
+//! /// Carries out what the machine decides; here it only prints it.
+//! struct Print;
+//! impl Actuator for Print {
+//!     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+//!         println!("{object}: {action}");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = RedbStore::open(dir.path().join("grace.redb"))?;
+//! let mut builder = Runtime::builder(store, SystemClock::new(), Print);
+//! let transitions = builder.subscribe(); // sees recovery too
+//! let mut runtime = builder.open()?;
+//!
+//! let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
+//! web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
+//! runtime.create("web-0", web)?;
+//!
+//! runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?; // durable, then endpoints removed
+//! runtime.handle_agent_sync("web-0")?;                             // SIGTERM; SIGKILL due in 30 s
+//! runtime.handle_container_exited("web-0", 0)?;                    // exited: final delete, removed
+//! assert!(runtime.lifecycle("web-0").is_none());
+//! assert!(transitions.try_iter().count() >= 5);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The rules the machine follows, each with its Kubernetes source, are in
+//! [`grace_core::rules`].
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// Examples (and the README's) compile without warnings, as a user copying
+// them would see them.
+#![doc(test(attr(deny(warnings))))]
 
 pub mod api;
 pub mod api_server;
 pub mod clock;
+pub mod gc;
+pub mod private;
 pub mod process;
 pub mod runtime;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use runtime::{Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeError, Transition};
+pub use runtime::{
+    Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError, Transition,
+};
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 
-// The README's Rust examples are compiled and run as doctests (here, where
-// both crates are in scope).
+// The Rust examples of the READMEs and of docs/ are compiled and run as
+// doctests (here, where both crates are in scope).
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+pub struct CoreDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/runtime.md")]
+pub struct RuntimeDocDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/etcd.md")]
+pub struct EtcdDocDoctests;

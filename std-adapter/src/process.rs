@@ -11,12 +11,21 @@
 //! which the caller feeds back to the runtime. When a container has
 //! stopped, whatever is left of its group is killed: nothing is orphaned.
 //!
+//! Where the processes' standard streams go is [`Output`]: discarded,
+//! passed through (`grace run`), or kept in per-container log files
+//! ([`logs`]).
+//!
 //! Only the runtime decides when to kill, from its persisted deadlines; a
 //! caller that is cancelled or crashes never turns into an early SIGKILL
 //! (containerd cri#1098).
 
+pub mod logs;
+mod output;
+
+pub use output::Output;
+
 use std::collections::HashMap;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 
 use grace_core::Action;
@@ -50,6 +59,7 @@ pub enum WorldEvent {
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
+#[derive(Debug)]
 pub struct ProcessActuator {
     events: mpsc::Sender<WorldEvent>,
     /// Process group of each running container's workload.
@@ -57,6 +67,7 @@ pub struct ProcessActuator {
     /// Process group of each running pre-stop hook.
     hooks: HashMap<(String, usize), u32>,
     stop_signal: Signal,
+    output: Output,
 }
 
 impl ProcessActuator {
@@ -71,13 +82,24 @@ impl ProcessActuator {
             workloads: HashMap::new(),
             hooks: HashMap::new(),
             stop_signal: Signal::TERM,
+            output: Output::Discard,
         };
         (actuator, rx)
     }
 
-    /// Uses `signal` instead of SIGTERM as the stop signal.
+    /// Uses `signal` instead of SIGTERM as the stop signal of containers
+    /// that do not name their own ([`StoredContainer::stop_signal`]).
+    ///
+    /// [`StoredContainer::stop_signal`]: crate::store::StoredContainer::stop_signal
     pub fn with_stop_signal(mut self, signal: Signal) -> Self {
         self.stop_signal = signal;
+        self
+    }
+
+    /// Sends the standard streams of the processes started from now on to
+    /// `output` (they are discarded unless set).
+    pub fn with_output(mut self, output: Output) -> Self {
+        self.output = output;
         self
     }
 
@@ -90,6 +112,7 @@ impl ProcessActuator {
             };
             let mut command = Command::new(program);
             command.args(args);
+            self.output.workload(&mut command, object, stored, i)?;
             let child = spawn_group(command)?;
             self.workloads.insert((object.to_owned(), i), child.id());
             self.reap(child, object, i, true);
@@ -171,6 +194,7 @@ impl Actuator for ProcessActuator {
                 };
                 let mut command = Command::new("sh");
                 command.arg("-c").arg(hook);
+                self.output.hook(&mut command);
                 let child = spawn_group(command).map_err(|e| format!("pre-stop: {e}"))?;
                 self.hooks.insert(key(container), child.id());
                 self.reap(child, object, container, false);
@@ -182,8 +206,16 @@ impl Actuator for ProcessActuator {
                 if let Some(group) = self.hooks.remove(&key(container)) {
                     signal_group(group, Signal::KILL);
                 }
+                // The container's own stop signal (lifecycle.stopSignal),
+                // else the actuator's.
+                let signal = stored
+                    .containers
+                    .get(container)
+                    .and_then(|c| c.stop_signal)
+                    .and_then(Signal::from_named_raw)
+                    .unwrap_or(self.stop_signal);
                 if let Some(&group) = self.workloads.get(&key(container)) {
-                    signal_group(group, self.stop_signal);
+                    signal_group(group, signal);
                     signal_group(group, Signal::CONT);
                 }
                 Ok(())
@@ -203,6 +235,8 @@ impl Actuator for ProcessActuator {
                 self.reaped(object, container);
                 Ok(())
             }
+            // An action added to the core later: nothing a process needs.
+            _ => Ok(()),
         }
     }
 }
@@ -215,12 +249,12 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                let _ = self.pre_stop_finished(&object, container)?;
+                let _ = self.handle_pre_stop_finished(&object, container)?;
             }
             WorldEvent::Exited {
                 object, container, ..
             } => {
-                let _ = self.container_exited(&object, container)?;
+                let _ = self.handle_container_exited(&object, container)?;
                 self.actuator().reaped(&object, container);
             }
         }
@@ -228,15 +262,11 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     }
 }
 
-/// Starts `command` as the leader of a new process group.
+/// Starts `command` (its streams set by [`Output`]) as the leader of a
+/// new process group.
 fn spawn_group(mut command: Command) -> std::io::Result<Child> {
     use std::os::unix::process::CommandExt;
-    command
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    command.process_group(0).spawn()
 }
 
 /// Signals a whole process group; a group that is already gone is fine.

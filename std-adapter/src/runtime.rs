@@ -24,20 +24,20 @@
 //! [`Recovery::ResetFullGrace`] the kill starts again with the full grace,
 //! as the kubelet does after a restart ("at least grace").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, mpsc};
 
 use grace_core::{
-    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration, FinalizerChange,
-    Handled, Instant, Lifecycle, Now, OtherObject, Phase, Record, Strategy, UpdateError,
-    UpdateOutcome, decide_delete,
+    Action, ContainerIndex, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, Duration,
+    FinalizerChange, Handled, Instant, Lifecycle, Name, Now, OtherObject, Phase, Record, Strategy,
+    Timestamp, UpdateError, UpdateOutcome, decide_delete,
 };
 
 use crate::clock::Clock;
 use crate::store::{
-    BatchError, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError, StoredContainer,
-    StoredObject, Write,
+    BatchError, FINALIZERS, KillState, Revision, Store, StoreError, StorePreconditions,
+    StoredContainer, StoredObject, Write,
 };
 
 mod batch;
@@ -161,11 +161,8 @@ impl fmt::Display for Change {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Change::Phase { from, to } => write!(f, "{} → {}", from.as_str(), to.as_str()),
-            Change::Action(action) => describe(f, action),
-            Change::ActionFailed(action, e) => {
-                describe(f, action)?;
-                write!(f, " FAILED: {e}")
-            }
+            Change::Action(action) => action.fmt(f),
+            Change::ActionFailed(action, e) => write!(f, "{action} FAILED: {e}"),
             Change::Recovered { reset: false } => f.write_str("recovered from the store"),
             Change::Recovered { reset: true } => {
                 f.write_str("recovered from the store (kill restarted, or workload gone)")
@@ -175,35 +172,16 @@ impl fmt::Display for Change {
     }
 }
 
-/// An action in a few words, for logs and timelines.
-fn describe(f: &mut fmt::Formatter<'_>, action: &Action) -> fmt::Result {
-    match action {
-        Action::RemoveEndpoints => f.write_str("removed from endpoints"),
-        Action::RunPreStop {
-            container,
-            budget_seconds,
-        } => write!(
-            f,
-            "container {container}: pre-stop hook started (budget {budget_seconds} s)"
-        ),
-        Action::SendStopSignal { container } => write!(f, "container {container}: stop signal"),
-        Action::SendKill { container } => write!(f, "container {container}: SIGKILL"),
-        Action::ContainerStopped { container } => {
-            write!(f, "container {container}: stopped")
-        }
-        Action::Remove { force: false } => f.write_str("record removed"),
-        Action::Remove { force: true } => {
-            f.write_str("record removed (FORCE: the workload may still run)")
-        }
-    }
-}
-
 /// Why an input was refused. Nothing was changed.
+///
+/// Each variant carries what went wrong as data; [`source`](std::error::Error::source)
+/// is the underlying error where there is one. More variants may come.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// The store failed.
     Store(StoreError),
-    /// No such object.
+    /// No object of that name is tracked.
     NotFound(String),
     /// An object of that name exists.
     AlreadyExists(String),
@@ -211,8 +189,67 @@ pub enum RuntimeError {
     Delete(DeleteError),
     /// The update was refused.
     Update(UpdateError),
-    /// The object cannot be tracked (too many containers, bad state).
-    Object(String),
+    /// An input named a container the object does not have.
+    UnknownContainer {
+        /// The object's name.
+        object: String,
+        /// The index given.
+        container: usize,
+    },
+    /// The object has more containers than the runtime tracks
+    /// ([`CONTAINERS`]).
+    TooManyContainers {
+        /// The object's uid.
+        uid: String,
+        /// How many it has.
+        containers: usize,
+    },
+    /// A name is not valid where it is used (a DNS-1123 label for an
+    /// object's name, see [`check_name`](crate::api_server::check_name)).
+    InvalidName {
+        /// The field, e.g. `metadata.name`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A kill state could not be encoded, or the runtime's own packed
+    /// lifecycle did not decode (a bug).
+    KillState {
+        /// The object's name (or uid, where the name is not known).
+        object: String,
+        /// Why.
+        error: KillStateError,
+    },
+    /// An input the caller gave is invalid (an option of a program built
+    /// on the runtime); the message names the field.
+    InvalidInput(String),
+    /// Fencing was refused: the node is alive (its agent holds its lease),
+    /// so there is no proof that it is gone (D7).
+    NodeAlive {
+        /// The node.
+        node: String,
+    },
+    /// A file or directory that must be private to this user is not, or
+    /// cannot be made so: a program built on the runtime refuses to start.
+    Private(crate::private::PrivateError),
+    /// An operating-system operation around the runtime failed: a
+    /// directory, a socket, a signal handler, a process to start.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        error: std::io::Error,
+    },
+}
+
+impl RuntimeError {
+    /// An [`Io`](RuntimeError::Io) error while doing `context`.
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> Self {
+        RuntimeError::Io {
+            context: context.into(),
+            error,
+        }
+    }
 }
 
 impl fmt::Display for RuntimeError {
@@ -223,16 +260,60 @@ impl fmt::Display for RuntimeError {
             RuntimeError::AlreadyExists(name) => write!(f, "{name}: already exists"),
             RuntimeError::Delete(e) => write!(f, "delete refused: {e}"),
             RuntimeError::Update(e) => write!(f, "update refused: {e}"),
-            RuntimeError::Object(msg) => f.write_str(msg),
+            RuntimeError::UnknownContainer { object, container } => {
+                write!(f, "{object}: no container {container}")
+            }
+            RuntimeError::TooManyContainers { uid, containers } => {
+                write!(f, "{uid}: {containers} containers, more than {CONTAINERS}")
+            }
+            RuntimeError::InvalidName { field, reason } => write!(f, "{field}: {reason}"),
+            RuntimeError::InvalidInput(message) => f.write_str(message),
+            RuntimeError::KillState { object, error } => write!(f, "{object}: {error}"),
+            RuntimeError::NodeAlive { node } => write!(
+                f,
+                "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
+            ),
+            RuntimeError::Private(e) => write!(f, "refusing to start: {e}"),
+            RuntimeError::Io { context, error } => write!(f, "{context}: {error}"),
         }
     }
 }
 
-impl std::error::Error for RuntimeError {}
+impl std::error::Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeError::Store(e) => Some(e),
+            RuntimeError::Delete(e) => Some(e),
+            RuntimeError::Update(e) => Some(e),
+            RuntimeError::KillState { error, .. } => Some(error),
+            RuntimeError::Io { error, .. } => Some(error),
+            RuntimeError::Private(e) => Some(e),
+            RuntimeError::NotFound(_)
+            | RuntimeError::AlreadyExists(_)
+            | RuntimeError::UnknownContainer { .. }
+            | RuntimeError::TooManyContainers { .. }
+            | RuntimeError::InvalidName { .. }
+            | RuntimeError::InvalidInput(_)
+            | RuntimeError::NodeAlive { .. } => None,
+        }
+    }
+}
 
 impl From<StoreError> for RuntimeError {
     fn from(e: StoreError) -> Self {
         RuntimeError::Store(e)
+    }
+}
+
+impl From<DeleteError> for RuntimeError {
+    fn from(e: DeleteError) -> Self {
+        RuntimeError::Delete(e)
+    }
+}
+
+impl From<UpdateError> for RuntimeError {
+    fn from(e: UpdateError) -> Self {
+        RuntimeError::Update(e)
     }
 }
 
@@ -258,6 +339,8 @@ struct Spec {
     strategy: Strategy,
     node: Option<String>,
     containers: Vec<StoredContainer>,
+    labels: BTreeMap<String, String>,
+    created: Option<Timestamp>,
 }
 
 impl Spec {
@@ -266,16 +349,20 @@ impl Spec {
             strategy: object.strategy,
             node: object.node,
             containers: object.containers,
+            labels: object.labels,
+            created: object.created,
         }
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
     fn object(&self, lifecycle: &ObjectLifecycle, agent: Option<KillState>) -> StoredObject {
         StoredObject {
-            meta: lifecycle.record().clone(),
+            record: lifecycle.record().clone(),
             strategy: self.strategy,
             node: self.node.clone(),
             containers: self.containers.clone(),
+            labels: self.labels.clone(),
+            created: self.created,
             agent,
         }
     }
@@ -308,10 +395,122 @@ pub struct Runtime<S, C, A> {
     removals: Option<Vec<Write>>,
 }
 
+impl<S: fmt::Debug, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Runtime<S, C, A> {
+    /// The store, clock and actuator, and how many objects are tracked.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("store", &self.store)
+            .field("clock", &self.clock)
+            .field("actuator", &self.actuator)
+            .field("recovery", &self.recovery)
+            .field("objects", &self.objects.names().count())
+            .field("next_deadline", &self.deadlines.first().map(|&(t, _)| t))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens a [`Runtime`] with subscribers that see its recovery: the
+/// [`Change::Recovered`] of every stored object and what each one owes is
+/// carried out while [`open`](RuntimeBuilder::open) runs, before a
+/// [`Runtime::subscribe`] on the opened runtime could be called.
+///
+/// ```
+/// use grace_std::clock::ManualClock;
+/// use grace_std::runtime::{Change, Recovery, Runtime};
+/// use grace_std::store::MemoryStore;
+/// # use grace_std::runtime::Actuator;
+/// # use grace_std::store::StoredObject;
+/// # struct Nothing;
+/// # impl Actuator for Nothing {
+/// #     fn perform(&mut self, _: &str, _: &StoredObject, _: &grace_core::Action) -> Result<(), String> { Ok(()) }
+/// # }
+/// # let store = MemoryStore::new();
+/// # grace_std::api_server::create(&store, "web-0", StoredObject::unscheduled(grace_core::Record::builder("u").build()?))?;
+///
+/// let clock = ManualClock::new(grace_core::Now::from_unix_millis(0), "boot-1");
+/// let mut builder = Runtime::builder(store, clock, Nothing)
+///     .recovery(Recovery::HonourOriginalDeadline);
+/// let transitions = builder.subscribe();
+/// let runtime = builder.open()?;
+/// let recovered: Vec<_> = transitions.try_iter().map(|t| t.change).collect();
+/// assert_eq!(recovered, [Change::Recovered { reset: false }]);
+/// # drop(runtime);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[must_use = "a builder does nothing until `open` is called"]
+pub struct RuntimeBuilder<S, C, A> {
+    store: S,
+    clock: C,
+    actuator: A,
+    recovery: Recovery,
+    subscribers: Vec<mpsc::Sender<Transition>>,
+}
+
+impl<S: fmt::Debug, C: fmt::Debug, A: fmt::Debug> fmt::Debug for RuntimeBuilder<S, C, A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeBuilder")
+            .field("store", &self.store)
+            .field("clock", &self.clock)
+            .field("actuator", &self.actuator)
+            .field("recovery", &self.recovery)
+            .field("subscribers", &self.subscribers.len())
+            .finish()
+    }
+}
+
+impl<S: Store, C: Clock, A: Actuator> RuntimeBuilder<S, C, A> {
+    /// What a restarted runtime does with a kill in progress (D6);
+    /// [`Recovery::HonourOriginalDeadline`] unless set.
+    pub fn recovery(mut self, recovery: Recovery) -> Self {
+        self.recovery = recovery;
+        self
+    }
+
+    /// A stream of every transition from the start of recovery on.
+    pub fn subscribe(&mut self) -> mpsc::Receiver<Transition> {
+        let (tx, rx) = mpsc::channel();
+        self.subscribers.push(tx);
+        rx
+    }
+
+    /// Opens the runtime on the store, recovering every stored object, and
+    /// carries out what each one owes; the subscribers see all of it.
+    pub fn open(self) -> Result<Runtime<S, C, A>, RuntimeError> {
+        Runtime::open_with(self)
+    }
+}
+
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// A [`RuntimeBuilder`]: to subscribe before recovery, or to choose
+    /// the [`Recovery`].
+    pub fn builder(store: S, clock: C, actuator: A) -> RuntimeBuilder<S, C, A> {
+        RuntimeBuilder {
+            store,
+            clock,
+            actuator,
+            recovery: Recovery::default(),
+            subscribers: Vec::new(),
+        }
+    }
+
     /// Opens the runtime on `store`, recovering every stored object, and
-    /// carries out what each one owes.
+    /// carries out what each one owes. Nobody is subscribed yet, so the
+    /// recovery's transitions are seen by no one: use
+    /// [`Runtime::builder`] to see them.
     pub fn open(store: S, clock: C, actuator: A, recovery: Recovery) -> Result<Self, RuntimeError> {
+        Runtime::builder(store, clock, actuator)
+            .recovery(recovery)
+            .open()
+    }
+
+    fn open_with(builder: RuntimeBuilder<S, C, A>) -> Result<Self, RuntimeError> {
+        let RuntimeBuilder {
+            store,
+            clock,
+            actuator,
+            recovery,
+            subscribers,
+        } = builder;
         let epoch = clock.epoch();
         let mut runtime = Runtime {
             store,
@@ -324,7 +523,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             codec: Codec::default(),
             unsure: BTreeSet::new(),
             retry_at: None,
-            subscribers: Vec::new(),
+            subscribers,
             writes: Vec::new(),
             removals: None,
         };
@@ -432,8 +631,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(())
     }
 
-    /// A delete request (R1–R44, D4).
-    pub fn delete(
+    /// A delete request (R1–R44, D4): the core's
+    /// [`Lifecycle::handle_delete`] on the named object, made durable.
+    pub fn handle_delete(
         &mut self,
         name: &str,
         options: &DeleteOptions,
@@ -441,8 +641,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.input(name, |l, now| delete_input(l, now, options))
     }
 
-    /// An update of the finalizer list (R45, R46).
-    pub fn update_finalizers(
+    /// An update of the finalizer list (R45, R46): the core's
+    /// [`Lifecycle::handle_finalizer_update`] on the named object.
+    pub fn handle_finalizer_update(
         &mut self,
         name: &str,
         change: &FinalizerChange,
@@ -453,13 +654,82 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         })
     }
 
-    /// The agent observes the object (and starts or shortens its kill).
-    pub fn agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+    /// The garbage collector's step ([`crate::gc`]): removes the `orphan`
+    /// and `foregroundDeletion` finalizers of an object marked for
+    /// deletion, one finalizer update each (R45: the last one may remove
+    /// the object). Returns the finalizers removed; none if the object is
+    /// not being deleted, has neither, or is gone.
+    pub fn collect_garbage(&mut self, name: &str) -> Result<Vec<Name>, RuntimeError> {
+        let Some(lifecycle) = self.lifecycle(name) else {
+            return Ok(Vec::new());
+        };
+        let due = crate::gc::finalizers_to_remove(lifecycle.record());
+        let mut removed = Vec::with_capacity(due.len());
+        for finalizer in due {
+            match self.handle_finalizer_update(name, &FinalizerChange::Remove(finalizer.clone())) {
+                Ok(_) => removed.push(finalizer),
+                // Removed meanwhile (by the removal before): nothing left.
+                Err(RuntimeError::NotFound(_) | RuntimeError::Update(UpdateError::NotFound)) => {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Replaces the object's labels (`metadata.labels`; allowed at any
+    /// time, deleting or not, as Kubernetes allows). Writes nothing if they
+    /// are unchanged.
+    pub fn update_labels(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.update_labels_open(name, labels);
+        self.objects.close();
+        done
+    }
+
+    fn update_labels_open(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
+        let now = self.clock.now();
+        let entry = self
+            .objects
+            .named_mut(name)
+            .filter(|e| e.revision.is_some())
+            .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
+        if entry.spec.labels == labels {
+            return Ok(());
+        }
+        let before = std::mem::replace(&mut entry.spec.labels, labels);
+        if let Err(e) = self.commit(name, now, None) {
+            // As for any input: take the store's state, or else show the
+            // last state known to be stored.
+            if self.resync(name).is_err()
+                && let Some(entry) = self.objects.named_mut(name)
+            {
+                entry.spec.labels = before;
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The agent observes the object (and starts or shortens its kill):
+    /// [`Lifecycle::handle_agent_sync`].
+    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
     }
 
-    /// An eviction override (R52, R73, R74).
-    pub fn evict(
+    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`].
+    pub fn handle_evict(
         &mut self,
         name: &str,
         grace_period_seconds: i64,
@@ -467,28 +737,94 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.input(name, |l, now| Ok(l.handle_evict(now, grace_period_seconds)))
     }
 
-    /// A container's pre-stop hook returned.
-    pub fn pre_stop_finished(
+    /// A container's pre-stop hook returned:
+    /// [`Lifecycle::handle_pre_stop_finished`].
+    pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
+        let container = container.into().get();
         self.input(name, |l, now| {
             l.handle_pre_stop_finished(now, container)
-                .map_err(|_| RuntimeError::Object(format!("{name}: no container {container}")))
+                .map_err(|_| RuntimeError::UnknownContainer {
+                    object: name.to_owned(),
+                    container,
+                })
         })
     }
 
-    /// A container's process exited.
+    /// A container's process exited:
+    /// [`Lifecycle::handle_container_exited`].
+    pub fn handle_container_exited(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        let container = container.into().get();
+        self.input(name, |l, now| {
+            l.handle_container_exited(now, container)
+                .map_err(|_| RuntimeError::UnknownContainer {
+                    object: name.to_owned(),
+                    container,
+                })
+        })
+    }
+
+    /// [`handle_delete`](Self::handle_delete)'s old name.
+    #[deprecated(note = "renamed handle_delete, as in the core")]
+    pub fn delete(
+        &mut self,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<DeleteAnswer, RuntimeError> {
+        self.handle_delete(name, options)
+    }
+
+    /// [`handle_finalizer_update`](Self::handle_finalizer_update)'s old name.
+    #[deprecated(note = "renamed handle_finalizer_update, as in the core")]
+    pub fn update_finalizers(
+        &mut self,
+        name: &str,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, RuntimeError> {
+        self.handle_finalizer_update(name, change)
+    }
+
+    /// [`handle_agent_sync`](Self::handle_agent_sync)'s old name.
+    #[deprecated(note = "renamed handle_agent_sync, as in the core")]
+    pub fn agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+        self.handle_agent_sync(name)
+    }
+
+    /// [`handle_evict`](Self::handle_evict)'s old name.
+    #[deprecated(note = "renamed handle_evict, as in the core")]
+    pub fn evict(
+        &mut self,
+        name: &str,
+        grace_period_seconds: i64,
+    ) -> Result<Handled, RuntimeError> {
+        self.handle_evict(name, grace_period_seconds)
+    }
+
+    /// [`handle_pre_stop_finished`](Self::handle_pre_stop_finished)'s old name.
+    #[deprecated(note = "renamed handle_pre_stop_finished, as in the core")]
+    pub fn pre_stop_finished(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.handle_pre_stop_finished(name, container)
+    }
+
+    /// [`handle_container_exited`](Self::handle_container_exited)'s old name.
+    #[deprecated(note = "renamed handle_container_exited, as in the core")]
     pub fn container_exited(
         &mut self,
         name: &str,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| {
-            l.handle_container_exited(now, container)
-                .map_err(|_| RuntimeError::Object(format!("{name}: no container {container}")))
-        })
+        self.handle_container_exited(name, container)
     }
 
     /// The earliest deadline of all objects, or the next attempt to read
@@ -939,7 +1275,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let name = Arc::clone(open.name);
             let outcome = match action {
                 Action::Remove { .. } => {
-                    let preconditions = Preconditions {
+                    let preconditions = StorePreconditions {
                         uid: Some(open.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
@@ -1011,10 +1347,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let Some(expected) = entry.revision else {
                 return Ok(None);
             };
-            let agent = codec.state(epoch, lifecycle).map_err(cannot_encode)?;
+            let agent = codec
+                .state(epoch, lifecycle)
+                .map_err(|e| cannot_encode(&entry.name, e))?;
             let object = match reuse {
                 Some(mut object) => {
-                    object.meta.clone_from(lifecycle.record());
+                    object.record.clone_from(lifecycle.record());
                     object.agent = Some(agent);
                     object
                 }
@@ -1173,7 +1511,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             Some((object, revision)) => {
                 match entry
                     .lifecycle
-                    .handle_record_observed(now, Some(&object.meta))
+                    .handle_record_observed(now, Some(&object.record))
                 {
                     Ok(_) => {
                         entry.lifecycle.stored_at(revision.get());
@@ -1214,7 +1552,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let mut lifecycle = saved.lifecycle;
         lifecycle.stored_at(revision.get());
-        let mut meta = object.meta.clone();
+        let mut meta = object.record.clone();
         meta.resource_version = revision.get();
         // Another process may have written the record since (a shared
         // store): the stored record is the truth, taken once the
@@ -1265,7 +1603,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     fn agent_record(&mut self, lifecycle: &ObjectLifecycle) -> Result<KillState, RuntimeError> {
         self.codec
             .state(&self.epoch, lifecycle)
-            .map_err(cannot_encode)
+            .map_err(|e| cannot_encode(lifecycle.record().uid.as_str(), e))
     }
 
     fn emit(&mut self, at: Now, object: &str, change: Change) {
@@ -1329,8 +1667,11 @@ fn store_down(e: &RuntimeError) -> bool {
     )
 }
 
-fn cannot_encode(e: KillStateError) -> RuntimeError {
-    RuntimeError::Object(format!("cannot encode the kill state: {e}"))
+fn cannot_encode(object: &str, e: KillStateError) -> RuntimeError {
+    RuntimeError::KillState {
+        object: object.to_owned(),
+        error: e,
+    }
 }
 
 /// A lifecycle for a stored object as it stands (its containers running,
@@ -1348,12 +1689,10 @@ pub(crate) fn fresh(
             ..c.core_spec()
         })
         .collect();
-    let mut meta = object.meta.clone();
+    let mut meta = object.record.clone();
     meta.scheduled = object.node.is_some();
-    Lifecycle::new(object.strategy, meta, &specs).map_err(|_| {
-        RuntimeError::Object(format!(
-            "{}: more than {CONTAINERS} containers",
-            object.uid()
-        ))
+    Lifecycle::new(object.strategy, meta, &specs).map_err(|_| RuntimeError::TooManyContainers {
+        uid: object.uid().to_owned(),
+        containers: specs.len(),
     })
 }

@@ -100,6 +100,7 @@ impl Actuator for World {
             Action::RemoveEndpoints => self.line(&format!("endpoints {object}")),
             Action::ContainerStopped { .. } => self.line(&format!("stopped {object}")),
             Action::Remove { .. } => {}
+            other => return Err(format!("an action this test does not know: {other:?}")),
         }
         Ok(())
     }
@@ -126,7 +127,7 @@ fn worker(dir: &Path) {
         let n = name(i);
         // What the store holds now, for the timestamp check.
         if let Some((o, _)) = rt.store().get(&n).expect("readable") {
-            let ts = o.meta.deletion_timestamp.map(|t| t.as_unix_seconds());
+            let ts = o.record.deletion_timestamp.map(|t| t.as_unix_seconds());
             let wall = rt.clock().now().wall.as_unix_millis() / 1000;
             rt.actuator().line(&format!("observed {n} {ts:?} {wall}"));
         }
@@ -135,7 +136,7 @@ fn worker(dir: &Path) {
             .lifecycle(&n)
             .is_some_and(|l| l.containers().iter().any(|c| c.stage() == Stage::Killed));
         if killed {
-            let _ = rt.container_exited(&n, 0);
+            let _ = rt.handle_container_exited(&n, 0);
         }
         let exists = rt.store().get(&n).expect("readable").is_some();
         let was_created = history.contains(&format!(" created {n}\n"));
@@ -145,10 +146,10 @@ fn worker(dir: &Path) {
         }
         if !exists && !was_created {
             let (_, hook, _) = spec(i);
-            let mut object = StoredObject::new(Record::new(
-                Name::try_from(format!("uid-{n}").as_str()).expect("short"),
-            ));
-            object.node = Some("node-a".into());
+            let mut object = StoredObject::on_node(
+                Record::new(Name::try_from(format!("uid-{n}").as_str()).expect("short")),
+                "node-a",
+            );
             object.containers = vec![StoredContainer {
                 name: "app".into(),
                 pre_stop: hook.then(|| "sleep infinity".into()),
@@ -160,7 +161,7 @@ fn worker(dir: &Path) {
         if rt.lifecycle(&n).is_some_and(|l| l.phase() == Phase::Live) {
             let (grace, _, _) = spec(i);
             let response = rt
-                .delete(&n, &DeleteOptions::with_grace(grace))
+                .handle_delete(&n, &DeleteOptions::with_grace(grace))
                 .expect("accepted");
             let ts = response
                 .record
@@ -169,7 +170,7 @@ fn worker(dir: &Path) {
             rt.actuator().line(&format!("accepted {n} {ts:?}"));
         }
         if rt.lifecycle(&n).is_some() {
-            let _ = rt.agent_sync(&n);
+            let _ = rt.handle_agent_sync(&n);
         }
     }
 
@@ -182,7 +183,7 @@ fn worker(dir: &Path) {
             due.into_iter().map(|(_, n)| n).collect()
         };
         for n in due {
-            let _ = rt.container_exited(&n, 0);
+            let _ = rt.handle_container_exited(&n, 0);
         }
         rt.handle_timeouts().expect("timeouts");
         for t in transitions.try_iter() {

@@ -21,8 +21,8 @@ use grace_std::api_server;
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Observed, Recovery, Runtime, RuntimeError};
 use grace_std::store::{
-    EpochBump, EtcdOptions, EtcdStore, EventKind, FINALIZERS, NodeScoped, Preconditions, Revision,
-    Store, StoreError, StoredObject, Watch, Write,
+    EpochBump, EtcdOptions, EtcdStore, EventKind, FINALIZERS, NodeScoped, Revision, Store,
+    StoreError, StorePreconditions, StoredObject, Watch, Write,
 };
 
 const NEEDS_ETCD: &str = "needs an etcd server";
@@ -31,7 +31,7 @@ const NEEDS_ETCD: &str = "needs an etcd server";
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }
@@ -212,7 +212,7 @@ fn a_store_guarded_by_a_fencing_epoch_writes_nothing_once_the_node_is_fenced() {
     };
     assert_eq!(agent.update("x", x.clone(), r2), Err(fenced.clone()));
     assert_eq!(agent.create("y", obj("uy")), Err(fenced.clone()));
-    let remove = Preconditions {
+    let remove = StorePreconditions {
         uid: Some("ux".into()),
         revision: Some(r2),
     };
@@ -239,7 +239,7 @@ fn a_store_guarded_by_a_fencing_epoch_writes_nothing_once_the_node_is_fenced() {
     let r4 = returned
         .delete(
             "x",
-            Preconditions {
+            StorePreconditions {
                 revision: Some(r3),
                 ..remove
             },
@@ -294,7 +294,7 @@ fn d7_a_runtime_on_a_fenced_node_takes_no_step_even_before_it_checks_its_epoch()
     );
     assert_eq!(recorder.take_actions(), []);
     // Nor do the container's exit and the final delete land.
-    let _ = agent.container_exited("web", 0);
+    let _ = agent.handle_container_exited("web", 0);
     assert_eq!(store.get("web").unwrap(), stopping);
 }
 
@@ -336,7 +336,7 @@ fn two_clients_on_one_prefix_see_each_others_writes_and_conflicts() {
     // takes the next revision.
     const THREADS_PER_CLIENT: usize = 2;
     const INCREMENTS: usize = 15;
-    let start = a.get("x").unwrap().unwrap().0.meta.generation;
+    let start = a.get("x").unwrap().unwrap().0.record.generation;
     let workers: Vec<_> = [a.clone(), b.clone()]
         .into_iter()
         .flat_map(|s| std::iter::repeat_n(s, THREADS_PER_CLIENT))
@@ -346,7 +346,7 @@ fn two_clients_on_one_prefix_see_each_others_writes_and_conflicts() {
                 for _ in 0..INCREMENTS {
                     loop {
                         let (mut o, rev) = s.get("x").unwrap().unwrap();
-                        o.meta.generation += 1;
+                        o.record.generation += 1;
                         match s.update("x", o, rev) {
                             Ok(_) => break,
                             Err(StoreError::Conflict { .. }) => conflicts += 1,
@@ -362,7 +362,7 @@ fn two_clients_on_one_prefix_see_each_others_writes_and_conflicts() {
     let total = 2 * THREADS_PER_CLIENT * INCREMENTS;
     let (last, rev) = a.get("x").unwrap().unwrap();
     assert_eq!(
-        last.meta.generation - start,
+        last.record.generation - start,
         total as i64,
         "{conflicts} conflicts"
     );
@@ -464,7 +464,7 @@ fn a_batch_too_big_for_one_etcd_transaction_writes_nothing() {
             assert_eq!(e.index, None, "nobody's write in particular");
             assert!(
                 matches!(&e.error, StoreError::Unavailable(m)
-                    if m.contains("--max-txn-ops") && !m.contains("may or may not")),
+                    if m.message().contains("--max-txn-ops") && !m.message().contains("may or may not")),
                 "{e}"
             );
             assert_eq!(s.revision().unwrap(), Revision::ZERO);

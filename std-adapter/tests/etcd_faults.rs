@@ -24,8 +24,8 @@ use grace_core::{
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError};
 use grace_std::store::{
-    EtcdOptions, EtcdStore, Event, EventKind, FINALIZERS, Listing, Preconditions, Revision, Store,
-    StoreError, StoredContainer, StoredObject, Watch, Write,
+    EtcdOptions, EtcdStore, Event, EventKind, FINALIZERS, Listing, Revision, Store, StoreError,
+    StorePreconditions, StoredContainer, StoredObject, Watch, Write,
 };
 use rustix::process::{Pid, Signal, kill_process};
 
@@ -39,7 +39,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const SLACK: Duration = Duration::from_millis(500);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }
@@ -281,7 +281,7 @@ fn calls_while_down(
         calls.push(timed("batch", || {
             store.batch(vec![create]).map(drop).map_err(Into::into)
         }));
-        let preconditions = Preconditions {
+        let preconditions = StorePreconditions {
             uid: Some("ua".into()),
             revision: None,
         };
@@ -562,8 +562,7 @@ impl Agent {
             let p = plan(i);
             let name = object_name(i);
             let uid = Name::try_from(first_uid(i).as_str()).expect("short");
-            let mut object = StoredObject::new(Record::new(uid));
-            object.node = Some("node-a".into());
+            let mut object = StoredObject::on_node(Record::new(uid), "node-a");
             object.containers = vec![StoredContainer {
                 name: "app".into(),
                 pre_stop: p.hook.then(|| "drain".into()),
@@ -572,11 +571,11 @@ impl Agent {
             self.rt.create(&name, object).expect("created");
             let answer = self
                 .rt
-                .delete(&name, &DeleteOptions::with_grace(p.grace))
+                .handle_delete(&name, &DeleteOptions::with_grace(p.grace))
                 .expect("accepted");
             let timestamp = answer.record.deletion_timestamp.expect("graceful");
             self.timestamps.insert(i, timestamp);
-            let synced = self.rt.agent_sync(&name).expect("synced");
+            let synced = self.rt.handle_agent_sync(&name).expect("synced");
             assert_eq!(synced, Handled::Applied, "{name}: the kill starts");
             self.synced_at.insert(i, self.now());
         }
@@ -607,12 +606,12 @@ impl Agent {
                 continue;
             }
             let result = match report {
-                Report::PreStopFinished => self.rt.pre_stop_finished(&name, 0),
+                Report::PreStopFinished => self.rt.handle_pre_stop_finished(&name, 0),
                 Report::Exited => {
                     // Wall seconds, rounded up.
                     let wall = (self.clock.now().wall.as_unix_millis() + 999) / 1000;
                     self.exit_reported.insert(i, wall);
-                    self.rt.container_exited(&name, 0)
+                    self.rt.handle_container_exited(&name, 0)
                 }
             };
             match result {
@@ -1008,7 +1007,11 @@ fn check_removals(agent: &Agent, events: &[Event]) {
             removals.len()
         );
         let last = &removals[0].object;
-        let removed_at = last.meta.deletion_timestamp.expect("set").as_unix_seconds();
+        let removed_at = last
+            .record
+            .deletion_timestamp
+            .expect("set")
+            .as_unix_seconds();
         let accepted = accepted.as_unix_seconds();
         // The final delete is decided at the latest report of the exit.
         let reported = agent.exit_reported.get(&i).copied().unwrap_or(i64::MIN);

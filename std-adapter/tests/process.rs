@@ -12,13 +12,16 @@ use grace_std::runtime::Actuator;
 use grace_std::store::{StoredContainer, StoredObject};
 
 fn object(command: &str, pre_stop: Option<&str>) -> StoredObject {
-    let mut o = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
-    o.node = Some("node-a".into());
+    let mut o = StoredObject::on_node(
+        Record::new(Name::try_from("uid-1").expect("short")),
+        "node-a",
+    );
     o.containers = vec![StoredContainer {
         name: "main".into(),
         pre_stop: pre_stop.map(str::to_owned),
         sidecar: false,
         command: vec!["sh".into(), "-c".into(), command.into()],
+        stop_signal: None,
     }];
     o
 }

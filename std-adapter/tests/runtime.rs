@@ -39,9 +39,9 @@ fn d6_restart_honours_the_original_kill_deadline() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(10))
+        .handle_delete("web-0", &DeleteOptions::with_grace(10))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("known");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     assert_eq!(
         recorder.take(),
         [
@@ -75,7 +75,7 @@ fn d6_restart_honours_the_original_kill_deadline() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.container_exited("web-0", 0).expect("known");
+    let _ = rt.handle_container_exited("web-0", 0).expect("known");
     assert_eq!(
         recorder.take(),
         [("web-0".into(), Action::ContainerStopped { container: 0 })]
@@ -97,9 +97,9 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
     rt.create("hook-0", pod("u1", true)).expect("created");
     let _ = rt
-        .delete("hook-0", &DeleteOptions::with_grace(10))
+        .handle_delete("hook-0", &DeleteOptions::with_grace(10))
         .expect("accepted");
-    let _ = rt.agent_sync("hook-0").expect("known");
+    let _ = rt.handle_agent_sync("hook-0").expect("known");
     assert_eq!(
         recorder.take().last(),
         Some(&(
@@ -148,20 +148,20 @@ fn d5_r62_late_shortening_kills_two_seconds_later_across_a_restart() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(30))
+        .handle_delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("known");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     assert_eq!(
         recorder.take().last(),
         Some(&("web-0".into(), Action::SendStopSignal { container: 0 }))
     );
     clock.advance(secs(10));
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(5))
+        .handle_delete("web-0", &DeleteOptions::with_grace(5))
         .expect("accepted");
     let (stored, _) = rt.store().get("web-0").expect("readable").expect("kept");
-    assert_eq!(stored.meta.deletion_grace_period_seconds, Some(1));
-    let _ = rt.agent_sync("web-0").expect("known");
+    assert_eq!(stored.record.deletion_grace_period_seconds, Some(1));
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     assert!(recorder.take().is_empty(), "no second SIGTERM");
     assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_012_000));
 
@@ -178,7 +178,7 @@ fn d5_r62_late_shortening_kills_two_seconds_later_across_a_restart() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.container_exited("web-0", 0).expect("known");
+    let _ = rt.handle_container_exited("web-0", 0).expect("known");
     assert!(
         rt.store().get("web-0").expect("readable").is_none(),
         "removed at T+12"
@@ -196,7 +196,7 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
 
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
     rt.create("web-0", pod("u1", false)).expect("created");
-    let _ = rt.evict("web-0", 5).expect("known");
+    let _ = rt.handle_evict("web-0", 5).expect("known");
     assert_eq!(
         recorder.take(),
         [("web-0".into(), Action::SendStopSignal { container: 0 })]
@@ -218,13 +218,13 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.container_exited("web-0", 0).expect("known");
+    let _ = rt.handle_container_exited("web-0", 0).expect("known");
     let (stored, _) = rt
         .store()
         .get("web-0")
         .expect("readable")
         .expect("an evicted pod stays");
-    assert_eq!(stored.meta.phase, grace_core::PodPhase::Failed);
+    assert_eq!(stored.record.phase, grace_core::PodPhase::Failed);
 }
 
 #[test]
@@ -236,9 +236,9 @@ fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(30))
+        .handle_delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("known");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     recorder.take();
     drop(rt);
 
@@ -280,7 +280,7 @@ fn accepted_deletion_is_durable_before_any_action() {
         ) -> Result<(), String> {
             let stored = self.store.get(object).map_err(|e| e.to_string())?;
             let ts =
-                stored.and_then(|(o, _)| o.meta.deletion_timestamp.map(|t| t.as_unix_seconds()));
+                stored.and_then(|(o, _)| o.record.deletion_timestamp.map(|t| t.as_unix_seconds()));
             self.seen.lock().expect("not poisoned").push((*action, ts));
             Ok(())
         }
@@ -299,7 +299,7 @@ fn accepted_deletion_is_durable_before_any_action() {
     .expect("opens");
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(10))
+        .handle_delete("web-0", &DeleteOptions::with_grace(10))
         .expect("accepted");
     let seen = check.seen.lock().expect("not poisoned").clone();
     assert_eq!(seen, [(Action::RemoveEndpoints, Some(1_010))]);
@@ -319,7 +319,7 @@ fn transitions_are_reported_as_a_stream() {
     let stream = rt.subscribe();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(0))
+        .handle_delete("web-0", &DeleteOptions::with_grace(0))
         .expect("accepted");
     let changes: Vec<Change> = stream.try_iter().map(|t| t.change).collect();
     assert_eq!(
@@ -421,9 +421,9 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
         rt.create(&name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .delete(&name, &DeleteOptions::with_grace(10))
+            .handle_delete(&name, &DeleteOptions::with_grace(10))
             .expect("accepted");
-        let _ = rt.agent_sync(&name).expect("synced");
+        let _ = rt.handle_agent_sync(&name).expect("synced");
     }
     actuator.seen.lock().expect("not poisoned").clear();
     let _ = store.take();
@@ -477,9 +477,9 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
         rt.create(&name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .delete(&name, &DeleteOptions::with_grace(10))
+            .handle_delete(&name, &DeleteOptions::with_grace(10))
             .expect("accepted");
-        let _ = rt.agent_sync(&name).expect("synced");
+        let _ = rt.handle_agent_sync(&name).expect("synced");
     }
     let _ = store.take();
     recorder.take();

@@ -98,7 +98,7 @@ fn setup(dir: &tempfile::TempDir) -> (Counting, Recorder, Rt) {
 /// the same things in different commits (the revisions).
 fn stored_meta(store: &Counting, name: &str) -> Option<Record<16>> {
     store.stored(name).map(|(o, _)| {
-        let mut meta = o.meta;
+        let mut meta = o.record;
         meta.resource_version = 0;
         meta
     })
@@ -120,8 +120,8 @@ fn a_batch_of_deletes_is_one_commit_before_the_actions_and_one_after_and_answers
     let answers: Vec<_> = NAMES
         .iter()
         .map(|name| {
-            let answer = batch.delete(name, &options).expect("accepted");
-            let _ = batch.agent_sync(name).expect("synced");
+            let answer = batch.handle_delete(name, &options).expect("accepted");
+            let _ = batch.handle_agent_sync(name).expect("synced");
             answer
         })
         .collect();
@@ -136,8 +136,8 @@ fn a_batch_of_deletes_is_one_commit_before_the_actions_and_one_after_and_answers
 
     let alone_before = alone.commits();
     for (name, batched_answer) in NAMES.iter().zip(&answers) {
-        let answer = rt_alone.delete(name, &options).expect("accepted");
-        let _ = rt_alone.agent_sync(name).expect("synced");
+        let answer = rt_alone.handle_delete(name, &options).expect("accepted");
+        let _ = rt_alone.handle_agent_sync(name).expect("synced");
         assert_eq!(&answer, batched_answer, "{name}");
     }
     assert!(alone.commits() - alone_before >= 2 * NAMES.len());
@@ -174,27 +174,31 @@ fn a_refused_input_in_a_batch_writes_nothing_and_holds_back_no_other() {
 
     store.log.lock().expect("ok").clear();
     let mut batch = rt.open_batch();
-    batch.delete("a", &DeleteOptions::default()).expect("a");
-    let refused = batch.delete("b", &wrong_uid);
+    batch
+        .handle_delete("a", &DeleteOptions::default())
+        .expect("a");
+    let refused = batch.handle_delete("b", &wrong_uid);
     assert!(
         matches!(refused, Err(RuntimeError::Delete(DeleteError::Conflict(_)))),
         "{refused:?}"
     );
-    let missing = batch.delete("nobody", &DeleteOptions::default());
+    let missing = batch.handle_delete("nobody", &DeleteOptions::default());
     assert!(
         matches!(missing, Err(RuntimeError::NotFound(_))),
         "{missing:?}"
     );
-    batch.delete("c", &DeleteOptions::default()).expect("c");
+    batch
+        .handle_delete("c", &DeleteOptions::default())
+        .expect("c");
     assert_eq!(batch.len(), 2, "only the accepted inputs are in the batch");
     batch.commit().expect("committed");
 
     let (b, revision) = store.stored("b").expect("b is still stored");
     assert_eq!(revision, b_revision, "b was not written");
-    assert_eq!(b.meta.deletion_timestamp, None);
+    assert_eq!(b.record.deletion_timestamp, None);
     for name in ["a", "c"] {
         let (object, _) = store.stored(name).expect("stored");
-        assert!(object.meta.deletion_timestamp.is_some(), "{name}");
+        assert!(object.record.deletion_timestamp.is_some(), "{name}");
     }
     let written: Vec<String> = store.log.lock().expect("ok").concat();
     assert!(!written.iter().any(|n| n == "b"), "{written:?}");
@@ -208,7 +212,7 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
     // An unscheduled object: deleted at once (R19), here in the batch that
     // creates it; the delete's uid precondition holds against the object
     // the create put in the batch.
-    let object = StoredObject::new(Record::new(Name::try_from("uid-x").expect("short")));
+    let object = StoredObject::unscheduled(Record::new(Name::try_from("uid-x").expect("short")));
     let uid_x = DeleteOptions {
         preconditions: Preconditions {
             uid: Some(Name::try_from("uid-x").expect("short")),
@@ -218,7 +222,7 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
     };
 
     let mut batch = rt.open_batch();
-    let missing = batch.delete("x", &uid_x);
+    let missing = batch.handle_delete("x", &uid_x);
     assert!(
         matches!(missing, Err(RuntimeError::NotFound(_))),
         "{missing:?}"
@@ -227,13 +231,15 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
     assert!(batch.touches("x"));
     let again = batch.create(
         "x",
-        StoredObject::new(Record::new(Name::try_from("uid-y").expect("short"))),
+        StoredObject::unscheduled(Record::new(Name::try_from("uid-y").expect("short"))),
     );
     assert!(
         matches!(again, Err(RuntimeError::AlreadyExists(_))),
         "{again:?}"
     );
-    let answer = batch.delete("x", &uid_x).expect("sees the created object");
+    let answer = batch
+        .handle_delete("x", &uid_x)
+        .expect("sees the created object");
     assert_eq!(answer.response.outcome, grace_core::DeleteOutcome::Deleted);
     batch.commit().expect("committed");
 
@@ -250,7 +256,7 @@ fn a_batch_whose_commit_fails_is_undone_and_can_be_done_again() {
     let mut batch = rt.open_batch();
     for name in NAMES {
         batch
-            .delete(name, &DeleteOptions::default())
+            .handle_delete(name, &DeleteOptions::default())
             .expect("accepted");
     }
     batch
@@ -264,7 +270,7 @@ fn a_batch_whose_commit_fails_is_undone_and_can_be_done_again() {
     // again as read.)
     for name in NAMES {
         let (object, _) = store.stored(name).expect("stored");
-        assert_eq!(object.meta.deletion_timestamp, None, "{name}");
+        assert_eq!(object.record.deletion_timestamp, None, "{name}");
     }
     assert_eq!(store.stored("new"), None);
     assert!(actions.take().is_empty(), "nothing was carried out");
@@ -276,13 +282,13 @@ fn a_batch_whose_commit_fails_is_undone_and_can_be_done_again() {
     let mut batch = rt.open_batch();
     for name in NAMES {
         batch
-            .delete(name, &DeleteOptions::default())
+            .handle_delete(name, &DeleteOptions::default())
             .expect("accepted");
     }
     batch.commit().expect("committed");
     for name in NAMES {
         let (object, _) = store.stored(name).expect("stored");
-        assert!(object.meta.deletion_timestamp.is_some(), "{name}");
+        assert!(object.record.deletion_timestamp.is_some(), "{name}");
     }
 }
 
@@ -294,7 +300,7 @@ fn a_batch_dropped_without_commit_writes_nothing_and_is_undone() {
     {
         let mut batch = rt.open_batch();
         batch
-            .delete("a", &DeleteOptions::default())
+            .handle_delete("a", &DeleteOptions::default())
             .expect("accepted");
         batch
             .create("new", pod("uid-new", false))
@@ -303,5 +309,5 @@ fn a_batch_dropped_without_commit_writes_nothing_and_is_undone() {
     assert_eq!(store.commits(), before);
     assert_eq!(rt.lifecycle("a").map(|l| l.phase()), Some(Phase::Live));
     assert!(rt.lifecycle("new").is_none());
-    assert!(rt.delete("a", &DeleteOptions::default()).is_ok());
+    assert!(rt.handle_delete("a", &DeleteOptions::default()).is_ok());
 }

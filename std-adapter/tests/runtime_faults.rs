@@ -133,7 +133,7 @@ fn setup() -> (Faulty, Arc<ManualClock>, Recorder, Rt) {
 fn stored_ts(store: &Faulty, name: &str) -> Option<i64> {
     store
         .stored(name)
-        .and_then(|o| o.meta.deletion_timestamp)
+        .and_then(|o| o.record.deletion_timestamp)
         .map(|t| t.as_unix_seconds())
 }
 
@@ -147,7 +147,7 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     // The decision is written, the endpoints removed, then the write that
     // records them as done fails.
     store.then(&[None, Some(Next::Refuse)]);
-    let result = rt.delete("web-0", &DeleteOptions::with_grace(30));
+    let result = rt.handle_delete("web-0", &DeleteOptions::with_grace(30));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
     // Read back, the stored decision still owes the endpoints' removal:
@@ -162,7 +162,7 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     // The client retries 5 s later: the timestamp stays where it was.
     clock.advance(secs(5));
     let response = rt
-        .delete("web-0", &DeleteOptions::with_grace(30))
+        .handle_delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
     assert_eq!(
         response
@@ -181,14 +181,14 @@ fn a_refused_removal_is_retried() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(30))
+        .handle_delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("known");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     recorder.take_actions();
     // The decision is written, the container released, the record's
     // removal refused; read back at once, the removal is retried.
     store.then(&[None, Some(Next::Refuse)]);
-    let result = rt.container_exited("web-0", 0);
+    let result = rt.handle_container_exited("web-0", 0);
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert!(store.stored("web-0").is_none(), "removed on the retry");
 
@@ -196,11 +196,11 @@ fn a_refused_removal_is_retried() {
     // store, and a restart carries it out.
     rt.create("web-1", pod("u2", false)).expect("created");
     let _ = rt
-        .delete("web-1", &DeleteOptions::with_grace(30))
+        .handle_delete("web-1", &DeleteOptions::with_grace(30))
         .expect("accepted");
-    let _ = rt.agent_sync("web-1").expect("known");
+    let _ = rt.handle_agent_sync("web-1").expect("known");
     store.then(&[None, Some(Next::GoDown)]);
-    let _ = rt.container_exited("web-1", 0);
+    let _ = rt.handle_container_exited("web-1", 0);
     assert!(store.stored("web-1").is_some());
     drop(rt);
     store.down.store(false, Ordering::SeqCst);
@@ -215,12 +215,12 @@ fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
     let (store, clock, _recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(30))
+        .handle_delete("web-0", &DeleteOptions::with_grace(30))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("known");
+    let _ = rt.handle_agent_sync("web-0").expect("known");
     // The removal fails and the store stops answering altogether.
     store.then(&[None, Some(Next::GoDown)]);
-    let result = rt.container_exited("web-0", 0);
+    let result = rt.handle_container_exited("web-0", 0);
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     let retry = rt.poll_timeout().expect("a retry is scheduled");
     assert!(retry > clock.now().mono, "not a busy loop");
@@ -243,7 +243,7 @@ fn a_create_whose_acknowledgement_was_lost_is_tracked() {
     assert!(store.stored("web-0").is_some());
     assert!(rt.lifecycle("web-0").is_some(), "tracked");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(0))
+        .handle_delete("web-0", &DeleteOptions::with_grace(0))
         .expect("deletable");
 }
 
@@ -255,19 +255,19 @@ fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     store.then(&[Some(Next::ApplyThenFail)]);
-    let result = rt.delete("web-0", &DeleteOptions::with_grace(30));
+    let result = rt.handle_delete("web-0", &DeleteOptions::with_grace(30));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
 
     clock.advance(secs(5));
-    let _ = rt.agent_sync("web-0").expect("not wedged");
+    let _ = rt.handle_agent_sync("web-0").expect("not wedged");
     assert!(
         recorder
             .take_actions()
             .contains(&Action::SendStopSignal { container: 0 }),
         "the stored deletion is acted on"
     );
-    let _ = rt.container_exited("web-0", 0).expect("not wedged");
+    let _ = rt.handle_container_exited("web-0", 0).expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
 }
 
@@ -281,9 +281,9 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .delete("web-0", &DeleteOptions::with_grace(5))
+        .handle_delete("web-0", &DeleteOptions::with_grace(5))
         .expect("accepted");
-    let _ = rt.agent_sync("web-0").expect("synced");
+    let _ = rt.handle_agent_sync("web-0").expect("synced");
     recorder.take_actions();
 
     clock.advance(secs(5));
@@ -298,7 +298,7 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
             .contains(&Action::SendKill { container: 0 })
     );
 
-    let _ = rt.container_exited("web-0", 0).expect("not wedged");
+    let _ = rt.handle_container_exited("web-0", 0).expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
 }
 
@@ -315,9 +315,9 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         rt.create(name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .delete(name, &DeleteOptions::with_grace(5))
+            .handle_delete(name, &DeleteOptions::with_grace(5))
             .expect("accepted");
-        let _ = rt.agent_sync(name).expect("synced");
+        let _ = rt.handle_agent_sync(name).expect("synced");
     }
     recorder.take_actions();
     clock.advance(secs(5));

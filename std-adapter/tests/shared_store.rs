@@ -71,8 +71,7 @@ impl World {
 }
 
 fn pod(uid: &str, node: &str) -> StoredObject {
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-    object.node = Some(node.into());
+    let mut object = StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), node);
     object.containers = vec![StoredContainer {
         name: "app".into(),
         ..StoredContainer::default()
@@ -93,7 +92,7 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
     assert_eq!(agent.lifecycle("web").map(|l| l.phase()), Some(Phase::Live));
 
     w.delete("web", &DeleteOptions::with_grace(10));
-    let decided = w.stored("web").expect("kept while terminating").meta;
+    let decided = w.stored("web").expect("kept while terminating").record;
     assert_eq!(decided.deletion_timestamp, at_s(10));
     w.advance_ms(300);
     assert_eq!(agent.observe("web").expect("observed"), Observed::Changed);
@@ -106,9 +105,9 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
     );
     // The agent wrote its kill state, and the record as the API decided it.
     let stored = w.stored("web").expect("still stored");
-    assert_eq!(stored.meta.deletion_timestamp, decided.deletion_timestamp);
+    assert_eq!(stored.record.deletion_timestamp, decided.deletion_timestamp);
     assert_eq!(
-        stored.meta.deletion_grace_period_seconds,
+        stored.record.deletion_grace_period_seconds,
         decided.deletion_grace_period_seconds
     );
     assert!(stored.agent.is_some());
@@ -125,7 +124,7 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
         w.recorder.take_actions(),
         [Action::SendKill { container: 0 }]
     );
-    let _ = agent.container_exited("web", 0).expect("reported");
+    let _ = agent.handle_container_exited("web", 0).expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
@@ -171,7 +170,7 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
         w.recorder.take_actions(),
         [Action::SendKill { container: 0 }]
     );
-    let _ = agent.container_exited("web", 0).expect("reported");
+    let _ = agent.handle_container_exited("web", 0).expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
@@ -187,11 +186,11 @@ fn r80_deletion_accepted_while_the_agent_is_down_is_carried_out_when_it_returns(
     {
         let mut agent = w.agent();
         let _ = agent.observe("web").expect("observed");
-        let _ = agent.agent_sync("web").expect("synced");
+        let _ = agent.handle_agent_sync("web").expect("synced");
     }
     // The agent is gone: the deletion is accepted and waits (R80).
     w.delete("web", &DeleteOptions::with_grace(20));
-    let decided = w.stored("web").expect("kept").meta;
+    let decided = w.stored("web").expect("kept").record;
     w.advance_ms(5_000);
     assert_eq!(w.recorder.take_actions(), []);
 
@@ -204,7 +203,7 @@ fn r80_deletion_accepted_while_the_agent_is_down_is_carried_out_when_it_returns(
             Action::SendStopSignal { container: 0 }
         ]
     );
-    let stored = w.stored("web").expect("kept").meta;
+    let stored = w.stored("web").expect("kept").record;
     assert_eq!(stored.deletion_timestamp, decided.deletion_timestamp);
     // The budget counts from when the agent saw the deletion (R57).
     w.advance_ms(20_000);
@@ -230,7 +229,7 @@ fn objects_of_other_nodes_are_left_to_their_agents() {
     assert_eq!(agent.names().collect::<Vec<_>>(), ["ours"]);
     assert_eq!(w.recorder.take_actions(), []);
     let stored = w.stored("theirs").expect("waits for its own agent (R80)");
-    assert!(stored.meta.deletion_timestamp.is_some());
+    assert!(stored.record.deletion_timestamp.is_some());
 }
 
 #[test]
@@ -238,7 +237,7 @@ fn r45_finalizer_removed_by_another_process_lets_the_agent_finish() {
     let w = World::new();
     let mut object = pod("uid-1", "node-a");
     object
-        .meta
+        .record
         .finalizers
         .push(Name::try_from("example.com/keep").expect("short"))
         .expect("room");
@@ -246,10 +245,10 @@ fn r45_finalizer_removed_by_another_process_lets_the_agent_finish() {
     let mut agent = w.agent();
     w.delete("web", &DeleteOptions::with_grace(10));
     let _ = agent.observe("web").expect("observed");
-    let _ = agent.container_exited("web", 0).expect("reported");
+    let _ = agent.handle_container_exited("web", 0).expect("reported");
     let _ = w.recorder.take_actions();
     // The final delete was made; the finalizer holds the record.
-    let held = w.stored("web").expect("held by its finalizer").meta;
+    let held = w.stored("web").expect("held by its finalizer").record;
     assert_eq!(held.deletion_grace_period_seconds, Some(0));
 
     let change = FinalizerChange::Remove(Name::try_from("example.com/keep").expect("short"));
@@ -268,7 +267,7 @@ fn d7_fencing_a_node_removes_its_objects_and_signals_nothing() {
     w.create("a", "uid-a", "node-a");
     w.create("b", "uid-b", "node-b");
     let mut held = pod("uid-c", "node-b");
-    held.meta
+    held.record
         .finalizers
         .push(Name::try_from("example.com/keep").expect("short"))
         .expect("room");
@@ -278,7 +277,7 @@ fn d7_fencing_a_node_removes_its_objects_and_signals_nothing() {
     let fenced = api_server::fence_node(&w.store, w.now(), "node-b").expect("fenced");
     assert_eq!(fenced, ["b", "c"]);
     assert_eq!(w.stored("b"), None, "R82: deleted with grace 0");
-    let c = w.stored("c").expect("held by its finalizer").meta;
+    let c = w.stored("c").expect("held by its finalizer").record;
     assert_eq!(c.phase, PodPhase::Failed);
     assert_eq!(c.deletion_grace_period_seconds, Some(0));
     assert!(w.stored("a").is_some(), "other nodes' objects untouched");
@@ -302,7 +301,7 @@ fn a_name_taken_by_a_new_object_stops_the_old_one_first() {
             Action::SendStopSignal { container: 0 }
         ]
     );
-    let _ = agent.container_exited("web", 0).expect("reported");
+    let _ = agent.handle_container_exited("web", 0).expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]

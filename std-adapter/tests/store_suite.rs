@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use grace_core::{Name, Record, Timestamp};
 use grace_std::store::{
-    BatchError, EventKind, FINALIZERS, KillState, Preconditions, Revision, Store, StoreError,
+    BatchError, EventKind, FINALIZERS, KillState, Revision, Store, StoreError, StorePreconditions,
     StoredContainer, StoredObject, Write,
 };
 
@@ -20,7 +20,7 @@ use grace_std::store::{
 const PATIENCE: Duration = Duration::from_secs(10);
 
 fn obj(uid: &str) -> StoredObject {
-    StoredObject::new(Record::<FINALIZERS>::new(
+    StoredObject::unscheduled(Record::<FINALIZERS>::new(
         Name::try_from(uid).expect("short uid"),
     ))
 }
@@ -28,10 +28,10 @@ fn obj(uid: &str) -> StoredObject {
 /// An object with every field set, to check nothing is lost on the way.
 fn full_obj(uid: &str) -> StoredObject {
     let mut o = obj(uid);
-    o.meta.generation = 2;
-    o.meta.deletion_timestamp = Some(Timestamp::from_unix_seconds(1030));
-    o.meta.deletion_grace_period_seconds = Some(30);
-    o.meta
+    o.record.generation = 2;
+    o.record.deletion_timestamp = Some(Timestamp::from_unix_seconds(1030));
+    o.record.deletion_grace_period_seconds = Some(30);
+    o.record
         .finalizers
         .push(Name::try_from("example.com/backup").expect("short"))
         .expect("room");
@@ -42,12 +42,14 @@ fn full_obj(uid: &str) -> StoredObject {
             pre_stop: Some("sleep 5".into()),
             sidecar: false,
             command: vec!["/bin/app".into(), "--port=80".into()],
+            stop_signal: None,
         },
         StoredContainer {
             name: "log".into(),
             pre_stop: None,
             sidecar: true,
             command: vec!["/bin/log".into()],
+            stop_signal: None,
         },
     ];
     // Opaque to the store: any bytes are kept as written.
@@ -55,8 +57,8 @@ fn full_obj(uid: &str) -> StoredObject {
     o
 }
 
-fn no_pre() -> Preconditions {
-    Preconditions::default()
+fn no_pre() -> StorePreconditions {
+    StorePreconditions::default()
 }
 
 /// Reads `n` events from `watch`, failing the test if they do not come.
@@ -81,12 +83,12 @@ fn create_then_get_returns_the_object_at_its_revision(s: &dyn Store) {
     let (read, read_rev) = s.get("web-0").unwrap().expect("stored");
     assert_eq!(read_rev, rev);
     assert_eq!(
-        read.meta.resource_version,
+        read.record.resource_version,
         rev.get(),
         "store sets resourceVersion"
     );
     let mut expected = written;
-    expected.meta.resource_version = rev.get();
+    expected.record.resource_version = rev.get();
     assert_eq!(
         read, expected,
         "every field, the opaque agent state included"
@@ -194,7 +196,7 @@ fn uid_precondition_spares_an_object_recreated_under_the_same_name(s: &dyn Store
     s.delete("web-0", no_pre()).unwrap();
     let new_rev = s.create("web-0", obj("uid-new")).unwrap();
     // The old object's agent, late, sends its final delete.
-    let late = Preconditions {
+    let late = StorePreconditions {
         uid: Some("uid-old".into()),
         revision: None,
     };
@@ -215,7 +217,7 @@ fn uid_precondition_spares_an_object_recreated_under_the_same_name(s: &dyn Store
 fn revision_precondition_refuses_a_changed_object(s: &dyn Store) {
     let r1 = s.create("a", obj("uid-1")).unwrap();
     let r2 = s.update("a", obj("uid-1"), r1).unwrap();
-    let stale = Preconditions {
+    let stale = StorePreconditions {
         uid: Some("uid-1".into()),
         revision: Some(r1),
     };
@@ -226,7 +228,7 @@ fn revision_precondition_refuses_a_changed_object(s: &dyn Store) {
             current: r2
         }
     );
-    let fresh = Preconditions {
+    let fresh = StorePreconditions {
         uid: Some("uid-1".into()),
         revision: Some(r2),
     };
@@ -255,7 +257,7 @@ fn list_is_complete_and_in_name_order(s: &dyn Store) {
         .objects
         .iter()
         .map(|(n, o, r)| {
-            assert_eq!(o.meta.resource_version, r.get());
+            assert_eq!(o.record.resource_version, r.get());
             (n.as_str(), *r)
         })
         .collect();
@@ -287,7 +289,7 @@ fn watch_from_zero_replays_every_change_in_order(s: &dyn Store) {
     assert_eq!(events[0].object.node.as_deref(), Some("node-a"));
     // A delete carries the object as it was last stored.
     assert_eq!(events[3].object.uid(), "ua");
-    assert_eq!(events[3].object.meta.resource_version, r3.get());
+    assert_eq!(events[3].object.record.resource_version, r3.get());
     assert_eq!(w.revision(), r4);
     assert_eq!(w.try_next().unwrap(), None, "nothing more");
 }
@@ -407,7 +409,7 @@ fn a_batch_applies_all_in_order_with_consecutive_revisions(s: &dyn Store) {
             },
             Write::Delete {
                 name: "keep".into(),
-                preconditions: Preconditions {
+                preconditions: StorePreconditions {
                     uid: Some("uk".into()),
                     revision: Some(r1),
                 },
@@ -448,7 +450,7 @@ fn a_refused_write_in_a_batch_writes_nothing(s: &dyn Store) {
             },
             Write::Delete {
                 name: "b".into(),
-                preconditions: Preconditions {
+                preconditions: StorePreconditions {
                     uid: Some("not-ub".into()),
                     revision: None,
                 },
@@ -560,9 +562,9 @@ fn objects_outlive_the_log_entries_of_their_writes(open: &dyn Fn(u64) -> Box<dyn
     // a's create has left the log.
     assert!(matches!(s.watch(ra), Err(StoreError::Compacted { .. })));
     let expected = StoredObject {
-        meta: grace_core::Record {
+        record: grace_core::Record {
             resource_version: ra.get(),
-            ..written.meta.clone()
+            ..written.record.clone()
         },
         ..written.clone()
     };
@@ -571,7 +573,7 @@ fn objects_outlive_the_log_entries_of_their_writes(open: &dyn Fn(u64) -> Box<dyn
     assert_eq!(listing.objects[0], ("a".to_owned(), expected.clone(), ra));
     // Deleted whole: its event carries the object as last stored.
     let mut w = s.watch(rb).unwrap();
-    let pre = Preconditions {
+    let pre = StorePreconditions {
         uid: Some("ua".into()),
         revision: Some(ra),
     };
@@ -780,6 +782,29 @@ store_suite!(
         };
         let s = grace_std::store::EtcdStore::connect_with(options).expect("etcd is reachable");
         ((), s)
+    }
+);
+
+#[cfg(feature = "etcd")]
+#[path = "common/secure_etcd.rs"]
+mod secure_etcd;
+
+// The whole suite again on an etcd as deployed: TLS with client
+// certificates and authentication on, the client a user whose role may
+// use the test prefixes only. Each test starts a server of its own.
+#[cfg(feature = "etcd")]
+store_suite!(
+    #[ignore = "starts its own etcd with TLS and auth (GRACE_ETCD_BIN or etcd on PATH); .ci/etcd runs it"]
+    etcd_tls_auth,
+    |retention| {
+        let server = secure_etcd::SecureEtcd::start();
+        let options = grace_std::store::EtcdOptions {
+            log_retention: retention,
+            ..server.store_options(&fresh_prefix())
+        };
+        let s = grace_std::store::EtcdStore::connect_with(options)
+            .expect("with TLS, its certificate and the password, the client is served");
+        (server, s)
     }
 );
 
@@ -1046,7 +1071,7 @@ mod durable {
                 .get(&format!("o{rev:06}"))
                 .unwrap()
                 .expect("acknowledged write kept");
-            assert_eq!((o.meta.resource_version, r), (rev, Revision(rev)));
+            assert_eq!((o.record.resource_version, r), (rev, Revision(rev)));
         }
         // The log holds every change too.
         let n = revision as usize;

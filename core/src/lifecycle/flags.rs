@@ -25,7 +25,9 @@ pub(crate) enum Flag {
     OwesReport,
     /// The agent's final report has been made.
     Reported,
-    /// The owed `Remove` action is a force removal (D4).
+    /// The owed `Remove` action is a force removal ([D4]).
+    ///
+    /// [D4]: crate::rules#d4
     Force,
     /// `RemoveEndpoints` is owed.
     EndpointsOwed,

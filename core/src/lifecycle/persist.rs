@@ -14,9 +14,9 @@ use crate::kill::{Container, PersistedContainer};
 use crate::record::{Record, Strategy};
 
 #[derive(Deserialize)]
-pub(super) struct Persisted<const F: usize, const C: usize> {
+pub(super) struct Persisted<const F: usize, const C: usize, const L: usize> {
     strategy: Strategy,
-    record: Record<F>,
+    record: Record<F, L>,
     stored: bool,
     phase: Phase,
     agent: AgentState,
@@ -32,19 +32,20 @@ pub(super) struct Persisted<const F: usize, const C: usize> {
 /// [`Persisted`] as written: the same fields in the same order, borrowed.
 #[derive(Serialize)]
 #[serde(rename = "Persisted")]
-struct PersistedRef<'a, const F: usize, const C: usize> {
+struct PersistedRef<'a, const F: usize, const C: usize, const L: usize> {
     strategy: Strategy,
-    record: &'a Record<F>,
+    record: &'a Record<F, L>,
     stored: bool,
     phase: Phase,
     agent: AgentState,
-    containers: Containers<'a, F, C>,
+    containers: Containers<'a, F, C, L>,
     endpoints_since: u16,
     remove_since: u16,
     force: bool,
 }
 
-impl<const F: usize, const C: usize> Serialize for Lifecycle<F, C> {
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+impl<const F: usize, const C: usize, const L: usize> Serialize for Lifecycle<F, C, L> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         PersistedRef {
             strategy: self.strategy(),
@@ -62,9 +63,9 @@ impl<const F: usize, const C: usize> Serialize for Lifecycle<F, C> {
 }
 
 /// A lifecycle's containers as written: each with its place.
-struct Containers<'a, const F: usize, const C: usize>(&'a Lifecycle<F, C>);
+struct Containers<'a, const F: usize, const C: usize, const L: usize>(&'a Lifecycle<F, C, L>);
 
-impl<const F: usize, const C: usize> Serialize for Containers<'_, F, C> {
+impl<const F: usize, const C: usize, const L: usize> Serialize for Containers<'_, F, C, L> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let lifecycle = self.0;
         serializer.collect_seq(lifecycle.containers().iter().enumerate().map(|(i, c)| {
@@ -73,8 +74,10 @@ impl<const F: usize, const C: usize> Serialize for Containers<'_, F, C> {
     }
 }
 
-impl<const F: usize, const C: usize> From<Persisted<F, C>> for Lifecycle<F, C> {
-    fn from(p: Persisted<F, C>) -> Self {
+impl<const F: usize, const C: usize, const L: usize> From<Persisted<F, C, L>>
+    for Lifecycle<F, C, L>
+{
+    fn from(p: Persisted<F, C, L>) -> Self {
         let mut flags = Flags::new(p.strategy);
         flags.set(Flag::Stored, p.stored);
         flags.set_link(p.agent.link);

@@ -59,7 +59,7 @@ impl Ends {
     }
 }
 
-impl<const F: usize, const C: usize> Lifecycle<F, C> {
+impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// Container `i`'s entry (`i < C <= MAX_CONTAINERS`).
     #[inline]
     pub(super) fn entry_of(i: usize) -> Entry {

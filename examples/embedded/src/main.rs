@@ -1,4 +1,4 @@
-//! grace-core on a microcontroller: three pods deleted gracefully on a
+//! grace-core on a microcontroller: four pods deleted gracefully on a
 //! Cortex-M4 (QEMU `mps2-an386`), deadlines driven by a 1 kHz SysTick, every
 //! step logged with defmt over semihosting.
 //!
@@ -12,6 +12,11 @@
 //! | web      | 2 s   | exits 1 s after SIGTERM      | SIGTERM at 500, exits and is deleted at 1500         |
 //! | stubborn | 3 s   | ignores SIGTERM              | SIGTERM at 500, SIGKILL at 3500 (500 + grace)        |
 //! | hook     | 2 s   | pre-stop hook hangs; stuck   | hook at 500, SIGTERM at 2500 (budget spent), SIGKILL at 4500 (+2 s floor, R62) |
+//! | forced   | 0     | ignores SIGTERM              | record removed at 0 (force); SIGTERM at 500, SIGKILL at 2500; forgotten only then |
+//!
+//! The board forgets an object (frees its slot) only once it is finished
+//! ([`grace_core::Lifecycle::is_finished`]), never on `Remove` alone: the
+//! decisions are in `world.rs`, which a host test drives too.
 #![no_std]
 #![no_main]
 
@@ -20,17 +25,22 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use cortex_m::peripheral::{SYST, syst::SystClkSource};
 use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::debug;
-use defmt::{error, info, unwrap};
+use defmt::{error, info};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, Instant, Lifecycle, Name, Now, Phase, Record,
-    SharedTable, Strategy, WallTime,
+    Action, ContainerSpec, DeleteOptions, InlineName, Instant, Lifecycle, Now, Record,
+    SMALL_NAME_CAPACITY, SharedTable, Strategy, WallTime,
 };
+use world::{Event, Pod, Spec};
 
-/// Up to 4 objects, each with room for 2 finalizers and 1 container; in a
-/// `static` so that interrupt handlers (a UART taking delete requests,
-/// say) could share it with `main`; every access is a short critical section.
-static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
+mod world;
+
+/// Up to 4 objects, each with room for 2 finalizers and 1 container, with
+/// names of up to 62 bytes (a name then takes 64; the default capacity
+/// holds any Kubernetes name, in 319); in a `static` so that interrupt
+/// handlers (a UART taking delete requests, say) could share it with
+/// `main`; every access is a short critical section.
+static TABLE: SharedTable<4, 2, 1, SMALL_NAME_CAPACITY> = SharedTable::new();
 
 /// How long the node agent takes to notice a deletion.
 const AGENT_DELAY_MS: u64 = 500;
@@ -39,16 +49,7 @@ const GIVE_UP_MS: u64 = 10_000;
 /// mps2-an386's CPU clock, which drives SysTick.
 const CPU_HZ: u32 = 25_000_000;
 
-/// One pod, as the scenario defines it.
-struct Spec {
-    name: &'static str,
-    grace: i64,
-    pre_stop: bool,
-    /// The process exits this long after SIGTERM; `None`: it ignores SIGTERM.
-    exits_after_sigterm_ms: Option<u64>,
-}
-
-const SPECS: [Spec; 3] = [
+const SPECS: [Spec; 4] = [
     Spec {
         name: "web",
         grace: 2,
@@ -69,24 +70,15 @@ const SPECS: [Spec; 3] = [
         pre_stop: true,
         exits_after_sigterm_ms: None,
     },
+    // A force delete: the record goes at once, the kill still has to run
+    // (D4); the board must not drop it on `Remove`.
+    Spec {
+        name: "forced",
+        grace: 0,
+        pre_stop: false,
+        exits_after_sigterm_ms: None,
+    },
 ];
-
-/// One pod at run time: its id in the table, the last phase logged, and the
-/// next thing the outside world does to it.
-struct Pod {
-    spec: &'static Spec,
-    id: Id,
-    phase: Phase,
-    event: Option<(u64, Event)>,
-}
-
-#[derive(Clone, Copy)]
-enum Event {
-    /// The node agent sees the deletion and starts the kill.
-    AgentSync,
-    /// The container's process exits.
-    Exit,
-}
 
 // ---- the clock: SysTick at 1 kHz, read through embassy-time ---------------
 
@@ -147,9 +139,9 @@ fn sleep_until(deadline: Instant) {
 
 #[entry]
 fn main() -> ! {
-    let peripherals = unwrap!(cortex_m::Peripherals::take());
+    let peripherals = (cortex_m::Peripherals::take()).or_fail();
     info!(
-        "grace-core on a Cortex-M4: 3 pods, grace 2/3/2 s, agent delay {=u64} ms",
+        "grace-core on a Cortex-M4: 4 pods, grace 2/3/2/0 s, agent delay {=u64} ms",
         AGENT_DELAY_MS
     );
     start_clock(peripherals.SYST);
@@ -166,7 +158,7 @@ fn main() -> ! {
         let ms = now.mono.as_millis();
 
         // Deadlines that have passed: hook cut-offs, SIGKILLs.
-        unwrap!(TABLE.with(|t| t.handle_timeout(now)));
+        (TABLE.with(|t| t.handle_timeout(now))).or_fail();
         settle(now, &mut pods);
 
         // What the world does by now. A reaction can be due at once (a
@@ -180,23 +172,22 @@ fn main() -> ! {
             match pod.event.take() {
                 Some((_, Event::AgentSync)) => {
                     info!("t={=u64} ms {=str}: agent sees the deletion", ms, name);
-                    let _ = unwrap!(TABLE.with(|t| t.handle_agent_sync(now, id)));
+                    let _ = (TABLE.with(|t| t.handle_agent_sync(now, id))).or_fail();
                 }
                 Some((_, Event::Exit)) => {
                     info!("t={=u64} ms {=str}: process exits", ms, name);
-                    let _ = unwrap!(unwrap!(
-                        TABLE.with(|t| t.handle_container_exited(now, id, 0))
-                    ));
+                    let _ = ((TABLE.with(|t| t.handle_container_exited(now, id, 0))).or_fail())
+                        .or_fail();
                 }
                 None => {}
             }
             settle(now, &mut pods);
         }
 
-        if pods.iter().all(|p| p.phase == Phase::Deleted) {
-            let left = unwrap!(TABLE.with(|t| t.len()));
+        if pods.iter().all(|p| p.forgotten) {
+            let left = (TABLE.with(|t| t.len())).or_fail();
             info!(
-                "t={=u64} ms: all pods deleted, {=usize} objects left in the table",
+                "t={=u64} ms: all pods finished, {=usize} objects left in the table",
                 ms, left
             );
             exit(debug::EXIT_SUCCESS);
@@ -204,7 +195,9 @@ fn main() -> ! {
 
         // Sleep until the earliest of the table's deadline and the world's
         // next event.
-        let deadline = unwrap!(TABLE.with(|t| t.poll_timeout())).map(Instant::as_millis);
+        let deadline = (TABLE.with(|t| t.poll_timeout()))
+            .or_fail()
+            .map(Instant::as_millis);
         let event = pods.iter().filter_map(|p| p.event.map(|(at, _)| at)).min();
         let next = match (deadline, event) {
             (Some(d), Some(e)) => d.min(e),
@@ -221,17 +214,17 @@ fn main() -> ! {
 
 /// Puts a live, running pod with one container into the table.
 fn create(now: Now, spec: &'static Spec) -> Pod {
-    let uid = unwrap!(Name::try_from(spec.name));
+    let uid = (InlineName::try_from(spec.name)).or_fail();
     let record = Record::new(uid);
     let container = ContainerSpec {
         pre_stop: spec.pre_stop,
         ..ContainerSpec::default()
     };
-    let lifecycle = unwrap!(Lifecycle::new(Strategy::POD, record, &[container]));
-    let id = unwrap!(TABLE.with(|t| t.insert(lifecycle).ok()));
-    let id = unwrap!(id, "table full");
-    let phase = unwrap!(TABLE.with(|t| t.get(id).map(Lifecycle::phase)));
-    let phase = unwrap!(phase);
+    let lifecycle = (Lifecycle::new(Strategy::POD, record, &[container])).or_fail();
+    let id = (TABLE.with(|t| t.insert(lifecycle).ok())).or_fail();
+    let id = (id).or_fail();
+    let phase = (TABLE.with(|t| t.get(id).map(Lifecycle::phase))).or_fail();
+    let phase = (phase).or_fail();
     info!(
         "t={=u64} ms {=str}: created, phase {}",
         now.mono.as_millis(),
@@ -243,6 +236,7 @@ fn create(now: Now, spec: &'static Spec) -> Pod {
         id,
         phase,
         event: None,
+        forgotten: false,
     }
 }
 
@@ -252,13 +246,15 @@ fn delete(now: Now, pods: &mut [Pod], i: usize) {
     let (id, ms) = (pod.id, now.mono.as_millis());
     let options = DeleteOptions::with_grace(pod.spec.grace);
     // The response is small; the object as written is the table's record.
-    let at = unwrap!(unwrap!(TABLE.with(|t| {
+    let at = ((TABLE.with(|t| {
         t.handle_delete(now, id, &options).map(|_| {
             t.get(id)
                 .and_then(|l| l.record().deletion_timestamp)
                 .map_or(-1, |ts| ts.as_unix_seconds())
         })
-    })));
+    }))
+    .or_fail())
+    .or_fail();
     info!(
         "t={=u64} ms {=str}: delete, grace {=i64} s, deletion timestamp {=i64} s",
         ms, pod.spec.name, pod.spec.grace, at
@@ -272,7 +268,7 @@ fn delete(now: Now, pods: &mut [Pod], i: usize) {
 fn settle(now: Now, pods: &mut [Pod]) {
     let ms = now.mono.as_millis();
     for pod in pods.iter_mut() {
-        let phase = unwrap!(TABLE.with(|t| t.get(pod.id).map(Lifecycle::phase)));
+        let phase = (TABLE.with(|t| t.get(pod.id).map(Lifecycle::phase))).or_fail();
         if let Some(phase) = phase
             && phase != pod.phase
         {
@@ -285,13 +281,14 @@ fn settle(now: Now, pods: &mut [Pod]) {
     }
 
     // Each poll is its own critical section: logging happens outside them.
-    while let Some((id, action)) = unwrap!(TABLE.with(|t| t.poll_action())) {
+    while let Some((id, action)) = (TABLE.with(|t| t.poll_action())).or_fail() {
         let Some(pod) = pods.iter_mut().find(|p| p.id == id) else {
             continue;
         };
         let name = pod.spec.name;
         // The object's next deadline, as the action just set it.
-        let due = unwrap!(TABLE.with(|t| t.get(id).and_then(Lifecycle::poll_timeout)))
+        let due = (TABLE.with(|t| t.get(id).and_then(Lifecycle::poll_timeout)))
+            .or_fail()
             .map_or(0, Instant::as_millis);
         match action {
             Action::RemoveEndpoints => {
@@ -309,30 +306,72 @@ fn settle(now: Now, pods: &mut [Pod]) {
                     "t={=u64} ms {=str}: action SIGTERM, SIGKILL due at t={=u64} ms",
                     ms, name, due
                 );
-                match pod.spec.exits_after_sigterm_ms {
-                    Some(after) => pod.event = Some((ms + after, Event::Exit)),
-                    None => info!("t={=u64} ms {=str}: process ignores SIGTERM", ms, name),
+                if pod.spec.exits_after_sigterm_ms.is_none() {
+                    info!("t={=u64} ms {=str}: process ignores SIGTERM", ms, name);
                 }
             }
             Action::SendKill { .. } => {
                 info!("t={=u64} ms {=str}: action SIGKILL", ms, name);
-                // SIGKILL cannot be ignored: the process is gone at once.
-                pod.event = Some((ms, Event::Exit));
             }
             Action::ContainerStopped { .. } => {
                 info!("t={=u64} ms {=str}: action container stopped", ms, name);
             }
             Action::Remove { force } => {
-                // The table is this board's storage: removing the record
-                // frees the slot.
-                unwrap!(TABLE.with(|t| t.remove(id)));
+                // The record's end, not the object's: after a force delete
+                // the kill goes on, so the slot is freed only once finished.
                 info!(
                     "t={=u64} ms {=str}: action remove record (force: {=bool})",
                     ms, name, force
                 );
             }
+            // An action added to the core later: this board does nothing.
+            _ => info!("t={=u64} ms {=str}: action {}", ms, name, action),
+        }
+        world::carry_out(pod, action, ms);
+    }
+
+    for pod in pods.iter_mut().filter(|p| !p.forgotten) {
+        if (TABLE.with(|t| world::forget_if_finished(t, pod))).or_fail() {
+            info!(
+                "t={=u64} ms {=str}: finished, slot freed",
+                ms, pod.spec.name
+            );
         }
     }
+}
+
+/// `unwrap` with one shared failure path: defmt's `unwrap!` logs each call
+/// site's expression and location, which costs `.text` at every use for
+/// failures this story never has.
+trait OrFail<T> {
+    fn or_fail(self) -> T;
+}
+
+impl<T, E> OrFail<T> for Result<T, E> {
+    #[inline(always)]
+    fn or_fail(self) -> T {
+        match self {
+            Ok(value) => value,
+            Err(_) => unwrap_failed(),
+        }
+    }
+}
+
+impl<T> OrFail<T> for Option<T> {
+    #[inline(always)]
+    fn or_fail(self) -> T {
+        match self {
+            Some(value) => value,
+            None => unwrap_failed(),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn unwrap_failed() -> ! {
+    error!("unwrap failed");
+    exit(debug::EXIT_FAILURE)
 }
 
 fn fail(ms: u64, why: &str) -> ! {
@@ -349,13 +388,11 @@ fn exit(status: debug::ExitStatus) -> ! {
     }
 }
 
-/// Prints where it panicked (not the message: that would pull in core::fmt)
-/// and fails the QEMU run.
+/// Fails the QEMU run. Nothing here panics by design (every `unwrap!`
+/// guards an invariant of the story); printing the location or message
+/// would cost about 100 bytes of `.text` for a case that does not occur.
 #[panic_handler]
-fn panic(info: &core::panic::PanicInfo) -> ! {
-    match info.location() {
-        Some(at) => error!("panicked at {=str}:{=u32}", at.file(), at.line()),
-        None => error!("panicked"),
-    }
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    error!("panicked");
     exit(debug::EXIT_FAILURE)
 }

@@ -38,6 +38,7 @@ fn phase_rank(p: Phase) -> u8 {
         Phase::GracefulPending => 1,
         Phase::Terminating => 2,
         Phase::Deleted => 3,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -49,6 +50,7 @@ fn stage_rank(s: Stage) -> u8 {
         Stage::Stopping { .. } => 3,
         Stage::Killed => 4,
         Stage::Stopped => 5,
+        other => panic!("unknown to the checker: {other:?}"),
     }
 }
 
@@ -229,7 +231,7 @@ impl Checker {
         }
 
         // Invariant 2 / R16: never unset, never later than max(previous, now).
-        let record = &object.meta;
+        let record = &object.record;
         if let Some(previous) = t.ts {
             let bound = previous.max(now.wall.floor_to_timestamp());
             match record.deletion_timestamp {
@@ -379,6 +381,7 @@ impl Checker {
                     matches!(stage(container), Some(Stage::Stopped))
                 }
                 Action::Remove { .. } => false,
+                other => panic!("unknown to the checker: {other:?}"),
             };
             if !persisted {
                 return Err(fail(format!(
@@ -434,6 +437,7 @@ impl Checker {
             | Action::RunPreStop { .. }
             | Action::ContainerStopped { .. }
             | Action::Remove { .. } => {}
+            other => panic!("unknown to the checker: {other:?}"),
         }
         Ok(())
     }
@@ -459,7 +463,7 @@ impl Checker {
         }
         for (name, object, _) in &listing.objects {
             let t = self.objects.get(object.uid()).ok_or("untracked uid")?;
-            if t.accepted && object.meta.deletion_timestamp.is_none() {
+            if t.accepted && object.record.deletion_timestamp.is_none() {
                 return Err(format!(
                     "invariant 7: {name} ({}): an accepted deletion is lost: no deletion timestamp stored",
                     object.uid()
@@ -478,7 +482,7 @@ impl Checker {
     ) -> Result<(), String> {
         for (name, object, _) in store.list().map_err(|e| e.to_string())?.objects {
             let uid = object.uid();
-            if object.meta.deletion_timestamp.is_some() {
+            if object.record.deletion_timestamp.is_some() {
                 return Err(format!(
                     "liveness: {name} ({uid}) is still stored with a deletion timestamp: {object:?}"
                 ));

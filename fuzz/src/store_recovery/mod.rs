@@ -100,6 +100,10 @@ pub struct NewObject {
 /// One step. `name` picks an object name modulo [`NAMES`]; `container`
 /// an index modulo the object's containers plus one (one unknown index).
 #[derive(Arbitrary, Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "fuzz inputs: a name or options inline, of any Kubernetes length"
+)]
 pub enum Op {
     Create {
         name: u8,
@@ -187,7 +191,7 @@ impl NewObject {
                 let _ = meta.finalizers.push(name(f));
             }
         }
-        let mut object = StoredObject::new(meta);
+        let mut object = StoredObject::unscheduled(meta);
         match self.kind % 8 {
             0 => object.strategy = Strategy::GENERIC,
             1 => object.node = None,
@@ -205,6 +209,7 @@ impl NewObject {
                 pre_stop: c.pre_stop.then(|| "true".into()),
                 sidecar: c.sidecar,
                 command: Vec::new(),
+                stop_signal: None,
             })
             .collect();
         object
@@ -425,7 +430,7 @@ impl Harness {
                     .map(|l| l.record().clone())
                     .unwrap_or_else(|| Record::new(Name::new()));
                 let options = spec.options(&record, now.wall.as_unix_millis());
-                let result = rt.delete(&n, &options);
+                let result = rt.handle_delete(&n, &options);
                 answer(&self.world, "delete", &result)?;
                 if let Ok(answer) = result
                     && !answer.response.dry_run
@@ -447,7 +452,7 @@ impl Harness {
             Op::AddFinalizer { name: n, finalizer } => {
                 let f = FINALIZERS[usize::from(*finalizer) % FINALIZERS.len()];
                 let change = FinalizerChange::Add(name(f));
-                let result = rt.update_finalizers(&object_name(*n), &change);
+                let result = rt.handle_finalizer_update(&object_name(*n), &change);
                 answer(&self.world, "add finalizer", &result)
             }
             Op::RemoveFinalizer { name: n, finalizer } => {
@@ -456,7 +461,7 @@ impl Harness {
                     .lifecycle(&n)
                     .map(|l| finalizer.resolve(l.record()))
                     .unwrap_or_default();
-                let result = rt.update_finalizers(&n, &FinalizerChange::Remove(f));
+                let result = rt.handle_finalizer_update(&n, &FinalizerChange::Remove(f));
                 answer(&self.world, "remove finalizer", &result)
             }
             Op::RemoveFinalizers { name: n } => {
@@ -464,23 +469,23 @@ impl Harness {
                 self.remove_finalizers(&n)
             }
             Op::AgentSync { name: n } => {
-                let result = rt.agent_sync(&object_name(*n));
+                let result = rt.handle_agent_sync(&object_name(*n));
                 answer(&self.world, "agent sync", &result)
             }
             Op::Evict { name: n, grace } => {
-                let result = rt.evict(&object_name(*n), grace.0);
+                let result = rt.handle_evict(&object_name(*n), grace.0);
                 answer(&self.world, "evict", &result)
             }
             Op::PreStopFinished { name: n, container } => {
                 let n = object_name(*n);
                 let c = container_index(rt, &n, *container);
-                let result = rt.pre_stop_finished(&n, c);
+                let result = rt.handle_pre_stop_finished(&n, c);
                 answer(&self.world, "pre-stop finished", &result)
             }
             Op::ContainerExited { name: n, container } => {
                 let n = object_name(*n);
                 let c = container_index(rt, &n, *container);
-                let result = rt.container_exited(&n, c);
+                let result = rt.handle_container_exited(&n, c);
                 answer(&self.world, "container exited", &result)
             }
             Op::Advance { .. }
@@ -505,7 +510,7 @@ impl Harness {
             .map(|l| l.record().finalizers.iter().cloned().collect())
             .unwrap_or_default();
         for f in finalizers {
-            let result = rt.update_finalizers(n, &FinalizerChange::Remove(f));
+            let result = rt.handle_finalizer_update(n, &FinalizerChange::Remove(f));
             answer(&self.world, "remove finalizers", &result)?;
         }
         Ok(())
@@ -529,7 +534,7 @@ impl Harness {
             for n in &names {
                 self.remove_finalizers(n)?;
                 let Some(rt) = self.rt.as_mut() else { break };
-                let result = rt.agent_sync(n);
+                let result = rt.handle_agent_sync(n);
                 answer(&self.world, "final agent sync", &result)?;
                 let killed: Vec<usize> = rt
                     .lifecycle(n)
@@ -543,7 +548,7 @@ impl Harness {
                     })
                     .unwrap_or_default();
                 for i in killed {
-                    let result = rt.container_exited(n, i);
+                    let result = rt.handle_container_exited(n, i);
                     answer(&self.world, "final exit", &result)?;
                 }
             }

@@ -174,10 +174,10 @@ fn store_objects(dir: &Path, clients: usize, per_client: usize) {
         .flat_map(|c| (0..per_client).map(move |i| (c, i)))
         .map(|(c, i)| {
             let uid = format!("uid-{c}-{i}");
-            let mut object = StoredObject::new(Record::new(
-                Name::try_from(uid.as_str()).expect("a short uid"),
-            ));
-            object.node = Some(NODE.into());
+            let object = StoredObject::on_node(
+                Record::new(Name::try_from(uid.as_str()).expect("a short uid")),
+                NODE,
+            );
             Write::Create {
                 name: name(c, i),
                 object,

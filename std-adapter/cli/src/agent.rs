@@ -8,6 +8,10 @@
 //! and their deletions decided, but nobody here runs them: they wait for
 //! their own agent, as pods on a lost node do (R80).
 //!
+//! Each container's stdout and stderr go to a log file of its own under
+//! `<data-dir>/logs` (see [`ContainerLogs`]), rotated by size, kept until
+//! the object's record is removed; `grace logs` reads them.
+//!
 //! One thread runs the [`Runtime`]; every connection has a thread of its
 //! own that reads straight from the store and hands changes to the runtime
 //! thread. Each run of the agent is an epoch of its own: workloads do not
@@ -15,27 +19,30 @@
 //! finds them gone — their objects stay, and a deletion in progress
 //! completes at once (restart policy `Never`: nothing is restarted).
 
-use std::io::{BufReader, Write};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::io::Write;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{DeleteError, FinalizerChange, Name, Now};
+use grace_core::{Action, DeleteError, FinalizerChange, Name, Now};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{
-    ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, read_request, socket_path,
-    write_reply,
-};
+use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
-use crate::process::{ProcessActuator, WorldEvent};
-use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
+use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
+use crate::process::{Output, ProcessActuator, WorldEvent};
+use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{RedbStore, Store, StoreError};
 
+pub mod access;
 mod batched;
+mod serve;
+
+pub use access::{Access, AllowGroup};
 pub use batched::GROUP_COMMIT_ENV;
+pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
 
 /// How to run an agent.
 #[derive(Clone, Debug)]
@@ -46,6 +53,40 @@ pub struct AgentOptions {
     pub node: String,
     /// What a restart does with a kill in progress (D6).
     pub recovery: Recovery,
+    /// A group whose members may talk to the agent besides its own user
+    /// and root (`--allow-group`), and how much.
+    pub allow_group: Option<AllowGroup>,
+    /// How big each container's log may grow.
+    pub log_limits: LogLimits,
+}
+
+/// The directory of the container logs in a data directory.
+pub const LOGS: &str = "logs";
+
+/// Where the container logs of an agent on `data_dir` are:
+/// `<data-dir>/logs`, or for the agent of `node` on a shared store,
+/// `<data-dir>/logs/nodes/<node>` (agents of several nodes may share a
+/// machine and a data directory).
+pub fn container_logs(
+    data_dir: &Path,
+    shared_node: Option<&str>,
+    limits: LogLimits,
+) -> ContainerLogs {
+    let dir = data_dir.join(LOGS);
+    match shared_node {
+        None => ContainerLogs::new(dir, limits),
+        Some(node) => ContainerLogs::new(dir.join("nodes").join(node), limits),
+    }
+}
+
+/// Rotates `logs` every [`ROTATE_EVERY`], from a thread of its own.
+pub(crate) fn spawn_rotation(logs: ContainerLogs) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(ROTATE_EVERY);
+            let _ = logs.rotate();
+        }
+    });
 }
 
 /// The clock of one agent run: the machine's clocks, with an epoch that is
@@ -79,6 +120,10 @@ impl Clock for RunClock {
     }
 }
 
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
+)]
 enum Input {
     Request(Request, mpsc::Sender<Reply>),
     World(WorldEvent),
@@ -93,8 +138,8 @@ pub(crate) fn stop_on_signal<I: Send + 'static>(
     tx: mpsc::Sender<I>,
     stop: I,
 ) -> Result<(), RuntimeError> {
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             let _ = tx.send(stop);
@@ -120,18 +165,58 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
 }
 
 /// Runs the agent until SIGTERM or SIGINT, logging every transition to
-/// `log`. Fails if the store cannot be opened (locked by another process,
-/// unreadable) or the socket cannot be bound.
+/// `log`. Fails if the data directory, the store or an old socket is not
+/// private (another user owns it, others may write it: see
+/// [`grace_std::private`]), if the store cannot be opened (locked by
+/// another process, unreadable) or the socket cannot be bound.
 pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
     let dir = &options.data_dir;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
-    let store = Arc::new(RedbStore::open(dir.join(DATABASE))?);
+    // Everything that can be checked before anything is written.
+    check_data_dir(dir).map_err(RuntimeError::InvalidInput)?;
+    options
+        .log_limits
+        .check()
+        .map_err(RuntimeError::InvalidInput)?;
+    let socket = socket_path(dir);
+    std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|e| {
+        RuntimeError::InvalidInput(format!(
+            "--data-dir {}: the socket path {} cannot be used ({e}); choose a shorter path",
+            dir.display(),
+            socket.display()
+        ))
+    })?;
+    let created_dir = !dir.exists();
+    let db = dir.join(DATABASE);
+    let created_db = !db.exists();
+    // Private whatever the umask; refused if another user could have
+    // changed it.
+    let group = options.allow_group.as_ref();
+    serve::prepare(dir, group)?;
+    // A start that fails leaves nothing it created behind.
+    let undo = || {
+        if created_db {
+            let _ = std::fs::remove_file(&db);
+        }
+        if created_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    };
+    let store = match RedbStore::open(&db) {
+        Ok(store) => Arc::new(store),
+        Err(e) => {
+            if !matches!(e, StoreError::AlreadyOpen { .. }) {
+                undo();
+            }
+            return Err(e.into());
+        }
+    };
 
     let (tx, inputs) = mpsc::channel::<Input>();
     stop_on_signal(tx.clone(), Input::Stop)?;
 
+    let logs = container_logs(dir, None, options.log_limits);
     let (actuator, world) = ProcessActuator::new();
+    let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),
         RunClock::new(),
@@ -143,12 +228,18 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
 
     // The store is ours (its lock is held), so a socket left here is an
     // earlier agent's.
-    let socket = socket_path(dir);
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", socket.display())))?;
+    let listener = match serve::bind(dir, group) {
+        Ok(l) => l,
+        Err(e) => {
+            drop(rt);
+            drop(store);
+            undo();
+            return Err(e);
+        }
+    };
     let served = Arc::clone(&store);
-    std::thread::spawn(move || accept(listener, served, tx));
+    let policy = access::Policy::new(options.allow_group.clone());
+    std::thread::spawn(move || serve::accept(listener, served, tx, policy));
 
     let _ = writeln!(
         log,
@@ -157,24 +248,50 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         dir.join(DATABASE).display(),
         socket.display()
     );
-    // Pick up deletions accepted before a restart.
+    // Pick up deletions accepted before a restart, and the garbage
+    // collector's steps left undone.
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(&rt, &name, &options.node) {
-            let _ = rt.agent_sync(&name)?;
+            let _ = rt.handle_agent_sync(&name)?;
+        }
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
         }
     }
+    // Logs of records removed while no agent was running go now.
+    logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
+    spawn_rotation(logs.clone());
     let batching = batched::group_commit();
-    let result = serve(&mut rt, &inputs, &transitions, &options.node, batching, log);
+    let result = serve(
+        &mut rt,
+        &inputs,
+        &transitions,
+        &options.node,
+        &logs,
+        batching,
+        log,
+    );
     rt.actuator().kill_all();
     let _ = std::fs::remove_file(&socket);
     let _ = writeln!(log, "grace agent: stopped");
     result
 }
 
-/// Writes the transitions reported since the last call, one line each.
-pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>, log: &mut impl Write) {
+/// Writes the transitions reported since the last call, one line each;
+/// returns the names of the objects whose records were removed.
+pub(crate) fn log_transitions(
+    transitions: &mpsc::Receiver<Transition>,
+    log: &mut impl Write,
+) -> Vec<String> {
+    let mut removed = Vec::new();
     for t in transitions.try_iter() {
+        if matches!(t.change, Change::Action(Action::Remove { .. })) {
+            removed.push(t.object.clone());
+        }
         let _ = writeln!(
             log,
             "{:>14.3}  {:<20} {}",
@@ -184,6 +301,20 @@ pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>, log: &mu
         );
     }
     let _ = log.flush();
+    removed
+}
+
+/// Removes the logs of the objects whose records were removed (but not
+/// those of a new object under the same name).
+pub(crate) fn remove_logs<S: Store, C: Clock>(
+    rt: &Runtime<S, C, ProcessActuator>,
+    logs: &ContainerLogs,
+    removed: &[String],
+) {
+    for name in removed {
+        let current = rt.object(name).map(|o| o.uid().to_owned());
+        logs.remove_object(name, current.as_deref());
+    }
 }
 
 /// How long an agent loop may wait for input: until the runtime's next
@@ -205,19 +336,21 @@ fn serve(
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
     node: &str,
+    logs: &ContainerLogs,
     batching: bool,
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let mut next = None;
     loop {
-        log_transitions(transitions, log);
+        let removed = log_transitions(transitions, log);
+        remove_logs(rt, logs, &removed);
         let wait = wait_for_next(rt);
         let input = match next.take() {
             Some(input) => Ok(input),
             None => inputs.recv_timeout(wait),
         };
         match input {
-            Ok(Input::Request(request, reply)) if batching => {
+            Ok(Input::Request(request, reply)) if batching && batched::batchable(&request) => {
                 next = batched::serve_batch(rt, (request, reply), inputs, node);
             }
             Ok(Input::Request(request, reply)) => {
@@ -247,14 +380,20 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             if let Err(e) = rt.create(&name, (*object).clone()) {
                 return error(&name, &e);
             }
-            let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
+            let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
             if object.node.as_deref() == Some(node) {
                 start(rt, &name);
             }
             Reply::Applied { revision }
         }
+        Request::Put { name, object } => {
+            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
+                return invalid(e.to_string());
+            }
+            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
+        }
         Request::Delete { name, options } => {
-            let answer = match rt.delete(&name, &options) {
+            let answer = match rt.handle_delete(&name, &options) {
                 Ok(r) => r,
                 Err(e) => return error(&name, &e),
             };
@@ -262,9 +401,15 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             // deletion at once and starts the kill.
             if !answer.response.dry_run
                 && bound_here(rt, &name, node)
-                && let Err(e) = rt.agent_sync(&name)
+                && let Err(e) = rt.handle_agent_sync(&name)
             {
                 return error(&name, &e);
+            }
+            // The garbage collector's turn (after the answer was decided:
+            // kubectl shows the finalizer the delete added); retried at
+            // the next start if it fails now.
+            if !answer.response.dry_run {
+                let _ = rt.collect_garbage(&name);
             }
             Reply::Deleted(DeleteReport {
                 outcome: answer.response.outcome,
@@ -277,7 +422,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
                 return invalid(format!("finalizer `{finalizer}`: name too long"));
             };
-            match rt.update_finalizers(&name, &FinalizerChange::Remove(finalizer)) {
+            match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Reply::Updated,
                 Err(e) => error(&name, &e),
             }
@@ -295,7 +440,7 @@ pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>,
     if rt.actuator().start(name, &object).is_err() {
         for i in 0..object.containers.len() {
             if !rt.actuator().is_running(name, i) {
-                let _ = rt.container_exited(name, i);
+                let _ = rt.handle_container_exited(name, i);
             }
         }
     }
@@ -323,57 +468,16 @@ fn error(name: &str, e: &RuntimeError) -> Reply {
         }
         RuntimeError::Delete(d) => (ErrorKind::Invalid, format!("object \"{name}\": {d}")),
         RuntimeError::Update(u) => (ErrorKind::Invalid, format!("object \"{name}\": {u}")),
-        RuntimeError::Object(m) => (ErrorKind::Invalid, m.clone()),
         RuntimeError::Store(s) => (ErrorKind::Internal, format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::InvalidInput(_)
+        | RuntimeError::Private(_)
+        | RuntimeError::NodeAlive { .. } => (ErrorKind::Invalid, e.to_string()),
+        _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })
-}
-
-fn accept(listener: UnixListener, store: Arc<RedbStore>, changes: mpsc::Sender<Input>) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let store = Arc::clone(&store);
-        let changes = changes.clone();
-        std::thread::spawn(move || connection(stream, &store, &changes));
-    }
-}
-
-/// Serves one client until it hangs up.
-fn connection(stream: UnixStream, store: &RedbStore, changes: &mpsc::Sender<Input>) {
-    let Ok(mut writer) = stream.try_clone() else {
-        return;
-    };
-    let mut reader = BufReader::new(stream);
-    while let Some(request) = read_request(&mut reader) {
-        let reply = match request {
-            Err(message) => invalid(message),
-            Ok(Request::Get { name }) => read(store, name.as_deref()),
-            Ok(Request::Watch) => {
-                watch(store, &mut writer);
-                return;
-            }
-            Ok(change) => {
-                let (tx, rx) = mpsc::channel();
-                if changes.send(Input::Request(change, tx)).is_err() {
-                    return;
-                }
-                match rx.recv() {
-                    Ok(reply) => reply,
-                    Err(_) => return, // the agent is stopping
-                }
-            }
-        };
-        if write_reply(&mut writer, &reply).is_err() {
-            return;
-        }
-    }
-}
-
-fn read(store: &RedbStore, name: Option<&str>) -> Reply {
-    match items(store, name) {
-        Ok((revision, items)) => Reply::Objects { revision, items },
-        Err(e) => store_error(name.unwrap_or(""), e),
-    }
 }
 
 /// One object or all of them, with the store revision they were read at.
@@ -412,51 +516,17 @@ pub(crate) fn items<S: Store + ?Sized>(
     }
 }
 
-fn store_error(name: &str, e: StoreError) -> Reply {
-    Reply::Error(match e {
-        StoreError::NotFound { .. } => ApiError {
-            kind: ErrorKind::NotFound,
-            message: format!("object \"{name}\" not found"),
-        },
-        other => ApiError {
-            kind: ErrorKind::Internal,
-            message: format!("store: {other}"),
-        },
-    })
-}
-
-/// Streams the listing, then every change, until the client hangs up.
-fn watch(store: &RedbStore, writer: &mut UnixStream) {
-    let listing = match items(store, None) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    let (revision, list) = listing;
-    let reply = Reply::Objects {
-        revision,
-        items: list,
-    };
-    if write_reply(writer, &reply).is_err() {
-        return;
-    }
-    let watch = match store.watch(crate::store::Revision(revision)) {
-        Ok(w) => w,
-        Err(e) => {
-            let _ = write_reply(writer, &store_error("", e));
-            return;
-        }
-    };
-    for event in watch {
-        let reply = match event {
-            Ok(event) => Reply::Event(event),
-            Err(e) => store_error("", e),
-        };
-        if write_reply(writer, &reply).is_err() {
-            return;
-        }
+/// Checks that `data_dir` is a directory or does not exist yet; the
+/// error says what it is instead.
+pub fn check_data_dir(data_dir: &Path) -> Result<(), String> {
+    match std::fs::metadata(data_dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "--data-dir {}: not a directory (it is a file)",
+            data_dir.display()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("--data-dir {}: {e}", data_dir.display())),
     }
 }
 

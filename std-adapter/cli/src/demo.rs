@@ -1,10 +1,18 @@
 //! `grace demo`: three real processes deleted the Kubernetes way, on the
 //! embedded durable store, with a live timeline.
+//!
+//! Interrupted (SIGINT, SIGTERM), it cleans up after itself: its processes
+//! and hooks are killed, its temporary directory removed, and it exits
+//! with 128 + the signal, as a shell reports it.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use grace_core::{Action, DeleteOptions, Name, Phase, Record};
 
@@ -55,10 +63,27 @@ struct Seen {
     deleted: Option<f64>,
 }
 
+/// How a demo ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It ran to its end.
+    Done,
+    /// It was interrupted by this signal (and cleaned up).
+    Interrupted(i32),
+}
+
 /// Runs the demo, writing the timeline to `out`. Uses `data_dir` for the
 /// store, or a fresh directory under the system's temp dir that is removed
-/// afterwards.
-pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<(), RuntimeError> {
+/// afterwards — also when the demo fails or is interrupted.
+pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<Ended, RuntimeError> {
+    // Set before any process starts: from now on a SIGINT or SIGTERM is
+    // noted here instead of ending grace with its processes left behind.
+    let interrupted = Arc::new(AtomicUsize::new(0));
+    for signal in [SIGINT, SIGTERM] {
+        let as_usize = usize::try_from(signal).unwrap_or(0);
+        signal_hook::flag::register_usize(signal, Arc::clone(&interrupted), as_usize)
+            .map_err(|e| RuntimeError::io("signals", e))?;
+    }
     let (dir, temporary) = match data_dir {
         Some(d) => (d.to_path_buf(), false),
         None => (
@@ -66,20 +91,47 @@ pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<(), RuntimeE
             true,
         ),
     };
-    let result = run_in(out, &dir);
+    let result = run_in(out, &dir, &interrupted);
     if temporary {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
 }
 
-fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| RuntimeError::Object(format!("{}: {e}", dir.display())))?;
+/// The signal noted in `interrupted`, if one came.
+fn signalled(interrupted: &AtomicUsize) -> Option<i32> {
+    match interrupted.load(Ordering::Relaxed) {
+        0 => None,
+        n => i32::try_from(n).ok(),
+    }
+}
+
+fn run_in(
+    out: &mut impl Write,
+    dir: &Path,
+    interrupted: &AtomicUsize,
+) -> Result<Ended, RuntimeError> {
+    grace_std::private::private_dir(dir, 0o700).map_err(RuntimeError::Private)?;
     let db: PathBuf = dir.join("grace.redb");
+    grace_std::private::private_file(&db).map_err(RuntimeError::Private)?;
     let store = RedbStore::open(&db)?;
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
+    let result = show(out, &db, &mut rt, &world, interrupted);
+    // Whatever happened, nothing the demo started outlives it.
+    rt.actuator().kill_all();
+    result
+}
+
+type DemoRuntime = Runtime<RedbStore, SystemClock, ProcessActuator>;
+
+fn show(
+    out: &mut impl Write,
+    db: &Path,
+    rt: &mut DemoRuntime,
+    world: &std::sync::mpsc::Receiver<crate::process::WorldEvent>,
+    interrupted: &AtomicUsize,
+) -> Result<Ended, RuntimeError> {
     let transitions = rt.subscribe();
     let say = |out: &mut dyn Write, text: String| {
         let _ = writeln!(out, "{text}");
@@ -102,15 +154,19 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
     say(out, String::new());
 
     for p in &PARTS {
-        let uid = Name::try_from(format!("uid-{}", p.name).as_str())
-            .map_err(|e| RuntimeError::Object(e.to_string()))?;
-        let mut object = StoredObject::new(Record::new(uid));
-        object.node = Some("demo-node".into());
+        let uid = Name::try_from(format!("uid-{}", p.name).as_str()).map_err(|e| {
+            RuntimeError::InvalidName {
+                field: "metadata.uid",
+                reason: e.to_string(),
+            }
+        })?;
+        let mut object = StoredObject::on_node(Record::new(uid), "demo-node");
         object.containers = vec![StoredContainer {
             name: "main".into(),
             pre_stop: p.pre_stop.map(str::to_owned),
             sidecar: false,
             command: vec!["sh".into(), "-c".into(), p.command.into()],
+            stop_signal: None,
         }];
         if rt.lifecycle(p.name).is_some() {
             continue; // a data dir kept from an interrupted run
@@ -118,16 +174,19 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
         rt.create(p.name, object.clone())?;
         rt.actuator()
             .start(p.name, &object)
-            .map_err(|e| RuntimeError::Object(format!("{}: cannot start: {e}", p.name)))?;
+            .map_err(|e| RuntimeError::io(format!("{}: cannot start", p.name), e))?;
     }
     // Let the shells install their traps before anything is signalled.
     std::thread::sleep(StdDuration::from_millis(300));
+    if let Some(signal) = signalled(interrupted) {
+        return Ok(Ended::Interrupted(signal));
+    }
 
     let t0 = StdInstant::now();
     let t0_mono = rt.clock().now().mono;
     let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
     for p in &PARTS {
-        let response = rt.delete(p.name, &DeleteOptions::with_grace(p.grace))?;
+        let response = rt.handle_delete(p.name, &DeleteOptions::with_grace(p.grace))?;
         let ts = response
             .record
             .deletion_timestamp
@@ -139,7 +198,7 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
                 0.0, p.name, p.grace, ts, p.grace
             ),
         );
-        let _ = rt.agent_sync(p.name)?;
+        let _ = rt.handle_agent_sync(p.name)?;
     }
 
     let limit = StdDuration::from_secs(30);
@@ -178,8 +237,9 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
                             "record removed".into()
                         }
                     }
+                    _ => a.to_string(),
                 },
-                Change::ActionFailed(a, e) => format!("{a:?} failed: {e}"),
+                Change::ActionFailed(a, e) => format!("{a} FAILED: {e}"),
                 Change::Recovered { .. } | Change::Observed => t.change.to_string(),
             };
             say(out, format!("{at:>7.2}s  {:<9} {text}", t.object));
@@ -187,9 +247,17 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
         if rt.names().next().is_none() {
             break;
         }
+        if let Some(signal) = signalled(interrupted) {
+            say(
+                out,
+                "\ninterrupted: the demo's processes are killed".to_string(),
+            );
+            return Ok(Ended::Interrupted(signal));
+        }
         if t0.elapsed() > limit {
-            return Err(RuntimeError::Object(
-                "the demo did not finish in 30 s".into(),
+            return Err(RuntimeError::io(
+                "the demo",
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "did not finish in 30 s"),
             ));
         }
         let wait = rt
@@ -226,5 +294,5 @@ fn run_in(out: &mut impl Write, dir: &Path) -> Result<(), RuntimeError> {
             "  stubborn: SIGKILL when its 3 s grace was spent; hooked: the hook took the whole 3 s,\n  SIGTERM then, SIGKILL 2 s later (the 2 s floor, R62): grace + 2 s.",
         ),
     );
-    Ok(())
+    Ok(Ended::Done)
 }

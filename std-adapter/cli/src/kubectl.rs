@@ -20,6 +20,8 @@ use crate::api::{
     ApiError, Client, ClientError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request,
 };
 use crate::clock::Clock;
+use crate::output::{self, Format};
+use crate::selector::Selector;
 use crate::store::{Event, EventKind, RedbStore, Revision, Store, StoreError, StoredObject};
 
 /// Where a store command goes.
@@ -60,6 +62,14 @@ impl CommandError {
         }
     }
 }
+
+impl std::fmt::Display for CommandError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for CommandError {}
 
 impl From<ClientError> for CommandError {
     fn from(e: ClientError) -> Self {
@@ -158,72 +168,396 @@ pub fn delete_options(
     Ok((options, warning))
 }
 
-/// `grace apply -f FILE` (`-` reads standard input): creates the object.
-pub fn apply(target: Target<'_>, file: &Path, out: &mut impl Write) -> Result<(), CommandError> {
-    let text = if file == Path::new("-") {
-        std::io::read_to_string(std::io::stdin())
-    } else {
-        std::fs::read_to_string(file)
-    }
-    .map_err(|e| CommandError::invalid(format!("cannot read {}: {e}", file.display())))?;
-    let manifest = crate::manifest::parse(&text, new_uid)
-        .map_err(|e| CommandError::invalid(format!("{}: {e}", file.display())))?;
-    let kind = kind(&manifest.object);
-    match target {
-        Target::Agent(data_dir) => {
-            let mut client = Client::connect(data_dir)?;
-            client.call(&Request::Apply {
-                name: manifest.name.clone(),
-                object: Box::new(manifest.object),
-            })?;
-        }
-        Target::Shared(store) => {
-            crate::api_server::create(store, &manifest.name, manifest.object)
-                .map_err(|e| runtime_failed(&manifest.name, e))?;
-        }
-    }
-    let _ = writeln!(out, "{kind}/{} created", manifest.name);
-    Ok(())
+/// The objects a store command works on, as the command line names them.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// `TYPE NAME…`, `TYPE/NAME…` or `NAME…`.
+    pub args: crate::resource::Args,
+    /// `-l`.
+    pub selector: Option<Selector>,
+    /// `--all`.
+    pub all: bool,
 }
 
-/// `grace delete NAME [flags]`.
-pub fn delete(
+impl Selection {
+    /// The objects of `items` selected, in the order named (else in name
+    /// order), and the names not found.
+    pub fn pick(&self, items: Vec<Item>) -> (Vec<Item>, Vec<String>) {
+        let kind = self.args.kind;
+        let items: Vec<Item> = items
+            .into_iter()
+            .filter(|i| kind.is_none_or(|k| k.holds(&i.object)))
+            .filter(|i| {
+                self.selector
+                    .as_ref()
+                    .is_none_or(|s| s.matches(&i.object.labels))
+            })
+            .collect();
+        if self.args.names.is_empty() {
+            return (items, Vec::new());
+        }
+        let mut found = Vec::new();
+        let mut missing = Vec::new();
+        for name in &self.args.names {
+            match items.iter().find(|i| i.name == *name) {
+                Some(item) => found.push(item.clone()),
+                None => missing.push(name.clone()),
+            }
+        }
+        (found, missing)
+    }
+}
+
+/// Every stored object and the store revision: from the agent, or from
+/// the store file when no agent runs, or from the shared store.
+pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
+    match target {
+        Target::Agent(data_dir) => match Client::connect(data_dir) {
+            // An agent that went away while answering (it stopped): a read
+            // is served from the file all the same.
+            Ok(mut client) => match client.call(&Request::Get { name: None }) {
+                Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
+                Ok(_) => Err(CommandError::failed("the agent answered something else")),
+                Err(ClientError::Io(_)) => read_directly(data_dir, None),
+                Err(e) => Err(e.into()),
+            },
+            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, None),
+            Err(e) => Err(e.into()),
+        },
+        Target::Shared(store) => crate::agent::items(store, None)
+            .map_err(|e| CommandError::failed(format!("store: {e}"))),
+    }
+}
+
+/// kubectl's not-found line.
+fn not_found(name: &str) -> String {
+    format!("Error from server (NotFound): pods \"{name}\" not found")
+}
+
+/// `grace get`'s options.
+#[derive(Clone, Debug)]
+pub struct GetOptions {
+    /// What to show.
+    pub selection: Selection,
+    /// `-o`.
+    pub format: Format,
+    /// `--no-headers`.
+    pub no_headers: bool,
+    /// `-w`: after listing, watch for changes (needs a running agent).
+    pub watch: bool,
+}
+
+/// `grace get [TYPE] [NAME…] [-l SELECTOR] [-o FORMAT] [-w]`.
+pub fn get(
     target: Target<'_>,
-    name: &str,
-    flags: &DeleteFlags,
+    options: &GetOptions,
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let (options, warning) = delete_options(flags)?;
+    if options.watch {
+        return watch(target, options, out);
+    }
+    let (revision, items) = fetch_all(target)?;
+    let (items, missing) = options.selection.pick(items);
+    for name in &missing {
+        let _ = writeln!(err, "{}", not_found(name));
+    }
+    let now = now_seconds();
+    let single = options.selection.args.names.len() == 1 && options.selection.selector.is_none();
+    let pairs: Vec<(&str, &StoredObject)> =
+        items.iter().map(|i| (i.name.as_str(), &i.object)).collect();
+    match options.format {
+        Format::Table | Format::Wide if items.is_empty() => {
+            if missing.is_empty() {
+                let _ = writeln!(err, "No resources found");
+            }
+        }
+        Format::Table | Format::Wide => {
+            let wide = options.format == Format::Wide;
+            let mut rows = Vec::new();
+            if !options.no_headers {
+                rows.push(
+                    output::header(wide)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                );
+            }
+            for (name, object) in &pairs {
+                rows.push(output::row(name, object, wide, now, None));
+            }
+            let _ = write!(out, "{}", output::aligned(&rows));
+        }
+        Format::Name => {
+            for (name, object) in &pairs {
+                let _ = writeln!(out, "{}/{name}", kind_word(object));
+            }
+        }
+        Format::Json | Format::Yaml if single && items.is_empty() => {}
+        Format::Json => {
+            let value = output::kubernetes(&pairs, single);
+            let text = serde_json::to_string_pretty(&value)
+                .map_err(|e| CommandError::failed(e.to_string()))?;
+            let _ = writeln!(out, "{text}");
+        }
+        Format::Yaml => {
+            let _ = write!(out, "{}", output::yaml(&output::kubernetes(&pairs, single)));
+        }
+        Format::Stored => {
+            let text = match (single, items.first()) {
+                (true, Some(item)) => serde_json::to_string_pretty(&readable(item)),
+                (true, None) => Ok(String::new()),
+                _ => serde_json::to_string_pretty(&serde_json::json!({
+                    "revision": revision,
+                    "items": items.iter().map(readable).collect::<Vec<_>>(),
+                })),
+            }
+            .map_err(|e| CommandError::failed(e.to_string()))?;
+            if !text.is_empty() {
+                let _ = writeln!(out, "{text}");
+            }
+        }
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(CommandError::failed(""))
+    }
+}
+
+/// Now, in whole seconds of wall time.
+fn now_seconds() -> grace_core::Timestamp {
+    crate::clock::SystemClock::new()
+        .now()
+        .wall
+        .floor_to_timestamp()
+}
+
+/// `grace delete`'s options besides the request's flags.
+#[derive(Clone, Debug)]
+pub struct DeleteCommand {
+    /// What to delete (names, `-l`, `--all`).
+    pub selection: Selection,
+    /// `-f`: the objects of these manifests.
+    pub files: Vec<std::path::PathBuf>,
+    /// `--ignore-not-found` (implied by `-l` and `--all`, as kubectl).
+    pub ignore_not_found: bool,
+    /// `--now`: a grace of 1 s.
+    pub now: bool,
+    /// `--wait`: return once the objects are gone (default, as kubectl).
+    pub wait: bool,
+    /// `--timeout`: how long to wait; `None` waits as long as it takes.
+    pub timeout: Option<std::time::Duration>,
+    /// `-o name`.
+    pub output_name: bool,
+    /// The request's flags.
+    pub flags: DeleteFlags,
+}
+
+/// `grace delete (TYPE NAME… | TYPE/NAME… | -f FILE | -l SELECTOR | --all)`:
+/// each object is deleted with the same options (R47: each its own
+/// copy); with `--wait` the command returns once all are gone. A name
+/// not found is reported and the others go on (exit 1 at the end).
+pub fn delete(
+    target: Target<'_>,
+    command: &DeleteCommand,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), CommandError> {
+    let sel = &command.selection;
+    let by_name = !sel.args.names.is_empty();
+    let modes = [
+        by_name,
+        !command.files.is_empty(),
+        sel.selector.is_some(),
+        sel.all,
+    ];
+    match modes.iter().filter(|m| **m).count() {
+        0 => {
+            return Err(CommandError::invalid(
+                "You must provide one or more resources by argument or filename (NAME, -f, -l or --all).",
+            ));
+        }
+        1 => {}
+        _ => {
+            return Err(CommandError::invalid(
+                "names, -f, -l and --all cannot be used together",
+            ));
+        }
+    }
+    let mut flags = command.flags.clone();
+    if command.now {
+        if flags.grace_period.is_some() {
+            return Err(CommandError::invalid(
+                "--now and --grace-period cannot be specified together",
+            ));
+        }
+        flags.grace_period = Some(1);
+    }
+    let (options, warning) = delete_options(&flags)?;
+    let mut names: Vec<String> = sel.args.names.clone();
+    let mut ignore = command.ignore_not_found;
+    if !command.files.is_empty() {
+        let documents = crate::manifest_file::read(&command.files)
+            .map_err(|e| CommandError::invalid(format!("error validating {e}")))?;
+        names = documents.into_iter().map(|d| d.name).collect();
+    } else if sel.selector.is_some() || sel.all {
+        ignore = true;
+        let (_, items) = fetch_all(target)?;
+        names = sel.pick(items).0.into_iter().map(|i| i.name).collect();
+        if names.is_empty() {
+            let _ = writeln!(err, "No resources found");
+            return Ok(());
+        }
+    }
     if let Some(w) = warning {
         let _ = writeln!(err, "{w}");
     }
-    let report = match target {
+    let mut failed = None;
+    let mut deleted = Vec::new();
+    for name in &names {
+        match delete_one(target, name, &options) {
+            Ok(Some(report)) => {
+                if command.output_name {
+                    let _ = writeln!(out, "pod/{name}");
+                } else {
+                    let _ = writeln!(out, "{}", deleted_line(name, &report));
+                }
+                if !report.dry_run {
+                    deleted.push((name.clone(), report.record.uid.to_string()));
+                }
+            }
+            Ok(None) if ignore => {}
+            Ok(None) => {
+                let _ = writeln!(err, "{}", not_found(name));
+                failed.get_or_insert(CommandError::failed(""));
+            }
+            Err(e) => {
+                let _ = writeln!(err, "error: {}", e.message);
+                failed.get_or_insert(CommandError {
+                    code: e.code,
+                    message: String::new(),
+                });
+            }
+        }
+    }
+    if command.wait && !deleted.is_empty() {
+        let _ = out.flush();
+        wait_gone(target, deleted, command.timeout, None)?;
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+/// One delete request; `None` if there is no such object.
+fn delete_one(
+    target: Target<'_>,
+    name: &str,
+    options: &DeleteOptions,
+) -> Result<Option<DeleteReport>, CommandError> {
+    match target {
         Target::Agent(data_dir) => {
             let mut client = Client::connect(data_dir)?;
             let reply = client.call(&Request::Delete {
                 name: name.to_owned(),
-                options,
-            })?;
-            let Reply::Deleted(report) = reply else {
-                return Err(CommandError::failed("the agent answered something else"));
-            };
-            report
-        }
-        Target::Shared(store) => {
-            let now = crate::clock::SystemClock::new().now();
-            let answer = crate::api_server::delete(store, now, name, &options)
-                .map_err(|e| runtime_failed(name, e))?;
-            DeleteReport {
-                outcome: answer.response.outcome,
-                record: answer.record,
-                dry_run: answer.response.dry_run,
-                force: answer.response.force,
+                options: options.clone(),
+            });
+            match reply {
+                Ok(Reply::Deleted(report)) => Ok(Some(report)),
+                Ok(_) => Err(CommandError::failed("the agent answered something else")),
+                Err(ClientError::Api(ApiError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                })) => Ok(None),
+                Err(e) => Err(e.into()),
             }
         }
-    };
-    let _ = writeln!(out, "{}", deleted_line(name, &report));
-    Ok(())
+        Target::Shared(store) => {
+            use crate::runtime::RuntimeError;
+            let now = crate::clock::SystemClock::new().now();
+            match crate::api_server::delete(store, now, name, options) {
+                Ok(answer) => {
+                    if !answer.response.dry_run {
+                        // The garbage collector's step (the answer shows
+                        // the finalizer the delete added, as kubectl
+                        // does); the node's agent runs it too should this
+                        // fail.
+                        let _ = crate::api_server::collect_garbage(store, now, name);
+                    }
+                    Ok(Some(DeleteReport {
+                        outcome: answer.response.outcome,
+                        record: answer.record,
+                        dry_run: answer.response.dry_run,
+                        force: answer.response.force,
+                    }))
+                }
+                Err(
+                    RuntimeError::NotFound(_)
+                    | RuntimeError::Delete(grace_core::DeleteError::NotFound),
+                ) => Ok(None),
+                Err(e) => Err(runtime_failed(name, e)),
+            }
+        }
+    }
+}
+
+/// Waits until each `(name, uid)` is gone from the store (or holds
+/// another object); `met` prints kubectl's `pod/NAME condition met` as
+/// each goes. Fails after `timeout`, as kubectl:
+/// `timed out waiting for the condition on pods/NAME`.
+pub fn wait_gone(
+    target: Target<'_>,
+    mut pending: Vec<(String, String)>,
+    timeout: Option<std::time::Duration>,
+    mut met: Option<&mut dyn Write>,
+) -> Result<(), CommandError> {
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let (_, items) = fetch_all(target)?;
+        pending.retain(|(name, uid)| {
+            let there = items
+                .iter()
+                .any(|i| i.name == *name && i.object.uid() == uid);
+            if !there && let Some(out) = met.as_mut() {
+                let _ = writeln!(out, "pod/{name} condition met");
+            }
+            there
+        });
+        let Some((name, _)) = pending.first() else {
+            return Ok(());
+        };
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(CommandError::failed(format!(
+                "timed out waiting for the condition on pods/{name}"
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// `grace wait --for=delete (NAME… | -l SELECTOR | --all) [--timeout]`:
+/// returns once every object named is gone. One already gone counts as
+/// deleted.
+pub fn wait_for_delete(
+    target: Target<'_>,
+    selection: &Selection,
+    timeout: Option<std::time::Duration>,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
+    if selection.args.names.is_empty() && selection.selector.is_none() && !selection.all {
+        return Err(CommandError::invalid(
+            "resource(s) were provided, but no name was specified (NAME, -l or --all)",
+        ));
+    }
+    let (_, items) = fetch_all(target)?;
+    let (found, missing) = selection.pick(items);
+    for name in missing {
+        let _ = writeln!(out, "pod/{name} condition met");
+    }
+    let pending = found
+        .into_iter()
+        .map(|i| (i.name.clone(), i.object.uid().to_owned()))
+        .collect();
+    wait_gone(target, pending, timeout, Some(out))
 }
 
 /// kubectl's line, with what grace knows besides.
@@ -238,7 +572,8 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
             " (removed now; the workload may still be running)".to_owned()
         }
         DeleteOutcome::Deleted => String::new(),
-        DeleteOutcome::Graceful | DeleteOutcome::Pending => {
+        // Graceful or Pending: the record is kept.
+        _ => {
             let grace = report.record.deletion_grace_period_seconds.unwrap_or(0);
             let held = if report.record.finalizers.is_empty() {
                 String::new()
@@ -254,7 +589,41 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
             format!(" (terminating, grace {grace} s{held})")
         }
     };
-    format!("object \"{name}\" deleted{dry}{how}")
+    format!("pod \"{name}\" deleted{dry}{how}")
+}
+
+/// A duration as kubectl takes one (Go's syntax): `30s`, `1m30s`,
+/// `500ms`, `2h`; `0` alone.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    if text == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    let bad = || format!("invalid duration \"{text}\" (such as 30s, 1m30s, 500ms, 2h)");
+    let mut total = 0f64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let number: f64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_end = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 0.001,
+            _ => return Err(bad()),
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(std::time::Duration::from_secs_f64(total))
 }
 
 /// `grace patch NAME --remove-finalizer F`: removes one finalizer, which
@@ -286,98 +655,56 @@ pub fn remove_finalizer(
     Ok(())
 }
 
-/// How `get` prints.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// kubectl's table.
-    Table,
-    /// JSON: one object, or `{"revision": .., "items": [..]}`; while
-    /// watching, one change a line.
-    Json,
-}
-
-/// `grace get [NAME] [-o json] [-w]`.
-pub fn get(
-    target: Target<'_>,
-    name: Option<&str>,
-    output: Output,
-    watch: bool,
-    out: &mut impl Write,
-) -> Result<(), CommandError> {
-    let data_dir = match target {
-        Target::Agent(data_dir) => data_dir,
-        Target::Shared(store) => {
-            if watch {
-                return get_watch_shared(store, name, output, out);
-            }
-            let (revision, items) = crate::agent::items(store, name).map_err(|e| match e {
-                StoreError::NotFound { name } => {
-                    CommandError::failed(format!("object \"{name}\" not found"))
+/// The object stored as `name` now, or `None` if there is none: through
+/// the agent, or read directly without one.
+pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, CommandError> {
+    let found = match target {
+        Target::Shared(store) => crate::agent::items(store, Some(name)),
+        Target::Agent(data_dir) => match Client::connect(data_dir) {
+            Ok(mut client) => match client.call(&Request::Get {
+                name: Some(name.to_owned()),
+            }) {
+                Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
+                Ok(_) => return Err(CommandError::failed("the agent answered something else")),
+                Err(ClientError::Api(ApiError {
+                    kind: ErrorKind::NotFound,
+                    ..
+                })) => return Ok(None),
+                Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
+                },
+                Err(e) => return Err(e.into()),
+            },
+            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
+                match snapshot(&data_dir.join(DATABASE))? {
+                    Some(store) => crate::agent::items(&store, Some(name)),
+                    None => return Ok(None),
                 }
-                other => CommandError::failed(format!("store: {other}")),
-            })?;
-            return print_items(name, revision, &items, output, out);
-        }
-    };
-    if watch {
-        return get_watch(data_dir, name, output, out);
-    }
-    let (revision, items) = match Client::connect(data_dir) {
-        Ok(mut client) => match client.call(&Request::Get {
-            name: name.map(str::to_owned),
-        })? {
-            Reply::Objects { revision, items } => (revision, items),
-            _ => return Err(CommandError::failed("the agent answered something else")),
+            }
+            Err(e) => return Err(e.into()),
         },
-        Err(ClientError::NoAgent(_)) => read_directly(data_dir, name)?,
-        Err(e) => return Err(e.into()),
     };
-    print_items(name, revision, &items, output, out)
-}
-
-fn print_items(
-    name: Option<&str>,
-    revision: u64,
-    items: &[Item],
-    output: Output,
-    out: &mut impl Write,
-) -> Result<(), CommandError> {
-    match output {
-        Output::Json => {
-            let text = match (name, items.first()) {
-                (Some(_), Some(item)) => serde_json::to_string_pretty(&readable(item)),
-                _ => serde_json::to_string_pretty(&serde_json::json!({
-                    "revision": revision,
-                    "items": items.iter().map(readable).collect::<Vec<_>>(),
-                })),
-            }
-            .map_err(|e| CommandError::failed(e.to_string()))?;
-            let _ = writeln!(out, "{text}");
-        }
-        Output::Table if items.is_empty() => {
-            let _ = writeln!(out, "No resources found");
-        }
-        Output::Table => {
-            let _ = writeln!(out, "{}", header());
-            for item in items {
-                let _ = writeln!(out, "{}", row(&item.name, &item.object, None));
-            }
-        }
+    match found {
+        Ok((_, items)) => Ok(items.into_iter().next().map(|i| i.object)),
+        Err(StoreError::NotFound { .. }) => Ok(None),
+        Err(e) => Err(CommandError::failed(format!("store: {e}"))),
     }
-    Ok(())
 }
 
-/// Without an agent the store file is read directly; a missing store is
-/// empty (and is not created by reading it).
+/// Without an agent the store file is read directly, as a read-only
+/// snapshot ([`RedbStore::snapshot`]): the file is never written, a
+/// read-only mount will do, and an agent starting meanwhile is never kept
+/// from its lock. A missing store is empty (and is not created by reading
+/// it).
 fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>), CommandError> {
     let path = data_dir.join(DATABASE);
-    if !path.exists() {
+    let Some(store) = snapshot(&path)? else {
         return match name {
             Some(name) => Err(CommandError::failed(format!("object \"{name}\" not found"))),
             None => Ok((0, Vec::new())),
         };
-    }
-    let store = RedbStore::open(&path).map_err(|e| store_failed(&path, e))?;
+    };
     crate::agent::items(&store, name).map_err(|e| match e {
         StoreError::NotFound { name } => {
             CommandError::failed(format!("object \"{name}\" not found"))
@@ -387,7 +714,7 @@ fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>)
 }
 
 /// A request refused or failed against a shared store, in kubectl's words.
-fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
+pub(crate) fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
     use crate::runtime::RuntimeError;
     use grace_core::{DeleteError, UpdateError};
     match e {
@@ -404,121 +731,182 @@ fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> CommandError {
         }
         RuntimeError::Delete(d) => CommandError::invalid(format!("object \"{name}\": {d}")),
         RuntimeError::Update(u) => CommandError::invalid(format!("object \"{name}\": {u}")),
-        RuntimeError::Object(m) => CommandError::invalid(m),
         RuntimeError::Store(s) => CommandError::failed(format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::InvalidInput(_)
+        | RuntimeError::Private(_)
+        | RuntimeError::NodeAlive { .. } => CommandError::invalid(e.to_string()),
+        _ => CommandError::failed(e.to_string()),
+    }
+}
+
+/// The store file at `path` as a read-only snapshot; `None` if there is
+/// none.
+fn snapshot(path: &Path) -> Result<Option<RedbStore>, CommandError> {
+    match RedbStore::snapshot(path) {
+        Ok(store) => Ok(Some(store)),
+        Err(_) if !path.exists() => Ok(None),
+        Err(e) => Err(store_failed(path, e)),
     }
 }
 
 fn store_failed(path: &Path, e: StoreError) -> CommandError {
-    match e {
-        StoreError::AlreadyOpen { .. } => CommandError::failed(format!(
-            "store {} is locked by another process (a `grace demo` or an agent that is starting?)",
-            path.display()
-        )),
-        other => CommandError::failed(format!("store {}: {other}", path.display())),
-    }
+    CommandError::failed(format!("store {}: {e}", path.display()))
 }
 
-/// `get -w` through the agent: its listing, then the changes it forwards.
-fn get_watch(
-    data_dir: &Path,
-    name: Option<&str>,
-    output: Output,
+/// `get -w`: the listing, then every change, until the reader hangs up.
+/// Through the agent on one machine, from the store's own change feed on
+/// a shared store (from the listing's revision: no change missed).
+fn watch(
+    target: Target<'_>,
+    options: &GetOptions,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let mut client = Client::connect(data_dir)?;
-    client.send(&Request::Watch)?;
-    let Reply::Objects { revision, items } = client.next_reply()? else {
-        return Err(CommandError::failed("the agent answered something else"));
-    };
-    let next = || loop {
-        if let Reply::Event(event) = client.next_reply()? {
-            return Ok(event);
+    match target {
+        Target::Agent(data_dir) => {
+            let mut client = Client::connect(data_dir)?;
+            client.send(&Request::Watch)?;
+            let Reply::Objects { revision, items } = client.next_reply()? else {
+                return Err(CommandError::failed("the agent answered something else"));
+            };
+            let next = || loop {
+                if let Reply::Event(event) = client.next_reply()? {
+                    return Ok(event);
+                }
+            };
+            watch_from(options, revision, items, next, out)
         }
-    };
-    watch_from(name, revision, items, next, output, out)
-}
-
-/// `get -w` on a shared store: a listing, then the store's own change feed
-/// from the listing's revision (no change missed in between).
-fn get_watch_shared(
-    store: &dyn Store,
-    name: Option<&str>,
-    output: Output,
-    out: &mut impl Write,
-) -> Result<(), CommandError> {
-    let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
-    let (revision, items) = crate::agent::items(store, None).map_err(failed)?;
-    let mut watch = store.watch(Revision(revision)).map_err(failed)?;
-    let next = || match watch.next() {
-        Some(Ok(event)) => Ok(event),
-        Some(Err(e)) => Err(failed(e)),
-        None => Err(CommandError::failed("store: the watch ended")),
-    };
-    watch_from(name, revision, items, next, output, out)
+        Target::Shared(store) => {
+            let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
+            let (revision, items) = crate::agent::items(store, None).map_err(failed)?;
+            let mut watch = store.watch(Revision(revision)).map_err(failed)?;
+            let next = || match watch.next() {
+                Some(Ok(event)) => Ok(event),
+                Some(Err(e)) => Err(failed(e)),
+                None => Err(CommandError::failed("store: the watch ended")),
+            };
+            watch_from(options, revision, items, next, out)
+        }
+    }
 }
 
 /// Prints the listing (`items` at `revision`), then each change `next`
-/// waits for, until the reader hangs up or `next` fails.
+/// waits for, until the reader hangs up or `next` fails. Table rows are
+/// aligned to the header's columns (each row is printed as it comes).
 fn watch_from(
-    name: Option<&str>,
+    options: &GetOptions,
     revision: u64,
     items: Vec<Item>,
     mut next: impl FnMut() -> Result<Event, CommandError>,
-    output: Output,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let wanted = |n: &str| name.is_none_or(|w| w == n);
-    let items: Vec<Item> = items.into_iter().filter(|i| wanted(&i.name)).collect();
-    if let Some(name) = name
-        && items.is_empty()
-    {
-        return Err(CommandError::failed(format!("object \"{name}\" not found")));
+    let _ = revision;
+    let (items, missing) = options.selection.pick(items);
+    if let Some(name) = missing.first() {
+        return Err(CommandError::failed(not_found(name)));
     }
-    match output {
-        Output::Json => {
-            for item in &items {
-                let _ = writeln!(out, "{}", json_line("ADDED", item));
+    let sel = &options.selection;
+    let wanted = |name: &str, object: &StoredObject| {
+        (sel.args.names.is_empty() || sel.args.names.iter().any(|n| n == name))
+            && sel.args.kind.is_none_or(|k| k.holds(object))
+            && sel
+                .selector
+                .as_ref()
+                .is_none_or(|s| s.matches(&object.labels))
+    };
+    let wide = options.format == Format::Wide;
+    let table = matches!(options.format, Format::Table | Format::Wide);
+    let widths: Vec<usize> = {
+        let mut rows = vec![
+            output::header(wide)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>(),
+        ];
+        rows.extend(
+            items
+                .iter()
+                .map(|i| output::row(&i.name, &i.object, wide, now_seconds(), None)),
+        );
+        (0..rows[0].len())
+            .map(|c| {
+                rows.iter()
+                    .map(|r| r.get(c).map_or(0, String::len))
+                    .max()
+                    .unwrap_or(0)
+                    + 3
+            })
+            .collect()
+    };
+    let line_of = |cells: &[String]| {
+        let mut line = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!(
+                    "{cell:<w$}",
+                    w = widths.get(i).copied().unwrap_or(0)
+                ));
             }
         }
-        Output::Table => print_items(None, revision, &items, Output::Table, out)?,
+        line
+    };
+    let render = |kind: &str, item: &Item, status: Option<&str>| match options.format {
+        Format::Table | Format::Wide => line_of(&output::row(
+            &item.name,
+            &item.object,
+            wide,
+            now_seconds(),
+            status,
+        )),
+        Format::Name => format!("{}/{}", kind_word(&item.object), item.name),
+        Format::Json | Format::Yaml => serde_json::json!({
+            "type": kind,
+            "object": output::kubernetes(&[(item.name.as_str(), &item.object)], true),
+        })
+        .to_string(),
+        Format::Stored => json_line(kind, item),
+    };
+    if table && !options.no_headers {
+        let header: Vec<String> = output::header(wide)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let _ = writeln!(out, "{}", line_of(&header));
+    }
+    // The agent writes its kill state too; a line that looks the same as
+    // the last one shown for its object is not shown again.
+    let mut shown: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    for item in &items {
+        let line = render("ADDED", item, None);
+        let _ = writeln!(out, "{line}");
+        shown.insert(item.name.clone(), line);
     }
     let _ = out.flush();
-    // The agent writes its kill state too; a row that looks the same as
-    // the last one shown for its object is not shown again.
-    let mut shown: std::collections::HashMap<String, String> = items
-        .iter()
-        .map(|i| (i.name.clone(), row(&i.name, &i.object, None)))
-        .collect();
     loop {
         let event = next()?;
-        if !wanted(&event.name) {
+        if !wanted(&event.name, &event.object) {
             continue;
         }
-        let line = match output {
-            Output::Json => {
-                let kind = match event.kind {
-                    EventKind::Created => "ADDED",
-                    EventKind::Updated => "MODIFIED",
-                    EventKind::Deleted => "DELETED",
-                };
-                let item = Item {
-                    name: event.name,
-                    revision: event.revision.get(),
-                    object: event.object,
-                };
-                json_line(kind, &item)
-            }
-            Output::Table => {
-                let gone = (event.kind == EventKind::Deleted).then_some("Deleted");
-                let line = row(&event.name, &event.object, gone);
-                if shown.get(&event.name) == Some(&line) {
-                    continue;
-                }
-                shown.insert(event.name, line.clone());
-                line
-            }
+        let kind = match event.kind {
+            EventKind::Created => "ADDED",
+            EventKind::Updated => "MODIFIED",
+            EventKind::Deleted => "DELETED",
         };
+        let gone = (event.kind == EventKind::Deleted).then_some("Deleted");
+        let item = Item {
+            name: event.name,
+            revision: event.revision.get(),
+            object: event.object,
+        };
+        let line = render(kind, &item, gone);
+        if table && shown.get(&item.name) == Some(&line) {
+            continue;
+        }
+        shown.insert(item.name.clone(), line.clone());
         if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
             return Ok(()); // the reader hung up
         }
@@ -545,61 +933,13 @@ fn readable(item: &Item) -> serde_json::Value {
     json
 }
 
-fn header() -> String {
-    format!(
-        "{:<24} {:<12} {:<12} {:>6} {:>10}",
-        "NAME", "STATUS", "NODE", "GRACE", "FINALIZERS"
-    )
-}
-
-/// One row. STATUS is `Terminating` once the deletion timestamp is set,
-/// as kubectl shows it; GRACE is the deletion's grace then, the spec's
-/// before.
-fn row(name: &str, object: &StoredObject, status: Option<&str>) -> String {
-    let meta = &object.meta;
-    let status = status.map(str::to_owned).unwrap_or_else(|| {
-        if meta.deletion_timestamp.is_some() {
-            "Terminating".to_owned()
-        } else if object.strategy.kind == grace_core::Kind::Generic {
-            "Active".to_owned()
-        } else {
-            format!("{:?}", meta.phase)
-        }
-    });
-    let grace = meta
-        .deletion_grace_period_seconds
-        .or(meta.termination_grace_period_seconds)
-        .map_or("-".to_owned(), |g| g.to_string());
-    format!(
-        "{:<24} {:<12} {:<12} {:>6} {:>10}",
-        name,
-        status,
-        object.node.as_deref().unwrap_or("<none>"),
-        grace,
-        meta.finalizers.len()
-    )
-}
-
-fn kind(object: &StoredObject) -> &'static str {
+/// kubectl's word for the object's type: `pod`, or `object` for grace's
+/// objects without a graceful strategy.
+pub fn kind_word(object: &StoredObject) -> &'static str {
     match object.strategy.kind {
         grace_core::Kind::Pod => "pod",
-        grace_core::Kind::Generic => "object",
+        _ => "object",
     }
-}
-
-/// A fresh uid: unique per process and call (time, process id, counter).
-fn new_uid() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{:016x}-{:08x}-{:04x}",
-        nanos as u64,
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
-    )
 }
 
 #[cfg(test)]

@@ -4,24 +4,34 @@
 //! (one command stopped like a pod), [`demo`], the node [`agent`] (and,
 //! with the `etcd` feature, the agent of one node among several), the
 //! kubectl-style store commands ([`kubectl`], object files in
-//! [`manifest`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
+//! [`manifest`], container output in [`logs`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
 //! [`timeline`], [`svg`]).
 //!
 //! This crate is the binary's; its modules are public so that its tests
 //! and the golden scenarios can reach them, not as a library API.
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The library's modules, under the names the CLI's code uses.
 use grace_std::{api, api_server, clock, process, runtime, store};
 
 pub mod agent;
+pub mod apply;
 pub mod demo;
+pub mod describe;
+pub mod k8s_pod;
 pub mod kubectl;
+pub mod logs;
 pub mod manifest;
+pub mod manifest_file;
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod node_agent;
+pub mod output;
+pub mod resource;
 pub mod run;
 pub mod scenario;
+pub mod selector;
 pub mod simulate;
 pub mod svg;
 pub mod timeline;
@@ -29,3 +39,8 @@ pub mod timeline;
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};
 pub use timeline::Timeline;
+
+/// The scenario file format that `grace simulate` reads, and the JSON lines
+/// it writes: a public contract, as `docs/scenarios.md` states it.
+#[doc = include_str!("../../../docs/scenarios.md")]
+pub mod scenario_format {}

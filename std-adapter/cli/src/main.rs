@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use grace_cli::kubectl;
+use grace_cli::output::Format as GetFormat;
 
 /// Kubernetes-grade graceful deletion.
 #[derive(Parser)]
@@ -52,10 +53,43 @@ enum Command {
         /// grace instead of keeping its deadline (D6).
         #[arg(long)]
         reset_full_grace: bool,
+        /// Let the members of GROUP talk to the agent too (its own user and
+        /// root always may): `:ro` (the default) to get and watch only,
+        /// `:rw` to change objects as well, which runs their commands as
+        /// the agent's user. The data directory and socket are given to
+        /// the group. Without --etcd only.
+        #[arg(long, value_name = "GROUP[:ro|:rw]")]
+        allow_group: Option<grace_cli::agent::AllowGroup>,
         /// With --etcd: seconds after the agent's last sign of life until
         /// its node counts as lost.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
         lease_ttl: u64,
+        /// Rotate a container's log file once it is bigger than this
+        /// (bytes, or with a suffix Ki, Mi, Gi).
+        #[arg(long, default_value = "10Mi", value_parser = parse_size)]
+        log_max_size: u64,
+        /// Log files kept per container: the one being written and its
+        /// rotated copies (2 to 100).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
+        log_max_files: u32,
+    },
+    /// Print a container's output (stdout and stderr), as the agent of
+    /// this machine kept it.
+    Logs {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The object's name.
+        name: String,
+        /// The container; may be left out when the object has one.
+        #[arg(short = 'c', long)]
+        container: Option<String>,
+        /// Keep printing what it writes, until the object is deleted (or
+        /// Ctrl-C).
+        #[arg(short = 'f', long)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, value_name = "N")]
+        tail: Option<usize>,
     },
     /// Declare a node gone for good (D7): its agent, should it come back,
     /// may no longer act, and its objects are deleted as PodGC does on a
@@ -67,28 +101,55 @@ enum Command {
         /// The node.
         node: String,
     },
-    /// Create an object from a JSON file (`-` for standard input).
+    /// Create or update objects from Kubernetes Pod manifests, YAML or
+    /// JSON (as `kubectl apply -f`).
     Apply {
         #[command(flatten)]
         store: StoreArgs,
-        /// The object file.
-        #[arg(short = 'f', long = "filename")]
-        file: PathBuf,
+        /// A manifest file, a directory of them, or `-` for standard input
+        /// (repeatable; several documents per file).
+        #[arg(short = 'f', long = "filename", required = true)]
+        files: Vec<PathBuf>,
     },
-    /// Delete an object the Kubernetes way.
+    /// Delete objects the Kubernetes way (`TYPE NAME…`, `TYPE/NAME…`,
+    /// `NAME…`, `-f`, `-l` or `--all`), and wait until they are gone.
     Delete {
         #[command(flatten)]
         store: StoreArgs,
-        /// The object's name.
-        name: String,
+        /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+        args: Vec<String>,
+        /// The objects of these manifests (files, directories, `-`).
+        #[arg(short = 'f', long = "filename")]
+        files: Vec<PathBuf>,
+        /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+        /// Every object.
+        #[arg(long)]
+        all: bool,
+        /// A missing object is not an error.
+        #[arg(long)]
+        ignore_not_found: bool,
         /// Seconds to wait before the kill; 0 with --force deletes at once.
         /// Unset (or negative): the object's own grace.
         #[arg(long, allow_negative_numbers = true)]
         grace_period: Option<i64>,
+        /// A grace of 1 s (as --grace-period=1).
+        #[arg(long)]
+        now: bool,
         /// Remove the record at once, without waiting for the workload to
         /// stop (with --grace-period 0 or unset).
         #[arg(long)]
         force: bool,
+        /// Wait until the objects are gone (--wait=false returns at once).
+        #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+        wait: bool,
+        /// How long to wait (30s, 2m; 0: as long as it takes).
+        #[arg(long, default_value = "0", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+        /// `name`: print `pod/NAME` for each object deleted.
+        #[arg(short = 'o', long = "output", value_parser = ["name"])]
+        output: Option<String>,
         /// Decide and show the result, but change nothing.
         #[arg(long)]
         dry_run: bool,
@@ -106,14 +167,55 @@ enum Command {
     Get {
         #[command(flatten)]
         store: StoreArgs,
-        /// One object; all if omitted.
-        name: Option<String>,
+        /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
+        args: Vec<String>,
+        /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputArg::Table)]
         output: OutputArg,
+        /// No header line in tables.
+        #[arg(long)]
+        no_headers: bool,
         /// After listing, watch for changes (needs a running agent).
         #[arg(short = 'w', long)]
         watch: bool,
+    },
+    /// Show an object in detail, with the state of its deletion: each
+    /// decision, its reason and its rule.
+    Describe {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+        args: Vec<String>,
+        /// Objects whose labels match.
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+    },
+    /// Wait until objects are deleted (`--for=delete`, as kubectl wait).
+    Wait {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+        args: Vec<String>,
+        /// The condition: `delete`.
+        #[arg(long = "for", value_parser = ["delete"], required = true)]
+        condition: String,
+        /// Objects whose labels match.
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+        /// Every object.
+        #[arg(long)]
+        all: bool,
+        /// How long to wait (30s, 2m; 0: as long as it takes).
+        #[arg(long, default_value = "30s", value_parser = parse_duration)]
+        timeout: std::time::Duration,
+    },
+    /// Print a shell completion script (bash, zsh or fish).
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
     /// Change an object: remove a finalizer (which may end its deletion).
     Patch {
@@ -127,7 +229,7 @@ enum Command {
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
-        /// The scenario (JSON, see SCENARIOS.md).
+        /// The scenario (JSON; the format is docs/scenarios.md).
         file: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -137,18 +239,50 @@ enum Command {
 
 /// Where the store lives.
 #[derive(clap::Args)]
+// Without the `etcd` feature the etcd flags are parsed, then refused with
+// --etcd itself.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
 struct StoreArgs {
     /// The data directory (store and agent socket).
-    #[arg(long, default_value = "grace-data")]
+    #[arg(long, env = "GRACE_DATA_DIR", default_value = "grace-data")]
     data_dir: PathBuf,
     /// Use a store shared by agents on several nodes instead: etcd at
     /// these endpoints (comma-separated, such as http://127.0.0.1:2379).
     /// Needs a build with the `etcd` feature.
-    #[arg(long, value_name = "ENDPOINTS")]
+    #[arg(long, value_name = "ENDPOINTS", env = "GRACE_ETCD_ENDPOINTS")]
     etcd: Option<String>,
     /// The key prefix of the store in etcd (one prefix, one store).
     #[arg(long, default_value = "/grace/")]
     etcd_prefix: String,
+    /// With --etcd: TLS, trusting the CA certificate in this PEM file
+    /// (the endpoints must be https://).
+    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_CACERT")]
+    etcd_cacert: Option<PathBuf>,
+    /// With --etcd-cacert: the client certificate (PEM), for an etcd that
+    /// checks client certificates (--client-cert-auth).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GRACE_ETCD_CERT",
+        requires = "etcd_key"
+    )]
+    etcd_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "GRACE_ETCD_KEY",
+        requires = "etcd_cert"
+    )]
+    etcd_key: Option<PathBuf>,
+    /// With --etcd: the etcd user (etcd's authentication). Its password
+    /// comes from the file --etcd-password-file (GRACE_ETCD_PASSWORD_FILE)
+    /// or the variable GRACE_ETCD_PASSWORD, never from the command line.
+    #[arg(long, value_name = "USER", env = "GRACE_ETCD_USER")]
+    etcd_user: Option<String>,
+    /// The etcd user's password: the first line of this file.
+    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
+    etcd_password_file: Option<PathBuf>,
 }
 
 /// A store command's store, opened.
@@ -161,13 +295,18 @@ enum Opened<'a> {
 impl StoreArgs {
     fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
         let Some(endpoints) = &self.etcd else {
+            grace_cli::agent::check_data_dir(&self.data_dir)
+                .map_err(kubectl::CommandError::invalid)?;
             return Ok(Opened::Dir(&self.data_dir));
         };
         #[cfg(feature = "etcd")]
         {
             let endpoints: Vec<String> = endpoints.split(',').map(str::to_owned).collect();
+            let (tls, auth) = self.etcd_security()?;
             let options = grace_std::store::EtcdOptions {
                 prefix: self.etcd_prefix.clone(),
+                tls,
+                auth,
                 ..grace_std::store::EtcdOptions::new(endpoints.clone())
             };
             grace_std::store::EtcdStore::connect_with(options)
@@ -179,6 +318,70 @@ impl StoreArgs {
             "--etcd {endpoints}: this grace was built without the `etcd` feature \
              (cargo install grace-cli --features etcd)"
         )))
+    }
+}
+
+#[cfg(feature = "etcd")]
+impl StoreArgs {
+    /// TLS and authentication to etcd, from the flags (or their variables)
+    /// and the password's file or variable.
+    fn etcd_security(
+        &self,
+    ) -> Result<
+        (
+            Option<grace_std::store::EtcdTls>,
+            Option<grace_std::store::EtcdAuth>,
+        ),
+        kubectl::CommandError,
+    > {
+        use kubectl::CommandError;
+        let tls = match (&self.etcd_cacert, &self.etcd_cert, &self.etcd_key) {
+            (Some(ca), cert, key) => {
+                let identity = cert.as_deref().zip(key.as_deref());
+                Some(
+                    grace_std::store::EtcdTls::from_files(ca, identity)
+                        .map_err(|e| CommandError::invalid(format!("--etcd-cacert: {e}")))?,
+                )
+            }
+            (None, Some(_), _) | (None, _, Some(_)) => {
+                return Err(CommandError::invalid(
+                    "--etcd-cert and --etcd-key need --etcd-cacert (the CA that signed etcd's certificate)",
+                ));
+            }
+            (None, None, None) => None,
+        };
+        let auth = match &self.etcd_user {
+            None => None,
+            Some(user) if user.contains(':') => {
+                return Err(CommandError::invalid(
+                    "--etcd-user: give the user alone; the password goes in \
+                     --etcd-password-file or GRACE_ETCD_PASSWORD, never on the command line",
+                ));
+            }
+            Some(user) => Some(grace_std::store::EtcdAuth {
+                user: user.clone(),
+                password: self.etcd_password()?,
+            }),
+        };
+        Ok((tls, auth))
+    }
+
+    /// The password: the first line of --etcd-password-file, else
+    /// GRACE_ETCD_PASSWORD.
+    fn etcd_password(&self) -> Result<String, kubectl::CommandError> {
+        use kubectl::CommandError;
+        if let Some(file) = &self.etcd_password_file {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                CommandError::invalid(format!("--etcd-password-file {}: {e}", file.display()))
+            })?;
+            return Ok(text.lines().next().unwrap_or_default().to_owned());
+        }
+        std::env::var("GRACE_ETCD_PASSWORD").map_err(|_| {
+            CommandError::invalid(
+                "--etcd-user needs a password: --etcd-password-file FILE \
+                 (GRACE_ETCD_PASSWORD_FILE) or the variable GRACE_ETCD_PASSWORD",
+            )
+        })
     }
 }
 
@@ -213,13 +416,70 @@ enum CascadeArg {
 enum OutputArg {
     /// kubectl's table.
     Table,
-    /// JSON.
+    /// The table with more columns.
+    Wide,
+    /// `pod/NAME` lines.
+    Name,
+    /// Kubernetes JSON: the Pod, or a v1 List of Pods.
     Json,
+    /// Kubernetes YAML, likewise.
+    Yaml,
+    /// grace's stored form, its kill state decoded.
+    Stored,
+}
+
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    kubectl::parse_duration(text)
+}
+
+/// The objects named on the command line.
+fn selection(
+    args: &[String],
+    selector: Option<&str>,
+    all: bool,
+) -> Result<kubectl::Selection, kubectl::CommandError> {
+    let selector = selector
+        .map(|s| {
+            grace_cli::selector::Selector::parse(s)
+                .map_err(|e| kubectl::CommandError::invalid(format!("-l: {e}")))
+        })
+        .transpose()?;
+    Ok(kubectl::Selection {
+        args: grace_cli::resource::parse(args)?,
+        selector,
+        all,
+    })
 }
 
 /// A parsed `--stop-signal`.
 #[derive(Copy, Clone, Debug)]
 struct SignalArg(rustix::process::Signal);
+
+/// A size in bytes: a whole number, or with a suffix `Ki`, `Mi`, `Gi`
+/// (powers of 1024, as Kubernetes quantities); at least 1.
+fn parse_size(text: &str) -> Result<u64, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        other => return Err(format!("unknown unit `{other}` (use Ki, Mi or Gi)")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (such as 10Mi)"))?;
+    let bytes = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("`{text}` is too big"))?;
+    if bytes == 0 {
+        return Err("must be at least 1 byte".into());
+    }
+    Ok(bytes)
+}
 
 fn parse_signal(name: &str) -> Result<SignalArg, String> {
     grace_cli::run::parse_signal(name).map(SignalArg)
@@ -264,7 +524,10 @@ fn main() -> ExitCode {
             store,
             node,
             reset_full_grace,
+            allow_group,
             lease_ttl,
+            log_max_size,
+            log_max_files,
         } => {
             let options = grace_cli::agent::AgentOptions {
                 data_dir: store.data_dir.clone(),
@@ -274,13 +537,26 @@ fn main() -> ExitCode {
                 } else {
                     grace_std::Recovery::HonourOriginalDeadline
                 },
+                allow_group,
+                log_limits: grace_std::process::logs::LogLimits {
+                    max_bytes: log_max_size,
+                    max_files: log_max_files,
+                },
             };
             if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
                 eprintln!("grace agent: {e}");
                 return ExitCode::from(2);
             }
             if store.etcd.is_some() {
+                if options.allow_group.is_some() {
+                    eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
+                    return ExitCode::from(2);
+                }
                 return shared_agent(&store, options, lease_ttl);
+            }
+            if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
+                eprintln!("grace agent: {e}");
+                return ExitCode::from(2);
             }
             match grace_cli::agent::run(&options, &mut std::io::stdout()) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -290,59 +566,127 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Apply { store, file } => on_store("apply", &store, |target| {
-            kubectl::apply(target, &file, &mut std::io::stdout())
+        Command::Apply { store, files } => on_store("apply", &store, |target| {
+            grace_cli::apply::apply(
+                target,
+                &files,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )
         }),
         Command::Delete {
             store,
-            name,
+            args,
+            files,
+            selector,
+            all,
+            ignore_not_found,
             grace_period,
+            now,
             force,
+            wait,
+            timeout,
+            output,
             dry_run,
             cascade,
             uid,
             resource_version,
-        } => {
-            let flags = kubectl::DeleteFlags {
-                grace_period,
-                force,
-                dry_run,
-                cascade: cascade.map(|c| match c {
-                    CascadeArg::Background => kubectl::Cascade::Background,
-                    CascadeArg::Foreground => kubectl::Cascade::Foreground,
-                    CascadeArg::Orphan => kubectl::Cascade::Orphan,
-                }),
-                uid,
-                resource_version,
+        } => on_store("delete", &store, |target| {
+            let command = kubectl::DeleteCommand {
+                selection: selection(&args, selector.as_deref(), all)?,
+                files,
+                ignore_not_found,
+                now,
+                wait,
+                timeout: (!timeout.is_zero()).then_some(timeout),
+                output_name: output.is_some(),
+                flags: kubectl::DeleteFlags {
+                    grace_period,
+                    force,
+                    dry_run,
+                    cascade: cascade.map(|c| match c {
+                        CascadeArg::Background => kubectl::Cascade::Background,
+                        CascadeArg::Foreground => kubectl::Cascade::Foreground,
+                        CascadeArg::Orphan => kubectl::Cascade::Orphan,
+                    }),
+                    uid,
+                    resource_version,
+                },
             };
-            on_store("delete", &store, |target| {
-                kubectl::delete(
-                    target,
-                    &name,
-                    &flags,
-                    &mut std::io::stdout(),
-                    &mut std::io::stderr(),
-                )
-            })
-        }
+            kubectl::delete(
+                target,
+                &command,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )
+        }),
         Command::Get {
             store,
-            name,
+            args,
+            selector,
             output,
+            no_headers,
             watch,
-        } => {
-            let output = match output {
-                OutputArg::Table => kubectl::Output::Table,
-                OutputArg::Json => kubectl::Output::Json,
+        } => on_store("get", &store, |target| {
+            let options = kubectl::GetOptions {
+                selection: selection(&args, selector.as_deref(), false)?,
+                format: match output {
+                    OutputArg::Table => GetFormat::Table,
+                    OutputArg::Wide => GetFormat::Wide,
+                    OutputArg::Name => GetFormat::Name,
+                    OutputArg::Json => GetFormat::Json,
+                    OutputArg::Yaml => GetFormat::Yaml,
+                    OutputArg::Stored => GetFormat::Stored,
+                },
+                no_headers,
+                watch,
             };
-            on_store("get", &store, |target| {
-                kubectl::get(
-                    target,
-                    name.as_deref(),
-                    output,
-                    watch,
-                    &mut std::io::stdout(),
-                )
+            kubectl::get(
+                target,
+                &options,
+                &mut std::io::stdout(),
+                &mut std::io::stderr(),
+            )
+        }),
+        Command::Describe {
+            store,
+            args,
+            selector,
+        } => on_store("describe", &store, |target| {
+            let selection = selection(&args, selector.as_deref(), false)?;
+            grace_cli::describe::describe(target, &selection, &mut std::io::stdout())
+        }),
+        Command::Wait {
+            store,
+            args,
+            condition: _,
+            selector,
+            all,
+            timeout,
+        } => on_store("wait", &store, |target| {
+            let selection = selection(&args, selector.as_deref(), all)?;
+            let timeout = (!timeout.is_zero()).then_some(timeout);
+            kubectl::wait_for_delete(target, &selection, timeout, &mut std::io::stdout())
+        }),
+        Command::Completion { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "grace", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Logs {
+            store,
+            name,
+            container,
+            follow,
+            tail,
+        } => {
+            let options = grace_cli::logs::LogsOptions {
+                container,
+                follow,
+                tail,
+            };
+            let data_dir = store.data_dir.clone();
+            on_store("logs", &store, |target| {
+                grace_cli::logs::print(target, &data_dir, &name, &options, &mut std::io::stdout())
             })
         }
         Command::Patch {
@@ -355,7 +699,10 @@ fn main() -> ExitCode {
         Command::Demo { data_dir } => {
             let mut out = std::io::stdout();
             match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
-                Ok(()) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
+                Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
+                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+                }
                 Err(e) => {
                     eprintln!("grace demo: {e}");
                     ExitCode::from(1)
@@ -371,6 +718,12 @@ fn shared_agent(
     options: grace_cli::agent::AgentOptions,
     lease_ttl: u64,
 ) -> ExitCode {
+    // Its container logs live there: private, as the local agent's.
+    #[cfg(feature = "etcd")]
+    if let Err(e) = grace_std::private::private_dir(&store.data_dir, 0o700) {
+        eprintln!("grace agent: refusing to start: {e}");
+        return ExitCode::from(1);
+    }
     let opened = match store.open() {
         Ok(o) => o,
         Err(e) => return finish("agent", Err(e)),
@@ -378,6 +731,11 @@ fn shared_agent(
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
         let shared = grace_cli::node_agent::SharedAgentOptions {
+            logs: grace_cli::agent::container_logs(
+                &store.data_dir,
+                Some(&options.node),
+                options.log_limits,
+            ),
             node: options.node,
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
@@ -439,7 +797,10 @@ fn finish(command: &str, result: Result<(), kubectl::CommandError>) -> ExitCode 
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("grace {command}: {}", e.message);
+            // An empty message: what failed was printed already.
+            if !e.message.is_empty() {
+                eprintln!("grace {command}: {}", e.message);
+            }
             ExitCode::from(e.code)
         }
     }

@@ -171,12 +171,14 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
             pre_stop: c.pre_stop,
             sidecar: c.sidecar,
             command: c.command,
+            stop_signal: None,
         });
     }
-    meta.scheduled = raw.spec.node_name.is_some();
-    let mut object = StoredObject::new(meta);
+    let mut object = match raw.spec.node_name {
+        Some(node) => StoredObject::on_node(meta, node),
+        None => StoredObject::unscheduled(meta),
+    };
     object.strategy = strategy;
-    object.node = raw.spec.node_name;
     object.containers = containers;
     Ok(Manifest {
         name: raw.metadata.name,
@@ -209,9 +211,9 @@ mod tests {
         .expect("valid");
         assert_eq!(m.name, "web");
         assert_eq!(m.object.uid(), "generated-uid");
-        assert!(m.object.meta.scheduled);
-        assert_eq!(m.object.meta.termination_grace_period_seconds, Some(10));
-        assert!(m.object.meta.finalizers.contains("example.com/keep"));
+        assert!(m.object.record.scheduled);
+        assert_eq!(m.object.record.termination_grace_period_seconds, Some(10));
+        assert!(m.object.record.finalizers.contains("example.com/keep"));
         assert_eq!(m.object.node.as_deref(), Some("node-a"));
         assert_eq!(m.object.containers[0].pre_stop.as_deref(), Some("sleep 2"));
     }
@@ -219,8 +221,8 @@ mod tests {
     #[test]
     fn r18_a_missing_grace_defaults_to_30_seconds() {
         let m = parse(r#"{"metadata":{"name":"a"}}"#, uid).expect("valid");
-        assert_eq!(m.object.meta.termination_grace_period_seconds, Some(30));
-        assert!(!m.object.meta.scheduled, "no nodeName: unscheduled");
+        assert_eq!(m.object.record.termination_grace_period_seconds, Some(30));
+        assert!(!m.object.record.scheduled, "no nodeName: unscheduled");
     }
 
     #[test]

@@ -33,8 +33,13 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use crate::agent::{RunClock, forward, log_transitions, start, stop_on_signal, wait_for_next};
+use crate::agent::{
+    RunClock, forward, log_transitions, remove_logs, spawn_rotation, start, stop_on_signal,
+    wait_for_next,
+};
 use crate::clock::Clock;
+use crate::process::Output;
+use crate::process::logs::ContainerLogs;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
@@ -49,6 +54,8 @@ pub struct SharedAgentOptions {
     /// The TTL of the agent's lease: how long after its last sign of life
     /// its node counts as lost.
     pub lease_ttl: StdDuration,
+    /// Where its containers' output goes (on this machine).
+    pub logs: ContainerLogs,
 }
 
 enum Input {
@@ -83,6 +90,7 @@ pub fn run(
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
     let (actuator, world) = ProcessActuator::new();
+    let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
         NodeScoped::new(store.with_fencing(&node, epoch), node.clone()),
@@ -101,10 +109,21 @@ pub fn run(
     );
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
-        let _ = rt.agent_sync(&name)?;
+        let _ = rt.handle_agent_sync(&name)?;
+        if let Err(e) = rt.collect_garbage(&name) {
+            let _ = writeln!(
+                log,
+                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
+            );
+        }
     }
+    options
+        .logs
+        .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
+    spawn_rotation(options.logs.clone());
     let check_every = options.lease_ttl / 3;
-    let result = serve(&mut rt, &inputs, &transitions, log, |since_check| {
+    let logs = &options.logs;
+    let result = serve(&mut rt, &inputs, &transitions, logs, log, |since_check| {
         if since_check < check_every {
             return Ok(());
         }
@@ -203,6 +222,7 @@ fn serve(
     rt: &mut SharedRuntime,
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
+    logs: &ContainerLogs,
     log: &mut impl Write,
     mut still_ours: impl FnMut(StdDuration) -> Result<(), RuntimeError>,
 ) -> Result<(), RuntimeError> {
@@ -210,7 +230,8 @@ fn serve(
     // Names that hold a new object while the old one is being stopped.
     let mut waiting: Vec<String> = Vec::new();
     loop {
-        log_transitions(transitions, log);
+        let removed = log_transitions(transitions, log);
+        remove_logs(rt, logs, &removed);
         let wait = wait_for_next(rt);
         let input = inputs.recv_timeout(wait);
         // Before any step: is the node still ours?
@@ -299,6 +320,9 @@ fn observe(
         }
         Observed::Changed | Observed::Unchanged => {}
     }
+    // The garbage collector's step, should the request's maker have left
+    // it undone (it runs it right after the delete).
+    let _ = rt.collect_garbage(name)?;
     Ok(())
 }
 
@@ -312,9 +336,9 @@ pub fn fence(
     even_if_alive: bool,
 ) -> Result<Vec<String>, RuntimeError> {
     if !even_if_alive && store.alive_nodes()?.iter().any(|n| n == node) {
-        return Err(RuntimeError::Object(format!(
-            "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
-        )));
+        return Err(RuntimeError::NodeAlive {
+            node: node.to_owned(),
+        });
     }
     // Moved by us or, concurrently, by another fencer: either way the
     // agent's epoch is behind.

@@ -3,6 +3,14 @@
 //! way — pre-stop hook within the grace, stop signal, SIGKILL when the grace
 //! is spent (never sooner than 2 s after the stop signal) — and grace exits
 //! with the command's status.
+//!
+//! grace is an entrypoint / `ExecStart` wrapper: the command gets grace's
+//! own stdin, stdout and stderr (a pre-stop hook gets its stdout and
+//! stderr). The command runs in a process group of its own, so that the
+//! stop is grace's to decide: a Ctrl-C at a terminal reaches grace, not
+//! the command — and a command that reads from the terminal itself is
+//! stopped by it (SIGTTIN), as any background job is; feed it through a
+//! pipe or a file instead.
 
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
@@ -13,7 +21,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::clock::{Clock, SystemClock};
-use crate::process::{ProcessActuator, WorldEvent};
+use crate::process::{Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError};
 use crate::store::{MemoryStore, StoredContainer, StoredObject};
 
@@ -58,8 +66,8 @@ pub fn parse_signal(name: &str) -> Result<Signal, String> {
 /// with: the command's own, or 128 + the signal that ended it.
 pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     let (tx, signals_rx) = mpsc::channel();
-    let mut signals = Signals::new([SIGTERM, SIGINT])
-        .map_err(|e| RuntimeError::Object(format!("signals: {e}")))?;
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
             if tx.send(signal).is_err() {
@@ -69,21 +77,27 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     });
 
     let mut meta = Record::new(
-        Name::try_from(format!("uid-run-{}", std::process::id()).as_str())
-            .map_err(|e| RuntimeError::Object(e.to_string()))?,
+        Name::try_from(format!("uid-run-{}", std::process::id()).as_str()).map_err(|e| {
+            RuntimeError::InvalidName {
+                field: "metadata.uid",
+                reason: e.to_string(),
+            }
+        })?,
     );
     meta.termination_grace_period_seconds = Some(options.grace_period_seconds);
-    let mut object = StoredObject::new(meta);
-    object.node = Some("local".into());
+    let mut object = StoredObject::on_node(meta, "local");
     object.containers = vec![StoredContainer {
         name: "main".into(),
         pre_stop: options.pre_stop.clone(),
         sidecar: false,
         command: options.command.clone(),
+        stop_signal: None,
     }];
 
     let (actuator, world) = ProcessActuator::new();
-    let actuator = actuator.with_stop_signal(options.stop_signal);
+    let actuator = actuator
+        .with_stop_signal(options.stop_signal)
+        .with_output(Output::Inherit);
     let mut rt = Runtime::open(
         MemoryStore::new(),
         SystemClock::new(),
@@ -93,7 +107,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     rt.create("main", object.clone())?;
     rt.actuator()
         .start("main", &object)
-        .map_err(|e| RuntimeError::Object(format!("cannot start {:?}: {e}", options.command)))?;
+        .map_err(|e| RuntimeError::io(format!("cannot start {:?}", options.command), e))?;
 
     let mut status: Option<u8> = None;
     let mut deleting = false;
@@ -101,8 +115,8 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         if !deleting && signals_rx.try_recv().is_ok() {
             // kubectl delete: the spec's grace.
             deleting = true;
-            let _ = rt.delete("main", &DeleteOptions::default())?;
-            let _ = rt.agent_sync("main")?;
+            let _ = rt.handle_delete("main", &DeleteOptions::default())?;
+            let _ = rt.handle_agent_sync("main")?;
         }
         let wait = rt
             .poll_timeout()

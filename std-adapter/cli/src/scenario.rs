@@ -1,4 +1,4 @@
-//! Scenario files (`../shared/SCENARIOS.md`, a public format): one object
+//! Scenario files (a public format, described in `docs/scenarios.md`): one object
 //! and a list of timed inputs, parsed into checked values.
 //!
 //! Every error names the field (`events[2].delete.grace_period_seconds`) and,

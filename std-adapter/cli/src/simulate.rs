@@ -2,7 +2,7 @@
 //! agent and simulated processes, and records what the machine decided and
 //! did as a [`Timeline`].
 //!
-//! The world model (SCENARIOS.md): a pre-stop hook runs for the container's
+//! The world model (docs/scenarios.md): a pre-stop hook runs for the container's
 //! `pre_stop_seconds`; a process exits `exits_after_sigterm_seconds` after
 //! its stop signal, or at once when killed. At one instant, the world's
 //! reports (exits, hooks returning) come first, then the machine's own
@@ -275,6 +275,8 @@ impl<'a> Simulator<'a> {
                     (ActionKind::ContainerStopped, Some(container))
                 }
                 Action::Remove { force } => (ActionKind::Remove { force }, None),
+                // An action this simulator does not model yet.
+                _ => continue,
             };
             self.entries.push(Entry {
                 at_ms: at,
@@ -328,11 +330,11 @@ impl<'a> Simulator<'a> {
             }
             EventKind::Finalizer(change) => {
                 match self.machine.handle_finalizer_update(now, change) {
-                    Ok(UpdateOutcome::Updated) => entry.outcome = Outcome::Ok,
                     Ok(UpdateOutcome::Deleted { force }) => {
                         entry.outcome = Outcome::Deleted;
                         entry.force = force;
                     }
+                    Ok(_) => entry.outcome = Outcome::Ok,
                     Err(UpdateError::NotFound) => entry.outcome = Outcome::NotFound,
                     Err(e) => {
                         entry.outcome = Outcome::Invalid;
@@ -395,8 +397,9 @@ impl<'a> Simulator<'a> {
             Ok(response) => {
                 entry.outcome = match response.outcome {
                     DeleteOutcome::Graceful => Outcome::Graceful,
-                    DeleteOutcome::Pending => Outcome::Pending,
                     DeleteOutcome::Deleted => Outcome::Deleted,
+                    // Pending (or an outcome added later): nothing changed.
+                    _ => Outcome::Pending,
                 };
                 entry.force = response.force;
                 entry.dry_run = response.dry_run;

@@ -335,7 +335,8 @@ fn record_lane(t: &Timeline) -> Lane {
                 vec!["GracefulPending".into(), "pending".into()],
             ),
             Phase::Terminating => (BarKind::Terminating, vec!["Terminating".into()]),
-            Phase::Live | Phase::Deleted => continue,
+            // Live, Deleted: no bar.
+            _ => continue,
         };
         // A finalizer wait inside this phase takes over from its start.
         let cut = waits

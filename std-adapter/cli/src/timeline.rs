@@ -1,5 +1,5 @@
 //! What a simulation produced, in time order, and its renderings: JSON lines
-//! (the public format of SCENARIOS.md) and a readable text timeline.
+//! (the public format of docs/scenarios.md) and a readable text timeline.
 
 use std::fmt::Write as _;
 
@@ -93,7 +93,7 @@ impl ActionKind {
     }
 }
 
-/// The result of an input, as SCENARIOS.md names it.
+/// The result of an input, as docs/scenarios.md names it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
@@ -179,7 +179,7 @@ pub struct EventEntry {
     pub dry_run: bool,
     /// A force delete (D4).
     pub force: bool,
-    /// The record after the event (see SCENARIOS.md for dry runs and removals).
+    /// The record after the event (see docs/scenarios.md for dry runs and removals).
     pub record: RecordView,
     /// Whether the record is stored after the event.
     pub stored: bool,
@@ -187,7 +187,7 @@ pub struct EventEntry {
     pub state: Phase,
 }
 
-/// `at` as SCENARIOS.md writes it: whole seconds as an integer, otherwise a
+/// `at` as docs/scenarios.md writes it: whole seconds as an integer, otherwise a
 /// decimal.
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -263,7 +263,7 @@ impl Timeline {
             .map(String::as_str)
     }
 
-    /// One JSON object per entry of the public format (SCENARIOS.md
+    /// One JSON object per entry of the public format (docs/scenarios.md
     /// "Output"), serialised, in time order.
     pub fn json_lines(&self) -> Vec<String> {
         self.entries

@@ -1,5 +1,5 @@
 //! `grace simulate` as a user runs it: the real binary, real files, exit
-//! codes and messages (SCENARIOS.md: 0 when the scenario ran, 2 for a file
+//! codes and messages (docs/scenarios.md: 0 when the scenario ran, 2 for a file
 //! that cannot be read or parsed, with a message naming the field and line).
 
 use std::path::{Path, PathBuf};

@@ -59,3 +59,86 @@ fn demo_runs_three_real_deletions_to_the_end() {
     use grace_std::store::Store;
     assert!(store.list().expect("lists").objects.is_empty());
 }
+
+/// Live processes (not zombies) whose environment holds `marker`.
+fn marked_processes(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(env) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        });
+        if !zombie && env.split(|b| *b == 0).any(|v| v == marker.as_bytes()) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Starts `grace demo` on a temp dir of its own, interrupts it with
+/// `signal` after about a second, and checks that it cleaned up.
+fn interrupted_demo_cleans_up(signal: &str, code: i32) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let marker = format!("GRACE_DEMO_TEST={}-{signal}", std::process::id());
+    let (key, value) = marker.split_once('=').expect("marker");
+    let child = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .arg("demo")
+        .env("TMPDIR", tmp.path())
+        .env(key, value)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grace demo runs");
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    assert!(
+        marked_processes(&marker).len() >= 4,
+        "grace and its workloads run: {:?}",
+        marked_processes(&marker)
+    );
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("grace demo exits");
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // SIGKILL is delivered at once, but a process takes a moment to go.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !marked_processes(&marker).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "processes left behind: {:?}",
+            marked_processes(&marker)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .expect("readable")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
+}
+
+#[test]
+fn demo_interrupted_by_sigint_leaves_no_process_and_no_temp_dir() {
+    interrupted_demo_cleans_up("INT", 130);
+}
+
+#[test]
+fn demo_interrupted_by_sigterm_leaves_no_process_and_no_temp_dir() {
+    interrupted_demo_cleans_up("TERM", 143);
+}

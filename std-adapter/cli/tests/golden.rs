@@ -1,6 +1,6 @@
 //! Golden scenarios: every `examples/scenarios/*.json` is replayed and its
 //! JSON lines compared with the `.expected.jsonl` beside it. The expected
-//! files were checked by hand against SEMANTICS.md; when a deliberate change
+//! files were checked by hand against core/RULES.md; when a deliberate change
 //! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-cli
 //! --test golden` and review the diff.
 

@@ -44,10 +44,10 @@ impl Drop for Agent {
 /// An object with no container, bound to another node (its deletion is
 /// decided here and waits for that node).
 fn apply(name: &str) -> Request {
-    let mut object = StoredObject::new(Record::new(
-        Name::try_from(format!("uid-{name}").as_str()).expect("short"),
-    ));
-    object.node = Some("elsewhere".into());
+    let object = StoredObject::on_node(
+        Record::new(Name::try_from(format!("uid-{name}").as_str()).expect("short")),
+        "elsewhere",
+    );
     Request::Apply {
         name: name.into(),
         object: Box::new(object),
@@ -110,7 +110,7 @@ fn pipelined_requests_are_answered_in_order_each_seeing_the_ones_before_it() {
     assert!(
         items
             .iter()
-            .all(|i| i.object.meta.deletion_timestamp.is_some()),
+            .all(|i| i.object.record.deletion_timestamp.is_some()),
         "the get sees both deletes: {items:?}"
     );
 }

@@ -131,3 +131,34 @@ fn an_unknown_stop_signal_is_a_usage_error_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn run_passes_stdout_through_to_the_command() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--", "echo", "hi"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("grace runs");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+}
+
+#[test]
+fn run_passes_stdin_and_stderr_through_to_the_command() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--", "sh", "-c", "cat; echo oops >&2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("grace starts");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("piped");
+        stdin.write_all(b"x\ny\n").expect("written");
+    } // closed: cat sees the end
+    let out = child.wait_with_output().expect("grace exits");
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "x\ny\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+}

@@ -12,7 +12,9 @@
 
 use std::collections::BTreeSet;
 
-use grace_core::{DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome};
+use grace_core::{
+    ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
+};
 
 use super::objects::Id;
 use super::{
@@ -20,7 +22,7 @@ use super::{
     delete_input, fresh,
 };
 use crate::clock::Clock;
-use crate::store::{KillState, Preconditions, Revision, Store, StoredObject, Write};
+use crate::store::{KillState, Revision, Store, StorePreconditions, StoredObject, Write};
 
 /// Inputs decided in memory and made durable together by
 /// [`commit`](Batch::commit) (see the module docs).
@@ -76,8 +78,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     pub(super) fn defer_removal(
         &mut self,
         name: &str,
-        preconditions: Preconditions,
-    ) -> Option<Preconditions> {
+        preconditions: StorePreconditions,
+    ) -> Option<StorePreconditions> {
         match &mut self.removals {
             Some(removals) => {
                 removals.push(Write::Delete {
@@ -157,8 +159,8 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         Ok(())
     }
 
-    /// [`Runtime::delete`], in the batch.
-    pub fn delete(
+    /// [`Runtime::handle_delete`], in the batch.
+    pub fn handle_delete(
         &mut self,
         name: &str,
         options: &DeleteOptions,
@@ -166,8 +168,8 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         self.input(name, |l, now| delete_input(l, now, options))
     }
 
-    /// [`Runtime::update_finalizers`], in the batch.
-    pub fn update_finalizers(
+    /// [`Runtime::handle_finalizer_update`], in the batch.
+    pub fn handle_finalizer_update(
         &mut self,
         name: &str,
         change: &FinalizerChange,
@@ -178,20 +180,24 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         })
     }
 
-    /// [`Runtime::agent_sync`], in the batch.
-    pub fn agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+    /// [`Runtime::handle_agent_sync`], in the batch.
+    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
     }
 
-    /// [`Runtime::container_exited`], in the batch.
-    pub fn container_exited(
+    /// [`Runtime::handle_container_exited`], in the batch.
+    pub fn handle_container_exited(
         &mut self,
         name: &str,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
+        let container = container.into().get();
         self.input(name, |l, now| {
             l.handle_container_exited(now, container)
-                .map_err(|_| RuntimeError::Object(format!("{name}: no container {container}")))
+                .map_err(|_| RuntimeError::UnknownContainer {
+                    object: name.to_owned(),
+                    container,
+                })
         })
     }
 
@@ -284,7 +290,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
     /// Refuses an input on one more object if the batch is full.
     fn room(&self) -> Result<(), RuntimeError> {
         if self.is_full() {
-            return Err(RuntimeError::Object(format!(
+            return Err(RuntimeError::InvalidInput(format!(
                 "the batch is full ({} objects): commit it first",
                 self.touched.len()
             )));

@@ -279,8 +279,8 @@ fn boxed(
 
 /// Our own packed bytes did not decode: a bug, reported as an error.
 fn broken(entry: &Entry, e: &KillStateError) -> RuntimeError {
-    RuntimeError::Object(format!(
-        "{}: the packed lifecycle is damaged: {e}",
-        entry.name
-    ))
+    RuntimeError::KillState {
+        object: entry.name.to_string(),
+        error: e.clone(),
+    }
 }

@@ -1,7 +1,9 @@
 //! What a store operation can fail with.
 
+use std::error::Error;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::Revision;
 
@@ -9,7 +11,8 @@ use super::Revision;
 ///
 /// The first six are answers about the data or the writer (the caller
 /// decides what to do next); the last four are failures of the backend,
-/// with its message.
+/// with its message and, where there is one, the underlying error
+/// ([`source`](std::error::Error::source)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -71,11 +74,11 @@ pub enum StoreError {
     },
     /// The backend cannot serve the request now (a transaction error, a
     /// closed database, a lost server).
-    Unavailable(String),
+    Unavailable(BackendError),
     /// Stored data does not decode, or the database reports corruption.
-    Corrupt(String),
+    Corrupt(BackendError),
     /// An I/O error from the backend.
-    Io(String),
+    Io(BackendError),
 }
 
 impl fmt::Display for StoreError {
@@ -119,7 +122,107 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl std::error::Error for StoreError {}
+impl Error for StoreError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        match self {
+            StoreError::Unavailable(e) | StoreError::Corrupt(e) | StoreError::Io(e) => e.source(),
+            _ => None,
+        }
+    }
+}
+
+/// What a backend reported when it failed: a message and, where there is
+/// one, the underlying error (redb's, etcd's, an I/O error, a decoding
+/// error), kept as [`source`](Error::source). Shared, so that a
+/// [`StoreError`] stays `Clone`; two are equal when their messages are.
+#[derive(Clone)]
+pub struct BackendError {
+    message: String,
+    source: Option<Arc<dyn Error + Send + Sync>>,
+}
+
+impl BackendError {
+    /// A failure with a message and no underlying error.
+    pub fn new(message: impl Into<String>) -> Self {
+        BackendError {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// The underlying error `source`, its message as the message.
+    pub fn from_error(source: impl Error + Send + Sync + 'static) -> Self {
+        BackendError {
+            message: source.to_string(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The underlying error `source` met while doing `context`: the
+    /// message is `context: source`.
+    pub fn with_context(
+        context: impl fmt::Display,
+        source: impl Error + Send + Sync + 'static,
+    ) -> Self {
+        BackendError {
+            message: format!("{context}: {source}"),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    /// The same failure with `note` added to its message, in parentheses
+    /// (a hint for the reader); the underlying error is kept.
+    pub fn with_note(mut self, note: &str) -> Self {
+        self.message = format!("{} ({note})", self.message);
+        self
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<String> for BackendError {
+    fn from(message: String) -> Self {
+        BackendError::new(message)
+    }
+}
+
+impl From<&str> for BackendError {
+    fn from(message: &str) -> Self {
+        BackendError::new(message)
+    }
+}
+
+impl PartialEq for BackendError {
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+    }
+}
+
+impl Eq for BackendError {}
+
+impl fmt::Debug for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{:?} (source: {source:?})", self.message),
+            None => fmt::Debug::fmt(&self.message, f),
+        }
+    }
+}
+
+impl fmt::Display for BackendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl Error for BackendError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
+    }
+}
 
 /// Why a [`Store::batch`](super::Store::batch) wrote nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -158,7 +158,7 @@ impl State {
         mut object: StoredObject,
         revision: Revision,
     ) -> Event {
-        object.meta.resource_version = revision.0;
+        object.record.resource_version = revision.0;
         self.objects
             .insert(name.clone(), (object.clone(), revision));
         Event {

@@ -19,12 +19,11 @@
 //!
 //! ```
 //! use grace_core::{Name, Record};
-//! use grace_std::store::{MemoryStore, Preconditions, Revision, Store, StoredObject, EventKind};
-//! use std::time::Duration;
+//! use grace_std::store::{MemoryStore, StorePreconditions, Revision, Store, StoredObject, EventKind};
 //!
 //! let store = MemoryStore::new();
 //! let uid = Name::try_from("uid-1").unwrap();
-//! let r1 = store.create("web-0", StoredObject::new(Record::new(uid))).unwrap();
+//! let r1 = store.create("web-0", StoredObject::unscheduled(Record::new(uid))).unwrap();
 //!
 //! // Compare-and-swap: an update names the revision it read.
 //! let (mut obj, rev) = store.get("web-0").unwrap().unwrap();
@@ -33,7 +32,7 @@
 //! assert!(r2 > r1);
 //!
 //! // The agent's final delete only removes the object it knows.
-//! let pre = Preconditions { uid: Some("uid-1".into()), revision: None };
+//! let pre = StorePreconditions { uid: Some("uid-1".into()), revision: None };
 //! store.delete("web-0", pre).unwrap();
 //!
 //! // Every change, in order, from the beginning.
@@ -57,10 +56,12 @@ mod redb;
 mod scoped;
 mod watch;
 
-pub use self::error::{BatchError, StoreError};
+pub use self::error::{BackendError, BatchError, StoreError};
 #[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub use self::etcd::{
-    DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdOptions, EtcdStore, Lease,
+    DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdAuth, EtcdOptions, EtcdStore, EtcdTls,
+    Lease,
 };
 pub use self::memory::MemoryStore;
 pub use self::object::{FINALIZERS, KillState, StoredContainer, StoredObject};
@@ -98,11 +99,18 @@ impl fmt::Display for Revision {
     }
 }
 
-/// Conditions a delete checks atomically with the removal; `None` checks
-/// nothing. This is how the agent's final delete avoids removing an object
-/// that was deleted and re-created under the same name meanwhile.
+/// The old name of [`StorePreconditions`], which said the same as
+/// `grace_core::Preconditions` (a delete request's, R7).
+#[deprecated(note = "renamed StorePreconditions (grace_core::Preconditions is the request's)")]
+pub type Preconditions = StorePreconditions;
+
+/// Conditions a store delete checks atomically with the removal; `None`
+/// checks nothing. This is how the agent's final delete avoids removing an
+/// object that was deleted and re-created under the same name meanwhile.
+/// (A delete *request*'s preconditions, checked by the core's decision,
+/// are `grace_core::Preconditions`.)
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Preconditions {
+pub struct StorePreconditions {
     /// The stored object's uid must be this one.
     pub uid: Option<String>,
     /// The stored object's revision must be this one.
@@ -134,7 +142,7 @@ pub enum Write {
         /// The name.
         name: String,
         /// What must hold of the stored object.
-        preconditions: Preconditions,
+        preconditions: StorePreconditions,
     },
 }
 
@@ -169,7 +177,7 @@ pub struct Listing {
 ///   + 1`), and a failed write MUST take none and change nothing. The
 ///   revision returned by a write, the revision `get` and `list` report for
 ///   the object, the revision of its watch event and the stored
-///   `meta.resource_version` MUST all be that number.
+///   `record.resource_version` MUST all be that number.
 /// - **Atomicity.** Each write MUST check its condition (name free for
 ///   `create`, revision for `update`, preconditions for `delete`) and apply
 ///   its change as one atomic step: no other write can come between the
@@ -266,7 +274,11 @@ pub trait Store: Send + Sync {
     /// checked atomically with the removal: [`StoreError::UidMismatch`] or
     /// [`StoreError::Conflict`] if not, [`StoreError::NotFound`] if there
     /// is nothing to remove. Returns the revision of the delete.
-    fn delete(&self, name: &str, preconditions: Preconditions) -> Result<Revision, StoreError> {
+    fn delete(
+        &self,
+        name: &str,
+        preconditions: StorePreconditions,
+    ) -> Result<Revision, StoreError> {
         single(self.batch(vec![Write::Delete {
             name: name.to_owned(),
             preconditions,

@@ -1,12 +1,13 @@
 //! What the store keeps under a name: the object's deletion metadata, where
 //! it runs, its containers, and the runtime's opaque kill state.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use grace_core::{ContainerSpec, Record, Strategy};
+use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The finalizer capacity of stored records: an object with more
@@ -16,24 +17,39 @@ pub const FINALIZERS: usize = 16;
 
 /// One stored object. Serialized as JSON by the durable backends.
 ///
-/// Every field but `meta` defaults when absent, so objects written by an
+/// Every field but `record` defaults when absent, so objects written by an
 /// older version still decode.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredObject {
     /// The deletion-relevant metadata. A store overwrites
-    /// `meta.resource_version` with the [`Revision`](super::Revision) of
+    /// `record.resource_version` with the [`Revision`](super::Revision) of
     /// each write, as the Kubernetes API server does with etcd's
     /// modification revision.
-    pub meta: Record<FINALIZERS>,
+    // Stored under its first name, `meta`: objects written before keep
+    // decoding, and the JSON the agent's API sends keeps its shape.
+    #[serde(rename = "meta")]
+    pub record: Record<FINALIZERS>,
     /// How the object's type is deleted (pod or generic); pods by default.
     #[serde(default)]
     pub strategy: Strategy,
-    /// The node the object is bound to; `None` while unscheduled.
+    /// The node the object is bound to; `None` while unscheduled. This is
+    /// the truth for `record.scheduled`: the runtime sets that from it, so an
+    /// object with no node is an unscheduled pod, which a delete removes at
+    /// once with no signals (R19). [`StoredObject::on_node`] and
+    /// [`StoredObject::unscheduled`] keep the two in step.
     #[serde(default)]
     pub node: Option<String>,
     /// The containers, in declaration order.
     #[serde(default)]
     pub containers: Vec<StoredContainer>,
+    /// `metadata.labels`: what `grace get -l` and `delete -l` select on.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.creationTimestamp`: when the object was created (whole
+    /// seconds), for `grace get`'s AGE; `None` for objects stored before it
+    /// was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created: Option<Timestamp>,
     /// The runtime's persisted kill state. Opaque to the store: it is kept
     /// and returned as it was written.
     #[serde(default)]
@@ -41,21 +57,47 @@ pub struct StoredObject {
 }
 
 impl StoredObject {
-    /// An object with the given metadata, no node, no containers and no
-    /// agent state.
-    pub fn new(meta: Record<FINALIZERS>) -> Self {
+    /// A pod bound to `node`, whose agent there stops it
+    /// (`record.scheduled` is set), with no containers yet and no agent
+    /// state.
+    ///
+    /// ```
+    /// use grace_core::Record;
+    /// use grace_std::store::{StoredContainer, StoredObject};
+    ///
+    /// let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
+    /// web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
+    /// assert!(web.record.scheduled && web.node.as_deref() == Some("node-a"));
+    /// # Ok::<(), grace_core::Error>(())
+    /// ```
+    pub fn on_node(meta: Record<FINALIZERS>, node: impl Into<String>) -> Self {
+        let mut object = StoredObject::unscheduled(meta);
+        object.record.scheduled = true;
+        object.node = Some(node.into());
+        object
+    }
+
+    /// An object bound to no node (`record.scheduled` is cleared to match):
+    /// a pod not scheduled yet, which a delete removes at once with no
+    /// signals (R19), or an object of a type with no agent. No containers,
+    /// no agent state.
+    pub fn unscheduled(meta: Record<FINALIZERS>) -> Self {
+        let mut meta = meta;
+        meta.scheduled = false;
         StoredObject {
-            meta,
+            record: meta,
             strategy: Strategy::POD,
             node: None,
             containers: Vec::new(),
+            labels: BTreeMap::new(),
+            created: None,
             agent: None,
         }
     }
 
-    /// The uid of the object (`meta.uid`).
+    /// The uid of the object (`record.uid`).
     pub fn uid(&self) -> &str {
-        self.meta.uid.as_str()
+        self.record.uid.as_str()
     }
 }
 
@@ -73,9 +115,41 @@ pub struct StoredContainer {
     /// The workload's command and arguments.
     #[serde(default)]
     pub command: Vec<String>,
+    /// The container's own stop signal (`lifecycle.stopSignal`, a signal
+    /// number); `None`: the actuator's (SIGTERM unless configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal: Option<i32>,
 }
 
 impl StoredContainer {
+    /// A main container named `name` running `command`, with no pre-stop
+    /// hook.
+    pub fn new<A: Into<String>>(
+        name: impl Into<String>,
+        command: impl IntoIterator<Item = A>,
+    ) -> Self {
+        StoredContainer {
+            name: name.into(),
+            pre_stop: None,
+            sidecar: false,
+            command: command.into_iter().map(Into::into).collect(),
+            stop_signal: None,
+        }
+    }
+
+    /// The same container with a pre-stop hook (run by `sh -c`).
+    pub fn with_pre_stop(mut self, hook: impl Into<String>) -> Self {
+        self.pre_stop = Some(hook.into());
+        self
+    }
+
+    /// The same container as a sidecar: stopped after the main containers,
+    /// in reverse order (R69).
+    pub fn as_sidecar(mut self) -> Self {
+        self.sidecar = true;
+        self
+    }
+
     /// What grace-core needs to know about this container: whether it has
     /// a pre-stop hook and whether it is a sidecar (`stopped` is false).
     pub fn core_spec(&self) -> ContainerSpec {

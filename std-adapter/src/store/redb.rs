@@ -108,6 +108,8 @@ struct Inner {
     /// The revision of the last commit, for watchers to wait on.
     committed: Mutex<Revision>,
     changed: Condvar,
+    /// A [`RedbStore::snapshot`]: every write is refused.
+    snapshot: bool,
 }
 
 impl std::fmt::Debug for RedbStore {
@@ -152,14 +154,80 @@ impl RedbStore {
                 retention: options.log_retention.max(1),
                 committed: Mutex::new(revision),
                 changed: Condvar::new(),
+                snapshot: false,
             }),
         })
+    }
+
+    /// A read-only snapshot of the database at `path`, for a reader that
+    /// must never get in a writer's way: the file's bytes are read as they
+    /// are (no redb lock is taken, nothing is written to the file or beside
+    /// it, a read-only file or mount is fine) and opened in memory —
+    /// repaired there if the file was left by a crash. Every write to the
+    /// snapshot is refused ([`StoreError::Unavailable`]).
+    ///
+    /// A writer may commit while the bytes are read; what was read is then
+    /// torn, which redb's checksums tell, and the file is read again (up to
+    /// 10 times). A file that is not a database of this
+    /// format is [`StoreError::Corrupt`]; one that cannot be read,
+    /// [`StoreError::Io`].
+    pub fn snapshot(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let mut attempt = 1;
+        loop {
+            let bytes = std::fs::read(&path).map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(path.display(), e))
+            })?;
+            match open_in_memory(&bytes) {
+                Ok((db, revision)) => {
+                    return Ok(RedbStore {
+                        inner: Arc::new(Inner {
+                            db,
+                            path,
+                            retention: DEFAULT_LOG_RETENTION,
+                            committed: Mutex::new(revision),
+                            changed: Condvar::new(),
+                            snapshot: true,
+                        }),
+                    });
+                }
+                Err(StoreError::Corrupt(_)) if attempt < SNAPSHOT_ATTEMPTS => {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+}
+
+/// How many times [`RedbStore::snapshot`] reads a file that changes under
+/// it before it reports it corrupt.
+const SNAPSHOT_ATTEMPTS: u32 = 10;
+
+/// A database in memory holding `bytes` (a copy of a database file, or
+/// nothing for an empty file), checked and repaired if need be; its
+/// revision.
+fn open_in_memory(bytes: &[u8]) -> Result<(Database, Revision), StoreError> {
+    use ::redb::StorageBackend;
+    let backend = ::redb::backends::InMemoryBackend::new();
+    let len = u64::try_from(bytes.len())
+        .map_err(|e| StoreError::Io(crate::store::BackendError::from_error(e)))?;
+    backend
+        .set_len(len)
+        .and_then(|()| backend.write(0, bytes))
+        .map_err(|e| StoreError::Io(crate::store::BackendError::from_error(e)))?;
+    let db = Builder::new()
+        .set_check_integrity_on_open(true)
+        .create_with_backend(backend)
+        .map_err(redb_error)?;
+    let revision = init(&db)?;
+    Ok((db, revision))
 }
 
 /// Creates the tables of a new file and checks the format of an old one;
@@ -182,9 +250,11 @@ fn init(db: &Database) -> Result<Revision, StoreError> {
                 meta.insert(META_FORMAT, FORMAT).map_err(redb_error)?;
             }
             Some(other) => {
-                return Err(StoreError::Corrupt(format!(
-                    "store format {other}; this version reads formats \
+                return Err(StoreError::Corrupt(crate::store::BackendError::from(
+                    format!(
+                        "store format {other}; this version reads formats \
                      {FORMAT_BYTES_TWICE} and {FORMAT}"
+                    ),
                 )));
             }
         }
@@ -209,6 +279,11 @@ impl Inner {
     /// The whole batch in one write transaction; nothing is committed if
     /// any write is refused or anything fails.
     fn write(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        if self.snapshot {
+            return Err(BatchError::backend(StoreError::Unavailable(
+                format!("{}: a read-only snapshot", self.path.display()).into(),
+            )));
+        }
         let mut txn = self.db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
         let revisions = self.apply(&txn, writes)?;
@@ -259,7 +334,7 @@ impl Inner {
                                 Ok(())
                             })
                             .map_err(at)?;
-                            Some(decode_object(name, &object).map_err(at)?.meta.uid)
+                            Some(decode_object(name, &object).map_err(at)?.record.uid)
                         }
                         Write::Create { .. } | Write::Update { .. } => None,
                     };
@@ -361,9 +436,9 @@ fn with_object<T>(
         return f(inline);
     }
     let entry = log.get(rev).map_err(redb_error)?.ok_or_else(|| {
-        StoreError::Corrupt(format!(
+        StoreError::Corrupt(crate::store::BackendError::from(format!(
             "object {name:?}: its bytes are not in the change log at revision {rev}"
-        ))
+        )))
     })?;
     let bytes = entry.value();
     let (_, _, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
@@ -402,7 +477,9 @@ fn event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<usize
 }
 
 fn bad_entry(rev: u64) -> StoreError {
-    StoreError::Corrupt(format!("change log entry {rev} is not an event"))
+    StoreError::Corrupt(crate::store::BackendError::from(format!(
+        "change log entry {rev} is not an event"
+    )))
 }
 
 /// Writes `object` under `name` at `rev`, encoded into `bytes` for its
@@ -414,7 +491,7 @@ fn put(
     rev: Revision,
     bytes: &mut Vec<u8>,
 ) -> Result<(), StoreError> {
-    object.meta.resource_version = rev.0;
+    object.record.resource_version = rev.0;
     bytes.clear();
     serde_json::to_writer(&mut *bytes, &object).map_err(encode_error)?;
     objects.insert(name, (rev.0, &[][..])).map_err(redb_error)?;
@@ -554,7 +631,10 @@ impl WatchSource for RedbFeed {
         for entry in log.range(start..).map_err(redb_error)?.take(READ_CHUNK) {
             let (rev, bytes) = entry.map_err(redb_error)?;
             let event: Event = serde_json::from_slice(bytes.value()).map_err(|e| {
-                StoreError::Corrupt(format!("change log entry {}: {e}", rev.value()))
+                StoreError::Corrupt(crate::store::BackendError::with_context(
+                    format!("change log entry {}", rev.value()),
+                    e,
+                ))
             })?;
             events.push(event);
         }
@@ -568,20 +648,25 @@ fn meta_get(meta: &impl ReadableTable<&'static str, u64>, key: &str) -> Result<u
 }
 
 fn encode_error(e: serde_json::Error) -> StoreError {
-    StoreError::Corrupt(format!("cannot encode: {e}"))
+    StoreError::Corrupt(crate::store::BackendError::with_context("cannot encode", e))
 }
 
 fn decode_object(name: &str, bytes: &[u8]) -> Result<StoredObject, StoreError> {
-    serde_json::from_slice(bytes).map_err(|e| StoreError::Corrupt(format!("object {name:?}: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::store::BackendError::with_context(
+            format!("object {name:?}"),
+            e,
+        ))
+    })
 }
 
 /// A redb failure as a [`StoreError`]: corruption and I/O keep their kind,
 /// everything else makes the store unavailable.
 fn redb_error(e: impl Into<::redb::Error>) -> StoreError {
     match e.into() {
-        ::redb::Error::Corrupted(msg) => StoreError::Corrupt(msg),
-        ::redb::Error::Io(io) => StoreError::Io(io.to_string()),
-        other => StoreError::Unavailable(other.to_string()),
+        ::redb::Error::Corrupted(msg) => StoreError::Corrupt(msg.into()),
+        ::redb::Error::Io(io) => StoreError::Io(crate::store::BackendError::from_error(io)),
+        other => StoreError::Unavailable(crate::store::BackendError::from_error(other)),
     }
 }
 
@@ -600,8 +685,9 @@ mod tests {
     /// An event built around the object's bytes is the event serde writes.
     #[test]
     fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
-        let mut object = StoredObject::new(Record::new(Name::try_from("uid-1").expect("short")));
-        object.meta.resource_version = 42;
+        let mut object =
+            StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
+        object.record.resource_version = 42;
         object.node = Some("node-\"a\"".into());
         object.containers = vec![StoredContainer {
             name: "app".into(),
@@ -643,8 +729,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("old.redb");
         let object = |uid: &str, rev: u64| {
-            let mut o = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-            o.meta.resource_version = rev;
+            let mut o = StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
+            o.record.resource_version = rev;
             o
         };
         {
@@ -697,7 +783,7 @@ mod tests {
         let listed: Vec<(String, StoredObject, Revision)> = store.list().unwrap().objects;
         assert_eq!(listed[0], ("a".into(), object("ua", 1), Revision(1)));
         assert_eq!(listed.len(), 3);
-        let pre = crate::store::Preconditions {
+        let pre = crate::store::StorePreconditions {
             uid: Some("ua".into()),
             revision: None,
         };

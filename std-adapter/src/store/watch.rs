@@ -28,7 +28,7 @@ pub struct Event {
     /// The write's revision (for `Deleted`, the revision of the delete).
     pub revision: Revision,
     /// The object as written; for `Deleted`, as it was last stored (its
-    /// `meta.resource_version` is the revision of its last write).
+    /// `record.resource_version` is the revision of its last write).
     pub object: StoredObject,
 }
 

@@ -42,8 +42,8 @@ impl Recorder {
 /// A pod with uid `uid` on node-a, with one container `app` (with a
 /// pre-stop hook of `sleep 100` if `pre_stop`).
 pub fn pod(uid: &str, pre_stop: bool) -> StoredObject {
-    let mut object = StoredObject::new(Record::new(Name::try_from(uid).expect("short")));
-    object.node = Some("node-a".into());
+    let mut object =
+        StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), "node-a");
     object.containers = vec![StoredContainer {
         name: "app".into(),
         pre_stop: pre_stop.then(|| "sleep 100".into()),

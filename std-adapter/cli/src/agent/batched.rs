@@ -45,6 +45,9 @@ enum Decided {
     Refused(Reply),
     /// The answer, once the commit succeeds.
     Done(String, Reply),
+    /// A delete's answer, once the commit succeeds; then the garbage
+    /// collector's turn (as for a delete handled alone).
+    Deleted(String, Reply),
     /// An object created: answered with its revision once stored, then
     /// started if it is bound to this node.
     Applied { name: String, start: bool },
@@ -66,7 +69,7 @@ pub(super) fn serve_batch<S: Store, C: Clock>(
     let mut next = first;
     let rest = loop {
         let (request, reply) = next;
-        if batch.is_full() || name(&request).is_some_and(|n| batch.touches(n)) {
+        if batch.is_full() || name(&request).is_none_or(|n| batch.touches(n)) {
             // For the next batch.
             break Some(Input::Request(request, reply));
         }
@@ -89,13 +92,19 @@ fn following(inputs: &mpsc::Receiver<Input>) -> Option<Input> {
     }
 }
 
-/// The object a change request is about.
+/// Whether a request is decided in a batch (the others are handled
+/// alone, between batches).
+pub(super) fn batchable(request: &Request) -> bool {
+    name(request).is_some()
+}
+
+/// The object a batchable request is about.
 fn name(request: &Request) -> Option<&str> {
     match request {
         Request::Apply { name, .. }
         | Request::Delete { name, .. }
         | Request::RemoveFinalizer { name, .. } => Some(name),
-        Request::Get { .. } | Request::Watch => None,
+        Request::Put { .. } | Request::Get { .. } | Request::Watch => None,
     }
 }
 
@@ -117,7 +126,7 @@ fn decide<S: Store, C: Clock>(
             }
         }
         Request::Delete { name, options } => {
-            let answer = match batch.delete(&name, &options) {
+            let answer = match batch.handle_delete(&name, &options) {
                 Ok(answer) => answer,
                 Err(e) => return Decided::Refused(error(&name, &e)),
             };
@@ -127,18 +136,23 @@ fn decide<S: Store, C: Clock>(
                     .runtime()
                     .object(&name)
                     .is_some_and(|o| o.node.as_deref() == Some(node))
-                && let Err(e) = batch.agent_sync(&name)
+                && let Err(e) = batch.handle_agent_sync(&name)
             {
                 // The delete stays, as when it is handled alone.
                 return Decided::Done(name.clone(), error(&name, &e));
             }
+            let dry_run = answer.response.dry_run;
             let reply = Reply::Deleted(DeleteReport {
                 outcome: answer.response.outcome,
                 record: answer.record,
-                dry_run: answer.response.dry_run,
+                dry_run,
                 force: answer.response.force,
             });
-            Decided::Done(name, reply)
+            if dry_run {
+                Decided::Done(name, reply)
+            } else {
+                Decided::Deleted(name, reply)
+            }
         }
         Request::RemoveFinalizer { name, finalizer } => {
             let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
@@ -146,13 +160,14 @@ fn decide<S: Store, C: Clock>(
                     "finalizer `{finalizer}`: name too long"
                 )));
             };
-            match batch.update_finalizers(&name, &FinalizerChange::Remove(finalizer)) {
+            match batch.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Decided::Done(name, Reply::Updated),
                 Err(e) => Decided::Refused(error(&name, &e)),
             }
         }
-        Request::Get { .. } | Request::Watch => {
-            Decided::Refused(invalid("not a change request".into()))
+        // Never in a batch (see `batchable`).
+        Request::Put { .. } | Request::Get { .. } | Request::Watch => {
+            Decided::Refused(invalid("not a request decided in a batch".into()))
         }
     }
 }
@@ -167,10 +182,18 @@ fn answer<S: Store, C: Clock>(
     for (reply, decided) in waiting {
         let sent = match (decided, failed) {
             (Decided::Refused(refused), _) => refused,
-            (Decided::Done(name, _) | Decided::Applied { name, .. }, Some(e)) => error(&name, e),
+            (
+                Decided::Done(name, _) | Decided::Deleted(name, _) | Decided::Applied { name, .. },
+                Some(e),
+            ) => error(&name, e),
             (Decided::Done(_, done), None) => done,
+            (Decided::Deleted(name, done), None) => {
+                // Retried at the next start if it fails now.
+                let _ = rt.collect_garbage(&name);
+                done
+            }
             (Decided::Applied { name, start: go }, None) => {
-                let revision = rt.object(&name).map_or(0, |o| o.meta.resource_version);
+                let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
                 if go {
                     start(rt, &name);
                 }
@@ -269,8 +292,7 @@ mod tests {
             clients: Arc::default(),
         };
         for name in names {
-            let mut object = StoredObject::new(Record::new(uid(name)));
-            object.node = Some(node.into());
+            let object = StoredObject::on_node(Record::new(uid(name)), node);
             store.inner.create(name, object).expect("stored");
         }
         let (actuator, _world) = ProcessActuator::new();
@@ -386,7 +408,7 @@ mod tests {
         }
         let (o2, revision) = store.inner.get("o2").expect("read").expect("o2 stays");
         assert_eq!(revision, o2_revision, "the refused request wrote nothing");
-        assert_eq!(o2.meta.deletion_timestamp, None);
+        assert_eq!(o2.record.deletion_timestamp, None);
     }
 
     #[test]
@@ -400,8 +422,7 @@ mod tests {
             uid: None,
             resource_version: Some(p_revision.get()),
         };
-        let mut x = StoredObject::new(Record::new(uid("x")));
-        x.node = Some("node-b".into());
+        let x = StoredObject::on_node(Record::new(uid("x")), "node-b");
         let x_uid = Preconditions {
             uid: Some(uid("x")),
             resource_version: None,
@@ -437,7 +458,7 @@ mod tests {
         assert_eq!(store.commits.load(Ordering::SeqCst), before + 5);
         for name in ["p", "q", "x"] {
             let (object, _) = store.inner.get(name).expect("read").expect("stored");
-            assert!(object.meta.deletion_timestamp.is_some(), "{name}");
+            assert!(object.record.deletion_timestamp.is_some(), "{name}");
         }
     }
 }

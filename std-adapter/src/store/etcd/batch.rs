@@ -47,12 +47,14 @@ pub(super) fn write(
             BatchError::backend(match e {
                 // etcd refuses a transaction that is too long before
                 // applying any of it.
-                StoreError::Unavailable(msg) if msg.contains(TOO_MANY_OPS) => {
+                StoreError::Unavailable(msg) if msg.message().contains(TOO_MANY_OPS) => {
                     StoreError::Unavailable(msg)
                 }
-                StoreError::Unavailable(msg) => StoreError::Unavailable(format!(
-                    "{msg} (the batch may or may not have been applied)"
-                )),
+                StoreError::Unavailable(msg) => {
+                    StoreError::Unavailable(crate::store::BackendError::from(format!(
+                        "{msg} (the batch may or may not have been applied)"
+                    )))
+                }
                 other => other,
             })
         })?;
@@ -63,9 +65,11 @@ pub(super) fn write(
         // against what is there now.
         snapshot = Snapshot::parse(fence, &names, &response).map_err(BatchError::backend)?;
     }
-    Err(BatchError::backend(StoreError::Unavailable(format!(
-        "batch: other writers committed first {MAX_ATTEMPTS} times in a row"
-    ))))
+    Err(BatchError::backend(StoreError::Unavailable(
+        crate::store::BackendError::from(format!(
+            "batch: other writers committed first {MAX_ATTEMPTS} times in a row"
+        )),
+    )))
 }
 
 /// The reads a batch's checks need: the counter, the compaction mark, the
@@ -226,7 +230,7 @@ fn plan(
         let object = match kind {
             EventKind::Created | EventKind::Updated => {
                 let mut object = object;
-                object.meta.resource_version = next;
+                object.record.resource_version = next;
                 staged.insert(
                     name,
                     Some(Current::Written(revision, Box::new(object.clone()))),

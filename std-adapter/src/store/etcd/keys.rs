@@ -131,14 +131,22 @@ pub(super) fn decode_object(
     name: &str,
     bytes: &[u8],
 ) -> Result<(StoredObject, Revision), StoreError> {
-    let stored: Stored = serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("object {name:?}: {e}")))?;
+    let stored: Stored = serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::store::BackendError::with_context(
+            format!("object {name:?}"),
+            e,
+        ))
+    })?;
     Ok((stored.object, Revision(stored.revision)))
 }
 
 pub(super) fn decode_revision(name: &str, bytes: &[u8]) -> Result<Revision, StoreError> {
-    let head: StoredHead = serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::Corrupt(format!("object {name:?}: {e}")))?;
+    let head: StoredHead = serde_json::from_slice(bytes).map_err(|e| {
+        StoreError::Corrupt(crate::store::BackendError::with_context(
+            format!("object {name:?}"),
+            e,
+        ))
+    })?;
     Ok(Revision(head.revision))
 }
 
@@ -148,10 +156,10 @@ pub(super) fn encode_event(event: &Event) -> Result<Vec<u8>, StoreError> {
 
 pub(super) fn decode_event(key: &[u8], bytes: &[u8]) -> Result<Event, StoreError> {
     serde_json::from_slice(bytes).map_err(|e| {
-        StoreError::Corrupt(format!(
+        StoreError::Corrupt(crate::store::BackendError::from(format!(
             "change log entry {}: {e}",
             String::from_utf8_lossy(key)
-        ))
+        )))
     })
 }
 
@@ -164,15 +172,17 @@ pub(super) fn decode_counter(key: &str, bytes: Option<&[u8]>) -> Result<u64, Sto
         .ok()
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| {
-            StoreError::Corrupt(format!(
+            StoreError::Corrupt(crate::store::BackendError::from(format!(
                 "{key}: not a decimal number: {:?}",
                 String::from_utf8_lossy(bytes)
-            ))
+            )))
         })
 }
 
 fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(format!("cannot encode: {e}")))
+    serde_json::to_vec(value).map_err(|e| {
+        StoreError::Corrupt(crate::store::BackendError::with_context("cannot encode", e))
+    })
 }
 
 #[cfg(test)]

@@ -58,9 +58,8 @@ impl EtcdStore {
                 async move { client.grant(seconds, None).await },
             )?;
         if !granted.error().is_empty() {
-            return Err(StoreError::Unavailable(format!(
-                "etcd did not grant a lease: {}",
-                granted.error()
+            return Err(StoreError::Unavailable(crate::store::BackendError::from(
+                format!("etcd did not grant a lease: {}", granted.error()),
             )));
         }
         Ok(Lease {
@@ -131,7 +130,7 @@ impl EtcdStore {
             .map(|kv| {
                 let key = kv
                     .key_str()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(|e| StoreError::Corrupt(crate::store::BackendError::from_error(e)))?;
                 Ok(key.strip_prefix(nodes.as_str()).unwrap_or(key).to_owned())
             })
             .collect()
@@ -149,7 +148,9 @@ impl EtcdStore {
     pub fn bump_fencing_epoch(&self, node: &str, seen: u64) -> Result<EpochBump, StoreError> {
         let key = self.inner.keys.fencing(node);
         let next = seen.checked_add(1).ok_or_else(|| {
-            StoreError::Unavailable(format!("fencing epoch of {node:?} exhausted"))
+            StoreError::Unavailable(crate::store::BackendError::from(format!(
+                "fencing epoch of {node:?} exhausted"
+            )))
         })?;
         let still = if seen == 0 {
             Compare::create_revision(key.as_str(), CompareOp::Equal, 0)

@@ -62,6 +62,77 @@ pub struct EtcdOptions {
     /// `2 n + 3` operations. Set it to the server's value if the server was
     /// started with another one.
     pub max_txn_ops: usize,
+    /// TLS: the CA that signed the server's certificate and, if the server
+    /// asks for one (`--client-cert-auth`), the client's certificate. Needs
+    /// `https://` endpoints; `None` needs `http://` ones.
+    pub tls: Option<EtcdTls>,
+    /// A user and password for etcd's authentication (`etcdctl auth
+    /// enable`); the client takes a token with them and renews it when it
+    /// expires.
+    pub auth: Option<EtcdAuth>,
+}
+
+/// TLS to etcd, from PEM files as etcd's own `--cacert`, `--cert` and
+/// `--key` take them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// The CA certificate(s) the server's certificate must chain to (PEM).
+    pub ca_cert: Vec<u8>,
+    /// The client's certificate and private key (PEM), for a server that
+    /// checks client certificates.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl EtcdTls {
+    /// Reads the CA certificate and, if given, the client's certificate
+    /// and key from PEM files; the error names the file.
+    pub fn from_files(
+        ca_cert: &std::path::Path,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<EtcdTls, StoreError> {
+        let read = |path: &std::path::Path| {
+            std::fs::read(path).map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(path.display(), e))
+            })
+        };
+        let identity = match identity {
+            Some((cert, key)) => Some((read(cert)?, read(key)?)),
+            None => None,
+        };
+        Ok(EtcdTls {
+            ca_cert: read(ca_cert)?,
+            identity,
+        })
+    }
+}
+
+impl std::fmt::Debug for EtcdTls {
+    /// The key is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("ca_cert", &format_args!("{} bytes", self.ca_cert.len()))
+            .field("client_certificate", &self.identity.is_some())
+            .finish()
+    }
+}
+
+/// A user and password for etcd's authentication.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdAuth {
+    /// The etcd user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdAuth {
+    /// The password is left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdAuth")
+            .field("user", &self.user)
+            .field("password", &"<hidden>")
+            .finish()
+    }
 }
 
 impl EtcdOptions {
@@ -76,8 +147,9 @@ impl EtcdOptions {
 
 impl Default for EtcdOptions {
     /// etcd's default client URL on this machine, the default prefix and
-    /// retention, a 5 s connect and a 10 s request timeout, and etcd's
-    /// default `--max-txn-ops` ([`DEFAULT_MAX_TXN_OPS`]).
+    /// retention, a 5 s connect and a 10 s request timeout, etcd's
+    /// default `--max-txn-ops` ([`DEFAULT_MAX_TXN_OPS`]), no TLS and no
+    /// authentication.
     fn default() -> Self {
         EtcdOptions {
             endpoints: vec!["http://127.0.0.1:2379".into()],
@@ -86,6 +158,8 @@ impl Default for EtcdOptions {
             connect_timeout: Duration::from_secs(5),
             request_timeout: Duration::from_secs(10),
             max_txn_ops: DEFAULT_MAX_TXN_OPS,
+            tls: None,
+            auth: None,
         }
     }
 }
@@ -124,7 +198,7 @@ impl Default for EtcdOptions {
 ///     ..EtcdOptions::new(["http://127.0.0.1:2379"])
 /// })?;
 /// let uid = Name::try_from("uid-1").unwrap();
-/// store.create("web-0", StoredObject::new(Record::new(uid)))?;
+/// store.create("web-0", StoredObject::unscheduled(Record::new(uid)))?;
 ///
 /// // An agent's liveness: its node key lives as long as its lease.
 /// let lease = store.grant_lease(Duration::from_secs(10))?;
@@ -140,7 +214,7 @@ impl Default for EtcdOptions {
 /// cluster-wide (other prefixes, other programs advance it), a transaction
 /// of several writes takes one etcd revision where the contract wants one
 /// per write, and it is known only after the commit, while the contract
-/// stores it in the object's `meta.resource_version`. So the store keeps its
+/// stores it in the object's `record.resource_version`. So the store keeps its
 /// own counter in etcd, in the key `<prefix>meta/revision`, and every
 /// [`batch`](Store::batch) (every single write is a batch of one) is:
 ///
@@ -273,21 +347,50 @@ impl EtcdStore {
     }
 
     /// Connects with `options`, and reads the store's revision once, so
-    /// that an unreachable server fails here, with
+    /// that an unreachable server, or one that refuses the client's
+    /// certificate or credentials, fails here, with
     /// [`StoreError::Unavailable`], rather than at the first write.
+    /// Endpoints must all be `https://` with [`EtcdOptions::tls`], all
+    /// `http://` without it ([`StoreError::Io`] otherwise).
     pub fn connect_with(options: EtcdOptions) -> Result<Self, StoreError> {
+        check_schemes(&options)?;
+        let tls = options.tls.is_some();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("grace-etcd")
             .enable_all()
             .build()
-            .map_err(|e| StoreError::Io(format!("cannot start the etcd client runtime: {e}")))?;
+            .map_err(|e| {
+                StoreError::Io(crate::store::BackendError::with_context(
+                    "cannot start the etcd client runtime",
+                    e,
+                ))
+            })?;
         let connect = ConnectOptions::new()
             .with_connect_timeout(options.connect_timeout)
             // Finds a dead connection under an idle watch (etcd refuses
             // pings more often than every 5 s).
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
             .with_keep_alive_while_idle(true);
+        let connect = match &options.tls {
+            Some(tls) => {
+                let mut config = etcd_client::TlsOptions::new()
+                    .ca_certificate(etcd_client::Certificate::from_pem(&tls.ca_cert));
+                if let Some((cert, key)) = &tls.identity {
+                    config = config.identity(etcd_client::Identity::from_pem(cert, key));
+                }
+                connect.with_tls(config)
+            }
+            None => connect,
+        };
+        let connect = match &options.auth {
+            // etcd's tokens expire (`--auth-token-ttl`, 5 min by default,
+            // after their last use): a fresh one is taken with the password.
+            Some(auth) => connect
+                .with_user(auth.user.clone(), auth.password.clone())
+                .with_auto_token_refresh(true),
+            None => connect,
+        };
         let client = runtime
             .block_on(async {
                 tokio::time::timeout(
@@ -297,10 +400,10 @@ impl EtcdStore {
                 .await
             })
             .map_err(|_| {
-                StoreError::Unavailable(format!(
+                StoreError::Unavailable(crate::store::BackendError::from(format!(
                     "no connection to etcd at {:?} within {:?}",
                     options.endpoints, options.connect_timeout
-                ))
+                )))
             })?
             .map_err(etcd_error)?;
         let mut prefix = options.prefix;
@@ -319,7 +422,20 @@ impl EtcdStore {
             }),
             fence: None,
         };
-        store.revision()?;
+        store.revision().map_err(|e| match e {
+            // A refused handshake shows only as a broken transport.
+            StoreError::Unavailable(m) if m.message().contains("transport error") => {
+                StoreError::Unavailable(if tls {
+                    m.with_note(
+                        "with TLS: does the server's certificate chain to the CA given, \
+                         and does the server accept the client certificate given?",
+                    )
+                } else {
+                    m.with_note("does the server speak TLS? then its endpoints are https://")
+                })
+            }
+            other => other,
+        })?;
         Ok(store)
     }
 
@@ -376,10 +492,10 @@ impl Inner {
         self.runtime()
             .block_on(async { tokio::time::timeout(timeout, request).await })
             .map_err(|_| {
-                StoreError::Unavailable(format!(
+                StoreError::Unavailable(crate::store::BackendError::from(format!(
                     "{what}: no answer from etcd at {:?} within {timeout:?}",
                     self.endpoints
-                ))
+                )))
             })?
             .map_err(error)
     }
@@ -459,7 +575,7 @@ impl Store for EtcdStore {
             for kv in &page.kvs {
                 let key = kv
                     .key_str()
-                    .map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    .map_err(|e| StoreError::Corrupt(crate::store::BackendError::from_error(e)))?;
                 let name = key.strip_prefix(objects.as_str()).unwrap_or(key);
                 let (object, revision) = keys::decode_object(name, kv.value())?;
                 listing.objects.push((name.to_owned(), object, revision));
@@ -564,18 +680,64 @@ fn unchanged(key: &str, kv: Option<&KeyValue>) -> Compare {
 const TOO_MANY_OPS: &str = "too many operations in txn";
 
 /// An etcd client error as a [`StoreError`].
+/// `https://` endpoints with TLS options, `http://` ones without: a
+/// mismatch would send credentials in clear or fail with a puzzling
+/// transport error.
+fn check_schemes(options: &EtcdOptions) -> Result<(), StoreError> {
+    let scheme = if options.tls.is_some() {
+        "https://"
+    } else {
+        "http://"
+    };
+    match options.endpoints.iter().find(|e| !e.starts_with(scheme)) {
+        Some(endpoint) if options.tls.is_some() => Err(StoreError::Io(
+            format!(
+                "etcd endpoint {endpoint}: TLS is configured, so every endpoint must be {scheme}"
+            )
+            .into(),
+        )),
+        Some(endpoint) => Err(StoreError::Io(
+            format!(
+                "etcd endpoint {endpoint}: every endpoint must be {scheme} without TLS \
+                 (an https:// endpoint needs the CA certificate: --etcd-cacert)"
+            )
+            .into(),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// What etcd answers a client whose credentials it refuses.
+const AUTH_REFUSALS: [&str; 5] = [
+    "permission denied",
+    "authentication failed",
+    "user name is empty",
+    "user name not found",
+    "invalid auth token",
+];
+
 fn etcd_error(e: etcd_client::Error) -> StoreError {
     use etcd_client::Error;
     match e {
+        Error::GRpcStatus(status) if AUTH_REFUSALS.iter().any(|m| status.message().contains(m)) => {
+            StoreError::Unavailable(crate::store::BackendError::with_context(
+                "etcd refused the request",
+                Error::GRpcStatus(status),
+            )
+            .with_note("check the etcd user and password, and that the user's role may use this prefix"))
+        }
         Error::GRpcStatus(status) if status.message().contains(TOO_MANY_OPS) => {
-            StoreError::Unavailable(format!(
+            StoreError::Unavailable(crate::store::BackendError::from(format!(
                 "etcd: {}: a batch takes 2 operations per write + 3, and the server allows \
                  --max-txn-ops (128 by default); write fewer at a time",
                 status.message()
-            ))
+            )))
         }
-        Error::IoError(e) => StoreError::Io(e.to_string()),
-        Error::Utf8Error(e) => StoreError::Corrupt(format!("etcd: a key is not UTF-8: {e}")),
-        other => StoreError::Unavailable(format!("etcd: {other}")),
+        Error::IoError(e) => StoreError::Io(crate::store::BackendError::from_error(e)),
+        Error::Utf8Error(e) => StoreError::Corrupt(crate::store::BackendError::with_context(
+            "etcd: a key is not UTF-8",
+            e,
+        )),
+        other => StoreError::Unavailable(crate::store::BackendError::with_context("etcd", other)),
     }
 }

@@ -1,0 +1,145 @@
+//! A first program on `grace-core` alone, as a new user writes it: one pod
+//! with an app container, a sidecar with a pre-stop hook and a finalizer,
+//! deleted and driven to the end; then a `Table` of 1 000 pods deleted
+//! together and driven by their deadlines.
+//!
+//! `cargo run -p grace-core --example pod_and_table` (the test
+//! `core/tests/examples.rs` runs it too).
+#![deny(warnings)]
+
+use std::sync::Mutex;
+
+use grace_core::{
+    Action, ContainerSpec, DeleteOptions, Duration, Error, FinalizerChange, Instant, Lifecycle,
+    Now, Phase, Record, Strategy, Table, UpdateOutcome,
+};
+
+/// 1 000 pods with two containers each. A big table belongs in a `static`
+/// (all zero bits: it lands in `.bss`, never on the stack).
+static TABLE: Mutex<Table<1_000, 4, 2>> = Mutex::new(Table::new());
+
+/// Runs both parts.
+pub fn main() -> Result<(), Error> {
+    one_pod()?;
+    a_thousand_pods()?;
+    Ok(())
+}
+
+fn one_pod() -> Result<(), Error> {
+    let record = Record::<4>::builder("uid-web-0")
+        .grace_period_seconds(10)
+        .finalizer("example.com/backup")
+        .build()?;
+    let containers = [
+        ContainerSpec::app(),
+        ContainerSpec::sidecar().with_pre_stop(),
+    ];
+    let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &containers)?;
+    let mut now = Instant::from_millis(1_000_000);
+
+    pod.handle_delete(Now::at(now), &DeleteOptions::default())?;
+    pod.handle_agent_sync(Now::at(now));
+    let mut log = Vec::new();
+    // The world: hooks return at once, a signalled process exits 1 s later.
+    let mut exits: Vec<(Instant, u8)> = Vec::new();
+    loop {
+        while let Some(action) = pod.poll_action() {
+            println!("{:>6} ms  {action}", now.as_millis() - 1_000_000);
+            log.push(action);
+            match action {
+                Action::RunPreStop { container, .. } => {
+                    pod.handle_pre_stop_finished(Now::at(now), container)?;
+                }
+                Action::SendStopSignal { container } => {
+                    exits.push((now + Duration::from_secs(1), container));
+                }
+                Action::SendKill { container } => exits.push((now, container)),
+                _ => {}
+            }
+        }
+        exits.sort();
+        let next_exit = exits.first().map(|&(at, _)| at);
+        let next = match (next_exit, pod.poll_timeout()) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => break,
+            },
+        };
+        now = next;
+        while let Some(&(at, container)) = exits.first() {
+            if at > now {
+                break;
+            }
+            exits.remove(0);
+            pod.handle_container_exited(Now::at(now), container)?;
+        }
+        pod.handle_timeout(Now::at(now));
+    }
+    // The sidecar was signalled after the app had stopped (R69).
+    let app_stopped = log
+        .iter()
+        .position(|a| *a == Action::ContainerStopped { container: 0 });
+    let sidecar_signal = log
+        .iter()
+        .position(|a| *a == Action::SendStopSignal { container: 1 });
+    assert!(
+        app_stopped < sidecar_signal && sidecar_signal.is_some(),
+        "{log:?}"
+    );
+    // Everything stopped; the finalizer holds the record.
+    assert_eq!(pod.phase(), Phase::Terminating);
+    assert!(pod.is_stored());
+
+    let outcome = pod.handle_finalizer_update(
+        Now::at(now),
+        &FinalizerChange::remove("example.com/backup")?,
+    )?;
+    assert_eq!(outcome, UpdateOutcome::Deleted { force: false });
+    assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
+    assert_eq!(pod.phase(), Phase::Deleted);
+    Ok(())
+}
+
+fn a_thousand_pods() -> Result<(), Error> {
+    let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
+    let start = Instant::from_millis(0);
+    let mut ids = Vec::new();
+    for i in 0..1_000 {
+        let record = Record::builder(format!("uid-{i}").as_str()).build()?;
+        let pod = Lifecycle::new(Strategy::POD, record, &[ContainerSpec::app()])?;
+        ids.push(table.insert(pod)?);
+    }
+    // Graces of 1 to 10 s; nobody exits on SIGTERM, so each gets SIGKILL.
+    for (i, &id) in ids.iter().enumerate() {
+        let grace = 1 + (i % 10) as i64;
+        table.handle_delete(Now::at(start), id, &DeleteOptions::with_grace(grace))?;
+        table.handle_agent_sync(Now::at(start), id)?;
+    }
+    let (mut kills, mut removed, mut now) = (0, 0, start);
+    loop {
+        while let Some((id, action)) = table.poll_action() {
+            match action {
+                // Nobody exits on SIGTERM; SIGKILL ends them at once.
+                Action::SendKill { container } => {
+                    kills += 1;
+                    table.handle_container_exited(Now::at(now), id, container)?;
+                }
+                // Stopped and removed: nothing more will come for it.
+                Action::Remove { force: false } => {
+                    removed += 1;
+                    table.remove(id);
+                }
+                _ => {}
+            }
+        }
+        let Some(next) = table.poll_timeout() else {
+            break;
+        };
+        now = next;
+        table.handle_timeout(Now::at(now));
+    }
+    assert_eq!((kills, removed), (1_000, 1_000));
+    assert!(table.is_empty());
+    Ok(())
+}

@@ -1,0 +1,285 @@
+//! The agent's socket: its private data directory, the listener, and one
+//! thread per connection, bounded.
+//!
+//! - The data directory is made private before the store is opened
+//!   ([`prepare`]): `0700`, the store `0600`, whatever the umask; a
+//!   directory, store or socket another user owns or others may write
+//!   stops the agent ([`grace_std::private`]).
+//! - Every connection's peer is checked first ([`super::access`]); a
+//!   refused peer gets one error line and is dropped, and the refusal is
+//!   logged (on standard error).
+//! - At most [`MAX_CONNECTIONS`] are served at once; the next one gets an
+//!   error line. A request line is at most [`MAX_REQUEST_BYTES`] and must
+//!   arrive within [`REQUEST_TIMEOUT`] of the agent's waiting for it; a
+//!   line that is not a request gets an error and the connection goes on,
+//!   a line too long or too slow ends the connection. Each connection has
+//!   its own thread, so none of this holds up another client.
+
+use std::io::{BufReader, Read};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use grace_std::private::{self, PrivateError};
+
+use super::access::{Access, AllowGroup, Policy, peer};
+use super::{Input, items};
+use crate::api::{
+    ApiError, BadRequest, DATABASE, ErrorKind, MAX_REQUEST_BYTES, Reply, Request, read_request,
+    socket_path, write_reply,
+};
+use crate::runtime::RuntimeError;
+use crate::store::{RedbStore, Store, StoreError};
+
+/// The most connections served at once (a watch holds one).
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long a request line may take to arrive, from when the agent starts
+/// waiting for it.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a reply may wait for a client that does not read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn refused(e: PrivateError) -> RuntimeError {
+    RuntimeError::Private(e)
+}
+
+/// The data directory's mode: `0700`, or `0710` (its group may reach the
+/// socket, not list the directory) when a group is let in.
+fn dir_mode(group: Option<&AllowGroup>) -> u32 {
+    if group.is_some() { 0o710 } else { 0o700 }
+}
+
+/// Makes `dir` private, its store file private, and checks a socket left
+/// by an earlier agent, before anything is opened; with a group let in,
+/// the directory's group becomes that group.
+pub(super) fn prepare(dir: &Path, group: Option<&AllowGroup>) -> Result<(), RuntimeError> {
+    private::private_dir(dir, dir_mode(group)).map_err(refused)?;
+    if let Some(group) = group {
+        private::set_mode(dir, dir_mode(Some(group)), Some(group.gid)).map_err(refused)?;
+    }
+    private::private_file(&dir.join(DATABASE)).map_err(refused)?;
+    private::check_socket(&socket_path(dir)).map_err(refused)
+}
+
+/// Binds the socket (after removing one an earlier agent left: the store
+/// is ours, its lock is held) and makes it `0600`, or `0660` in the
+/// allowed group.
+pub(super) fn bind(dir: &Path, group: Option<&AllowGroup>) -> Result<UnixListener, RuntimeError> {
+    let socket = socket_path(dir);
+    private::check_socket(&socket).map_err(refused)?;
+    let _ = std::fs::remove_file(&socket);
+    // Inside a private directory: nobody else can reach it before its mode
+    // is set.
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| RuntimeError::io(socket.display().to_string(), e))?;
+    let (mode, gid) = match group {
+        Some(g) => (0o660, Some(g.gid)),
+        None => (0o600, None),
+    };
+    private::set_mode(&socket, mode, gid).map_err(refused)?;
+    Ok(listener)
+}
+
+/// Accepts connections for as long as the listener lives.
+pub(super) fn accept(
+    listener: UnixListener,
+    store: Arc<RedbStore>,
+    changes: mpsc::Sender<Input>,
+    policy: Policy,
+) {
+    let open = Arc::new(AtomicUsize::new(0));
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else { continue };
+        let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+        let access = match peer(&stream) {
+            Ok(peer) => match policy.admit(&peer) {
+                Ok(access) => access,
+                Err(message) => {
+                    eprintln!("grace agent: refused a connection from {peer}: {message}");
+                    refuse(stream, ErrorKind::Forbidden, message);
+                    continue;
+                }
+            },
+            Err(e) => {
+                eprintln!("grace agent: refused a connection: no peer credentials: {e}");
+                continue;
+            }
+        };
+        let Some(slot) = Slot::take(&open) else {
+            refuse(
+                stream,
+                ErrorKind::Internal,
+                format!("the agent serves {MAX_CONNECTIONS} connections already; try again"),
+            );
+            continue;
+        };
+        let store = Arc::clone(&store);
+        let changes = changes.clone();
+        std::thread::spawn(move || {
+            connection(stream, access, &store, &changes);
+            drop(slot);
+        });
+    }
+}
+
+/// One of the [`MAX_CONNECTIONS`], given back when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
+        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n < MAX_CONNECTIONS).then(|| n.saturating_add(1))
+        })
+        .ok()
+        .map(|_| Slot(Arc::clone(open)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Answers one error line and hangs up.
+fn refuse(mut stream: UnixStream, kind: ErrorKind, message: String) {
+    let _ = write_reply(&mut stream, &Reply::Error(ApiError { kind, message }));
+}
+
+/// A stream whose reads fail with `TimedOut` once its deadline has passed.
+struct Deadline {
+    stream: UnixStream,
+    until: Instant,
+}
+
+impl Read for Deadline {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Serves one client until it hangs up, sends a line too long or too
+/// slowly.
+fn connection(
+    stream: UnixStream,
+    access: Access,
+    store: &RedbStore,
+    changes: &mpsc::Sender<Input>,
+) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(Deadline {
+        stream,
+        until: Instant::now() + REQUEST_TIMEOUT,
+    });
+    loop {
+        reader.get_mut().until = Instant::now() + REQUEST_TIMEOUT;
+        let Some(request) = read_request(&mut reader, MAX_REQUEST_BYTES) else {
+            return;
+        };
+        let reply = match request {
+            Err(e @ BadRequest::Malformed(_)) => bad_request(&e),
+            Err(e) => {
+                // Too long or too slow: the stream is not trusted further.
+                let _ = write_reply(&mut writer, &bad_request(&e));
+                return;
+            }
+            Ok(request) if !access.allows(&request) => Reply::Error(ApiError {
+                kind: ErrorKind::Forbidden,
+                message: "permission denied: this user may get and watch only \
+                          (--allow-group GROUP:ro); nothing was changed"
+                    .into(),
+            }),
+            Ok(Request::Get { name }) => read(store, name.as_deref()),
+            Ok(Request::Watch) => {
+                watch(store, &mut writer);
+                return;
+            }
+            Ok(change) => {
+                let (tx, rx) = mpsc::channel();
+                if changes.send(Input::Request(change, tx)).is_err() {
+                    return;
+                }
+                match rx.recv() {
+                    Ok(reply) => reply,
+                    Err(_) => return, // the agent is stopping
+                }
+            }
+        };
+        if write_reply(&mut writer, &reply).is_err() {
+            return;
+        }
+    }
+}
+
+fn bad_request(e: &BadRequest) -> Reply {
+    Reply::Error(ApiError {
+        kind: ErrorKind::BadRequest,
+        message: e.to_string(),
+    })
+}
+
+fn read(store: &RedbStore, name: Option<&str>) -> Reply {
+    match items(store, name) {
+        Ok((revision, items)) => Reply::Objects { revision, items },
+        Err(e) => store_error(name.unwrap_or(""), e),
+    }
+}
+
+fn store_error(name: &str, e: StoreError) -> Reply {
+    Reply::Error(match e {
+        StoreError::NotFound { .. } => ApiError {
+            kind: ErrorKind::NotFound,
+            message: format!("object \"{name}\" not found"),
+        },
+        other => ApiError {
+            kind: ErrorKind::Internal,
+            message: format!("store: {other}"),
+        },
+    })
+}
+
+/// Streams the listing, then every change, until the client hangs up.
+fn watch(store: &RedbStore, writer: &mut UnixStream) {
+    let listing = match items(store, None) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = write_reply(writer, &store_error("", e));
+            return;
+        }
+    };
+    let (revision, list) = listing;
+    let reply = Reply::Objects {
+        revision,
+        items: list,
+    };
+    if write_reply(writer, &reply).is_err() {
+        return;
+    }
+    let watch = match store.watch(crate::store::Revision(revision)) {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = write_reply(writer, &store_error("", e));
+            return;
+        }
+    };
+    for event in watch {
+        let reply = match event {
+            Ok(event) => Reply::Event(event),
+            Err(e) => store_error("", e),
+        };
+        if write_reply(writer, &reply).is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,294 @@
+//! `grace describe`: an object in detail, and the state of its deletion as
+//! events, each decision with its reason and the rule it follows (see the
+//! rules in grace-core's docs: R18 the grace's source, R51–R54 the
+//! agent's budget, R59–R63 the kill sequence).
+//!
+//! The events are read from what the store keeps — the record and the
+//! agent's persisted kill state — so they say where the deletion is now
+//! and why; the agent's log has every step as it happened.
+
+use std::io::Write;
+
+use grace_core::{Instant, Stage, Timestamp};
+
+use crate::clock::{Clock, SystemClock};
+use crate::k8s_pod::phase_word;
+use crate::kubectl::{CommandError, Selection, Target, fetch_all};
+use crate::output::{age, status_word};
+use crate::runtime::KillRecord;
+use crate::store::StoredObject;
+
+/// `grace describe (NAME… | -l SELECTOR)`: every object selected.
+pub fn describe(
+    target: Target<'_>,
+    selection: &Selection,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
+    let (_, items) = fetch_all(target)?;
+    let (found, missing) = selection.pick(items);
+    for (i, item) in found.iter().enumerate() {
+        if i > 0 {
+            let _ = writeln!(out);
+        }
+        let _ = write!(out, "{}", text(&item.name, &item.object));
+    }
+    match missing.first() {
+        Some(name) => Err(CommandError::failed(format!(
+            "Error from server (NotFound): pods \"{name}\" not found"
+        ))),
+        None if found.is_empty() => Err(CommandError::failed("No resources found")),
+        None => Ok(()),
+    }
+}
+
+/// An RFC 3339 time (whole seconds, as Kubernetes writes them).
+fn rfc3339(t: Timestamp) -> String {
+    k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds()).map_or_else(
+        |_| t.as_unix_seconds().to_string(),
+        |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
+/// The description of one object.
+pub fn text(name: &str, object: &StoredObject) -> String {
+    let mut s = String::new();
+    let meta = &object.record;
+    let now = SystemClock::new().now();
+    let now_s = now.wall.floor_to_timestamp();
+    let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
+    line("Name", name.to_owned());
+    line(
+        "Kind",
+        match object.strategy.kind {
+            grace_core::Kind::Pod => "Pod",
+            _ => "Object (no graceful strategy)",
+        }
+        .to_owned(),
+    );
+    line("UID", meta.uid.to_string());
+    let labels: Vec<String> = object
+        .labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    line(
+        "Labels",
+        if labels.is_empty() {
+            "<none>".into()
+        } else {
+            labels.join(",")
+        },
+    );
+    let finalizers: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
+    line(
+        "Finalizers",
+        if finalizers.is_empty() {
+            "<none>".into()
+        } else {
+            finalizers.join(", ")
+        },
+    );
+    line(
+        "Node",
+        object
+            .node
+            .clone()
+            .unwrap_or_else(|| "<none> (unscheduled)".into()),
+    );
+    line("Status", status_word(object));
+    line("Phase", phase_word(meta.phase).to_owned());
+    if let Some(created) = object.created {
+        line(
+            "Created",
+            format!("{} ({} ago)", rfc3339(created), age(created, now_s)),
+        );
+    }
+    line("Resource version", meta.resource_version.to_string());
+    line("Generation", meta.generation.to_string());
+    line(
+        "Grace period",
+        meta.termination_grace_period_seconds
+            .map_or("<none>".into(), |g| {
+                format!("{g} s (spec.terminationGracePeriodSeconds)")
+            }),
+    );
+    if let Some(ts) = meta.deletion_timestamp {
+        line("Deletion time", rfc3339(ts));
+        line(
+            "Deletion grace",
+            meta.deletion_grace_period_seconds
+                .map_or("<none>".into(), |g| format!("{g} s")),
+        );
+    }
+    let record = object
+        .agent
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok());
+    s.push_str("Containers:\n");
+    let stages = crate::output::stages(object);
+    for (c, stage) in object.containers.iter().zip(&stages) {
+        let role = if c.sidecar { " (sidecar)" } else { "" };
+        s.push_str(&format!("  {}{role}:\n", c.name));
+        s.push_str(&format!("    Command:      {}\n", c.command.join(" ")));
+        if let Some(hook) = &c.pre_stop {
+            s.push_str(&format!("    Pre-stop:     sh -c {hook:?}\n"));
+        }
+        let signal = c
+            .stop_signal
+            .map_or("SIGTERM (default)".to_owned(), |n| format!("signal {n}"));
+        s.push_str(&format!("    Stop signal:  {signal}\n"));
+        s.push_str(&format!("    State:        {}\n", stage_word(*stage)));
+    }
+    s.push_str("Events:\n");
+    for event in events(
+        object,
+        record.as_ref(),
+        now.wall.floor_to_timestamp(),
+        &|i| wall_of(record.as_ref(), i),
+    ) {
+        s.push_str(&format!("  {event}\n"));
+    }
+    s
+}
+
+fn stage_word(stage: Option<Stage>) -> &'static str {
+    match stage {
+        None => "Unknown",
+        Some(Stage::Running) => "Running",
+        Some(Stage::PreStop { .. }) => "PreStop (hook running)",
+        Some(Stage::AwaitingTurn { .. }) => "AwaitingTurn (sidecar ordering)",
+        Some(Stage::Stopping { .. }) => "Stopping (stop signal sent)",
+        Some(Stage::Killed) => "Killed (SIGKILL sent)",
+        Some(Stage::Stopped) => "Stopped",
+        Some(_) => "Unknown",
+    }
+}
+
+/// The wall time of a monotonic instant of the kill state, when it
+/// belongs to this boot's clock.
+fn wall_of(record: Option<&KillRecord>, instant: Instant) -> Option<f64> {
+    let clock = SystemClock::new();
+    let record = record?;
+    if !record.epoch.starts_with(&clock.epoch()) {
+        return None;
+    }
+    let now = clock.now();
+    let back = now.mono.as_millis() as f64 - instant.as_millis() as f64;
+    Some(now.wall.as_unix_millis() as f64 / 1000.0 - back / 1000.0)
+}
+
+/// The deletion's decisions, in order, each with its reason and rule.
+fn events(
+    object: &StoredObject,
+    record: Option<&KillRecord>,
+    now: Timestamp,
+    wall: &dyn Fn(Instant) -> Option<f64>,
+) -> Vec<String> {
+    let meta = &object.record;
+    let mut events = Vec::new();
+    let Some(ts) = meta.deletion_timestamp else {
+        events.push("<none>: not being deleted".to_owned());
+        return events;
+    };
+    let dgps = meta.deletion_grace_period_seconds.unwrap_or(0);
+    let requested = ts.as_unix_seconds().saturating_sub(dgps);
+    let since = |t: f64| format!("+{:.1} s", t - requested as f64);
+    let why = if object.strategy.kind == grace_core::Kind::Generic {
+        "not a graceful type: no grace (R11); finalizers keep the record (R30, R31)".to_owned()
+    } else if !meta.scheduled {
+        "grace 0: the pod is not scheduled (no spec.nodeName, R19)".to_owned()
+    } else if meta.phase.is_terminal() {
+        "grace 0: the pod has finished (phase Succeeded or Failed, R20)".to_owned()
+    } else if meta.termination_grace_period_seconds == Some(dgps) {
+        format!(
+            "grace {dgps} s: the request's grace, or spec.terminationGracePeriodSeconds when it gave none (R18)"
+        )
+    } else {
+        format!(
+            "grace {dgps} s: the request's grace (R18), shortened by later requests if any (R15, R16)"
+        )
+    };
+    events.push(format!(
+        "DeletionAccepted   at {} (+0 s): deletionTimestamp {} = request + {dgps} s (R24); {why}",
+        rfc3339(Timestamp::from_unix_seconds(requested)),
+        rfc3339(ts),
+    ));
+    events.push(format!(
+        "GenerationBumped   generation {}: bumped once by the first delete (R25)",
+        meta.generation
+    ));
+    if !meta.finalizers.is_empty() {
+        let names: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
+        events.push(format!(
+            "HeldByFinalizers   [{}]: the record stays until they are removed (R29, R45)",
+            names.join(", ")
+        ));
+    }
+    let Some(record) = record else {
+        events.push(
+            "AgentNotStarted    no kill state: no agent has acted on this object yet".to_owned(),
+        );
+        return events;
+    };
+    let agent = record.lifecycle.agent();
+    if !agent.killing {
+        let whose = object.node.as_deref().map_or(
+            "it is unscheduled: nothing runs, the record goes at once (R19, R29)".to_owned(),
+            |n| format!("waiting for the agent of node {n} (its workload is not stopped until it acts, R57, R80)"),
+        );
+        events.push(format!("KillNotStarted     {whose}"));
+        return events;
+    }
+    let g = agent.remembered_grace;
+    events.push(format!(
+        "KillStarted        effective grace {g} s: deletionGracePeriodSeconds {dgps} when set and smaller than any grace already in force (R50, R51), at least 1 s (R53, R54); the budget starts when the agent starts the kill, not at the deletionTimestamp (R57)"
+    ));
+    for (c, kill) in object.containers.iter().zip(record.lifecycle.containers()) {
+        let name = &c.name;
+        match kill.stage() {
+            Stage::Running => events.push(format!("Container {name}: not stopped yet")),
+            Stage::PreStop { cutoff } => events.push(format!(
+                "PreStopRunning     {name}: hook running within the budget of {g} s (R59); the agent stops waiting at {} and sends the stop signal (R60)",
+                wall(cutoff).map_or("its cut-off".to_owned(), since)
+            )),
+            Stage::AwaitingTurn { cutoff } => events.push(format!(
+                "AwaitingTurn       {name}: a sidecar stops after the main containers and the sidecars declared after it (R69), waiting at most until {} (R70)",
+                wall(cutoff).map_or("its cut-off".to_owned(), since)
+            )),
+            Stage::Stopping { kill_at } => {
+                let sent = kill.stop_signal_sent_at().and_then(wall);
+                let due = wall(kill_at);
+                events.push(format!(
+                    "StopSignalSent     {name}: at {} (R63), after the pre-stop hook if any",
+                    sent.map_or("?".to_owned(), since)
+                ));
+                let budget = kill_at.saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at)).as_millis() / 1000;
+                events.push(format!(
+                    "KillScheduled      {name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
+                    due.map_or("?".to_owned(), since)
+                ));
+            }
+            Stage::Killed => events.push(format!(
+                "Killed             {name}: SIGKILL sent {} s after the stop signal: it outlived its budget (the grace less the whole seconds the hook took, R61; at least 2 s, R62; R63)",
+                kill.budget_seconds().max(2)
+            )),
+            Stage::Stopped => events.push(format!(
+                "Stopped            {name}: the process has exited{}",
+                if agent.killing && kill.budget_seconds() > 0 {
+                    format!(
+                        " (SIGKILL was due {} s after the stop signal: the grace less the whole seconds the hook took, R61; at least 2 s, R62)",
+                        kill.budget_seconds().max(2)
+                    )
+                } else {
+                    String::new()
+                }
+            )),
+            _ => events.push(format!("Container {name}: in a stage this version does not name")),
+        }
+    }
+    if agent.reported {
+        events.push("FinalDelete        the agent confirmed the stop with a grace-0 delete (R75); finalizers, if any, still hold the record".to_owned());
+    }
+    let _ = now;
+    events
+}

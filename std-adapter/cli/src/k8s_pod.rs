@@ -1,0 +1,592 @@
+//! Kubernetes Pods (k8s-openapi's `Pod`) and grace's stored objects, both
+//! ways: a manifest's Pod becomes the object `grace apply` stores, and a
+//! stored object is shown by `grace get -o json|yaml` as a Pod again.
+//!
+//! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
+//! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
+//! `spec.containers[]` (`name`, `command` + `args`,
+//! `lifecycle.preStop.exec.command` or `lifecycle.preStop.sleep.seconds`,
+//! `lifecycle.stopSignal`) and native sidecars (`spec.initContainers[]` with
+//! `restartPolicy: Always`). Every other field valid in a Pod is accepted
+//! and reported by [`ignored_fields`]; a field grace would have to act on
+//! and cannot (an HTTP pre-stop hook, an init container that runs to
+//! completion, a container without a command) is refused.
+
+use std::collections::BTreeMap;
+
+use grace_core::{Name, PodPhase, Record, Strategy, Timestamp};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+use crate::runtime::{CONTAINERS, KillRecord};
+use crate::store::{FINALIZERS, StoredContainer, StoredObject};
+
+/// A field of a Pod that grace refuses, and why. `path` is the field in
+/// kubectl's notation (`spec.containers[0].command`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodError {
+    /// The field.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl PodError {
+    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+        PodError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for PodError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// A Pod as grace will store it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodObject {
+    /// `metadata.name`.
+    pub name: String,
+    /// The object; its uid is empty when the manifest gave none (the
+    /// server assigns one on create, and keeps the stored one on update).
+    pub object: StoredObject,
+    /// Warnings Kubernetes would give too (a negative grace made 1).
+    pub warnings: Vec<String>,
+}
+
+/// The fields of a Pod grace acts on, as a tree: `Leaf` is used whole,
+/// `Fields` is an object some of whose fields are used (a list applies
+/// its tree to every element).
+enum Used {
+    Leaf,
+    Fields(&'static [(&'static str, Used)]),
+}
+
+const LIFECYCLE: Used = Used::Fields(&[
+    (
+        "preStop",
+        Used::Fields(&[("exec", Used::Leaf), ("sleep", Used::Leaf)]),
+    ),
+    ("stopSignal", Used::Leaf),
+]);
+
+const CONTAINER: &[(&str, Used)] = &[
+    ("name", Used::Leaf),
+    ("command", Used::Leaf),
+    ("args", Used::Leaf),
+    ("lifecycle", LIFECYCLE),
+];
+
+const SIDECAR: &[(&str, Used)] = &[
+    ("name", Used::Leaf),
+    ("command", Used::Leaf),
+    ("args", Used::Leaf),
+    ("lifecycle", LIFECYCLE),
+    ("restartPolicy", Used::Leaf),
+];
+
+const POD: Used = Used::Fields(&[
+    ("apiVersion", Used::Leaf),
+    ("kind", Used::Leaf),
+    (
+        "metadata",
+        Used::Fields(&[
+            ("name", Used::Leaf),
+            ("uid", Used::Leaf),
+            ("labels", Used::Leaf),
+            ("finalizers", Used::Leaf),
+        ]),
+    ),
+    (
+        "spec",
+        Used::Fields(&[
+            ("nodeName", Used::Leaf),
+            ("terminationGracePeriodSeconds", Used::Leaf),
+            ("containers", Used::Fields(CONTAINER)),
+            ("initContainers", Used::Fields(SIDECAR)),
+        ]),
+    ),
+]);
+
+/// The fields set in `pod` that grace does not act on (valid Kubernetes,
+/// meaningless here), in kubectl's notation with `[*]` for any element:
+/// `spec.containers[*].image`, `status`.
+pub fn ignored_fields(pod: &Pod) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(json) = serde_json::to_value(pod) {
+        unused(&json, &POD, "", &mut found);
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn unused(value: &serde_json::Value, used: &Used, path: &str, found: &mut Vec<String>) {
+    let Used::Fields(fields) = used else { return };
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                let here = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match fields.iter().find(|(name, _)| name == key) {
+                    Some((_, inner)) => unused(value, inner, &here, found),
+                    // An empty object is what the serializer writes for an
+                    // absent `metadata`: nothing was set.
+                    None if value.as_object().is_some_and(|m| m.is_empty()) => {}
+                    None => found.push(here),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                unused(item, used, &format!("{path}[*]"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Converts a manifest's Pod into the object grace stores (see the module
+/// docs for the subset).
+pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
+    let meta = &pod.metadata;
+    let name = match (&meta.name, &meta.generate_name) {
+        (Some(name), _) => name.clone(),
+        (None, Some(_)) => {
+            return Err(PodError::at(
+                "metadata.name",
+                "Required value (generateName is not supported: give the name)",
+            ));
+        }
+        (None, None) => return Err(PodError::at("metadata.name", "Required value")),
+    };
+    crate::manifest::check_name("metadata.name", &name)
+        .map_err(|e| PodError::at("metadata.name", e.message))?;
+    let uid = match meta.uid.as_deref() {
+        Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
+        Some(uid) => uid,
+        None => "",
+    };
+    let uid = Name::try_from(uid).map_err(|e| PodError::at("metadata.uid", e.to_string()))?;
+    let mut record: Record<FINALIZERS> = Record::new(uid);
+    let mut warnings = Vec::new();
+    let Some(spec) = &pod.spec else {
+        return Err(PodError::at("spec", "Required value"));
+    };
+    record.termination_grace_period_seconds = match spec.termination_grace_period_seconds {
+        // The API's default (R18).
+        None => Some(30),
+        // Kubernetes 1.27+ decodes a negative value as 1.
+        Some(s) if s < 0 => {
+            warnings.push(format!(
+                "spec.terminationGracePeriodSeconds: {s} is negative: taken as 1, as Kubernetes does"
+            ));
+            Some(1)
+        }
+        Some(s) => Some(s),
+    };
+    for (i, f) in meta.finalizers.iter().flatten().enumerate() {
+        let field = format!("metadata.finalizers[{i}]");
+        if f.is_empty() {
+            return Err(PodError::at(field, "must not be empty"));
+        }
+        if record.finalizers.contains(f) {
+            return Err(PodError::at(field, format!("Duplicate value: \"{f}\"")));
+        }
+        let finalizer =
+            Name::try_from(f.as_str()).map_err(|e| PodError::at(&field, e.to_string()))?;
+        record
+            .finalizers
+            .push(finalizer)
+            .map_err(|_| PodError::at(field, format!("more than {FINALIZERS} finalizers")))?;
+    }
+    let labels = meta.labels.clone().unwrap_or_default();
+    for (key, value) in &labels {
+        check_label(key, value).map_err(|m| PodError::at(format!("metadata.labels.{key}"), m))?;
+    }
+    if let Some(node) = &spec.node_name {
+        crate::manifest::check_name("spec.nodeName", node)
+            .map_err(|e| PodError::at("spec.nodeName", e.message))?;
+    }
+    if spec.containers.is_empty() {
+        return Err(PodError::at("spec.containers", "Required value"));
+    }
+    let mut containers = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let path = format!("spec.initContainers[{i}]");
+        if c.restart_policy.as_deref() != Some("Always") {
+            return Err(PodError::at(
+                format!("{path}.restartPolicy"),
+                "grace runs native sidecars only (restartPolicy: Always), not init containers that run to completion",
+            ));
+        }
+        containers.push(container(c, &path, true)?);
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let path = format!("spec.containers[{i}]");
+        if let Some(policy) = &c.restart_policy {
+            return Err(PodError::at(
+                format!("{path}.restartPolicy"),
+                format!("Forbidden: may not be set for a container ({policy})"),
+            ));
+        }
+        containers.push(container(c, &path, false)?);
+    }
+    for (i, c) in containers.iter().enumerate() {
+        if containers.iter().take(i).any(|other| other.name == c.name) {
+            return Err(PodError::at(
+                "spec.containers",
+                format!("Duplicate value: container name \"{}\"", c.name),
+            ));
+        }
+    }
+    if containers.len() > CONTAINERS {
+        return Err(PodError::at(
+            "spec.containers",
+            format!("grace runs at most {CONTAINERS} containers (sidecars included) per Pod"),
+        ));
+    }
+    let mut object = match &spec.node_name {
+        Some(node) => StoredObject::on_node(record, node.clone()),
+        None => StoredObject::unscheduled(record),
+    };
+    object.strategy = Strategy::POD;
+    object.containers = containers;
+    object.labels = labels;
+    Ok(PodObject {
+        name,
+        object,
+        warnings,
+    })
+}
+
+/// One container (`sidecar`: a native sidecar from `initContainers`).
+fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer, PodError> {
+    crate::manifest::check_name(&format!("{path}.name"), &c.name)
+        .map_err(|e| PodError::at(format!("{path}.name"), e.message))?;
+    let mut command = match &c.command {
+        Some(command) if command.first().is_some_and(|p| !p.is_empty()) => command.clone(),
+        _ => {
+            return Err(PodError::at(
+                format!("{path}.command"),
+                "Required value: grace runs processes, not images, so the command must name the program",
+            ));
+        }
+    };
+    command.extend(c.args.iter().flatten().cloned());
+    let lifecycle = c.lifecycle.as_ref();
+    let pre_stop = lifecycle
+        .and_then(|l| l.pre_stop.as_ref())
+        .map(|h| pre_stop(h, &format!("{path}.lifecycle.preStop")))
+        .transpose()?;
+    let stop_signal = lifecycle
+        .and_then(|l| l.stop_signal.as_deref())
+        .map(|s| {
+            signal_number(s).ok_or_else(|| {
+                PodError::at(
+                    format!("{path}.lifecycle.stopSignal"),
+                    format!("Unsupported value: \"{s}\" (a signal name such as SIGTERM, SIGINT, SIGQUIT, SIGUSR1)"),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(StoredContainer {
+        name: c.name.clone(),
+        pre_stop,
+        sidecar,
+        command,
+        stop_signal,
+    })
+}
+
+/// A pre-stop hook as the shell line grace runs (`sh -c`).
+fn pre_stop(hook: &LifecycleHandler, path: &str) -> Result<String, PodError> {
+    if hook.http_get.is_some() || hook.tcp_socket.is_some() {
+        return Err(PodError::at(
+            path,
+            "grace runs exec and sleep hooks only (no httpGet or tcpSocket)",
+        ));
+    }
+    if let Some(exec) = &hook.exec {
+        let argv = exec.command.as_deref().unwrap_or_default();
+        if argv.first().is_none_or(String::is_empty) {
+            return Err(PodError::at(
+                format!("{path}.exec.command"),
+                "Required value",
+            ));
+        }
+        // `sh -c LINE` is the line itself (what `grace get` writes back).
+        if let [sh, c, line] = argv
+            && sh == "sh"
+            && c == "-c"
+        {
+            return Ok(line.clone());
+        }
+        return Ok(shell_line(argv));
+    }
+    if let Some(sleep) = &hook.sleep {
+        if sleep.seconds < 0 {
+            return Err(PodError::at(
+                format!("{path}.sleep.seconds"),
+                "must be greater than or equal to 0",
+            ));
+        }
+        return Ok(format!("sleep {}", sleep.seconds));
+    }
+    Err(PodError::at(path, "Required value: exec or sleep"))
+}
+
+/// `argv` as one `sh -c` line that runs exactly it.
+fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `SIGTERM`, `SIGUSR1`, …: the signal's number.
+fn signal_number(name: &str) -> Option<i32> {
+    let short = name.strip_prefix("SIG")?;
+    crate::run::parse_signal(short)
+        .ok()
+        .map(rustix::process::Signal::as_raw)
+}
+
+/// The name Kubernetes gives signal `number` (`SIGTERM`).
+fn signal_name(number: i32) -> String {
+    const NAMES: &[(&str, rustix::process::Signal)] = &[
+        ("SIGTERM", rustix::process::Signal::TERM),
+        ("SIGINT", rustix::process::Signal::INT),
+        ("SIGQUIT", rustix::process::Signal::QUIT),
+        ("SIGHUP", rustix::process::Signal::HUP),
+        ("SIGUSR1", rustix::process::Signal::USR1),
+        ("SIGUSR2", rustix::process::Signal::USR2),
+        ("SIGWINCH", rustix::process::Signal::WINCH),
+    ];
+    NAMES
+        .iter()
+        .find(|(_, s)| s.as_raw() == number)
+        .map_or_else(|| format!("SIG{number}"), |(n, _)| (*n).to_owned())
+}
+
+/// A label as Kubernetes validates it: the key an optional DNS prefix and
+/// `/`, then a name of at most 63 characters; the value empty or such a
+/// name.
+pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    };
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && (prefix.is_empty()
+            || prefix.len() > 253
+            || !prefix
+                .split('.')
+                .all(|part| crate::manifest::check_name("", part).is_ok()))
+    {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
+        ));
+    }
+    if !name_ok(name) {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's name must be at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    if !value.is_empty() && !name_ok(value) {
+        return Err(format!(
+            "Invalid value: \"{value}\": a label value must be empty or at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A stored object as Kubernetes shows the Pod: the manifest's fields,
+/// the server's metadata (`resourceVersion`, `generation`,
+/// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
+/// and a status (`phase`, `containerStatuses[].state` from the kill state).
+pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
+    let meta = &object.record;
+    let time = |t: Timestamp| {
+        k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds())
+            .ok()
+            .map(Time)
+    };
+    let finalizers: Vec<String> = meta.finalizers.iter().map(|f| f.to_string()).collect();
+    let metadata = ObjectMeta {
+        name: Some(name.to_owned()),
+        uid: Some(meta.uid.to_string()),
+        labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
+        finalizers: (!finalizers.is_empty()).then_some(finalizers),
+        resource_version: Some(meta.resource_version.to_string()),
+        generation: Some(meta.generation),
+        creation_timestamp: object.created.and_then(time),
+        deletion_timestamp: meta.deletion_timestamp.and_then(time),
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+        ..ObjectMeta::default()
+    };
+    let to_container = |c: &StoredContainer| Container {
+        name: c.name.clone(),
+        command: Some(c.command.clone()),
+        lifecycle: (c.pre_stop.is_some() || c.stop_signal.is_some()).then(|| Lifecycle {
+            pre_stop: c.pre_stop.as_ref().map(|hook| LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec!["sh".into(), "-c".into(), hook.clone()]),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            stop_signal: c.stop_signal.map(signal_name),
+            ..Lifecycle::default()
+        }),
+        restart_policy: c.sidecar.then(|| "Always".to_owned()),
+        ..Container::default()
+    };
+    let sidecars: Vec<Container> = object
+        .containers
+        .iter()
+        .filter(|c| c.sidecar)
+        .map(to_container)
+        .collect();
+    let spec = PodSpec {
+        node_name: object.node.clone(),
+        termination_grace_period_seconds: meta.termination_grace_period_seconds,
+        containers: object
+            .containers
+            .iter()
+            .filter(|c| !c.sidecar)
+            .map(to_container)
+            .collect(),
+        init_containers: (!sidecars.is_empty()).then_some(sidecars),
+        ..PodSpec::default()
+    };
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: Some(status(object)),
+    }
+}
+
+/// `status.phase` and each container's state, from the kill state the
+/// runtime persisted.
+fn status(object: &StoredObject) -> PodStatus {
+    let record = object
+        .agent
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok());
+    let stages: Vec<Option<grace_core::Stage>> = object
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            record
+                .as_ref()
+                .and_then(|r| r.lifecycle.containers().get(i).map(|c| c.stage()))
+        })
+        .collect();
+    let state = |stage: Option<grace_core::Stage>| {
+        use grace_core::Stage;
+        match stage {
+            _ if !object.record.scheduled => ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("Unscheduled".into()),
+                    message: Some("no spec.nodeName: no agent runs it".into()),
+                }),
+                ..ContainerState::default()
+            },
+            Some(Stage::Killed) => ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 137,
+                    signal: Some(9),
+                    reason: Some("Killed".into()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            },
+            Some(Stage::Stopped) => ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    reason: Some("Stopped".into()),
+                    message: Some("the process exited (its exit status is not kept)".into()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            },
+            // Running, in its pre-stop hook, waiting for its turn or for
+            // its stop signal to take effect (and any stage added later).
+            Some(_) | None => ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..ContainerState::default()
+            },
+        }
+    };
+    let statuses = |sidecar: bool| -> Option<Vec<ContainerStatus>> {
+        let list: Vec<ContainerStatus> = object
+            .containers
+            .iter()
+            .zip(&stages)
+            .filter(|(c, _)| c.sidecar == sidecar)
+            .map(|(c, stage)| {
+                let state = state(*stage);
+                ContainerStatus {
+                    name: c.name.clone(),
+                    ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
+                    started: Some(state.running.is_some()),
+                    state: Some(state),
+                    stop_signal: c.stop_signal.map(signal_name),
+                    ..ContainerStatus::default()
+                }
+            })
+            .collect();
+        (!list.is_empty()).then_some(list)
+    };
+    PodStatus {
+        phase: Some(phase_word(object.record.phase).to_owned()).filter(|p| !p.is_empty()),
+        container_statuses: statuses(false),
+        init_container_statuses: statuses(true),
+        ..PodStatus::default()
+    }
+}
+
+/// Kubernetes' word for a phase.
+pub fn phase_word(phase: PodPhase) -> &'static str {
+    match phase {
+        PodPhase::Pending => "Pending",
+        PodPhase::Running => "Running",
+        PodPhase::Succeeded => "Succeeded",
+        PodPhase::Failed => "Failed",
+        PodPhase::Unknown => "Unknown",
+        PodPhase::Unset => "",
+    }
+}
+
+/// The labels of `object` as a map (for selectors).
+pub fn labels(object: &StoredObject) -> &BTreeMap<String, String> {
+    &object.labels
+}

@@ -1,0 +1,247 @@
+//! How `grace get` prints objects, as kubectl does: a table in aligned
+//! columns (a tab-writer, kubectl's own method), `-o wide`, `-o name`, and
+//! `-o json|yaml` as Kubernetes Pods (one object, or a `v1 List`).
+
+use std::io::Write;
+
+use grace_core::{Kind, Stage, Timestamp};
+
+use crate::k8s_pod::{phase_word, to_pod};
+use crate::runtime::KillRecord;
+use crate::store::StoredObject;
+
+/// `-o`: how `grace get` prints.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// kubectl's table: NAME, READY, STATUS, AGE.
+    Table,
+    /// The table with NODE, GRACE and FINALIZERS.
+    Wide,
+    /// `pod/NAME`, one a line.
+    Name,
+    /// Kubernetes JSON: the Pod, or a `v1 List` of Pods.
+    Json,
+    /// Kubernetes YAML, likewise.
+    Yaml,
+    /// grace's stored form, its kill state decoded (for debugging).
+    Stored,
+}
+
+/// The table's header.
+pub fn header(wide: bool) -> Vec<&'static str> {
+    let mut h = vec!["NAME", "READY", "STATUS", "AGE"];
+    if wide {
+        h.extend(["NODE", "GRACE", "FINALIZERS"]);
+    }
+    h
+}
+
+/// One row. STATUS is `Terminating` once the deletion timestamp is set,
+/// as kubectl shows it (`status` overrides it, such as `Deleted` in a
+/// watch); GRACE is the deletion's grace then, the spec's before.
+pub fn row(
+    name: &str,
+    object: &StoredObject,
+    wide: bool,
+    now: Timestamp,
+    status: Option<&str>,
+) -> Vec<String> {
+    let meta = &object.record;
+    let status = status
+        .map(str::to_owned)
+        .unwrap_or_else(|| status_word(object));
+    let stages = stages(object);
+    let running = stages
+        .iter()
+        .filter(|s| object.record.scheduled && !matches!(s, Some(Stage::Killed | Stage::Stopped)))
+        .count();
+    let mut cells = vec![
+        name.to_owned(),
+        format!("{running}/{}", object.containers.len()),
+        status,
+        object
+            .created
+            .map_or("<unknown>".to_owned(), |c| age(c, now)),
+    ];
+    if wide {
+        let grace = meta
+            .deletion_grace_period_seconds
+            .or(meta.termination_grace_period_seconds)
+            .map_or("-".to_owned(), |g| g.to_string());
+        let finalizers: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
+        cells.extend([
+            object.node.clone().unwrap_or_else(|| "<none>".to_owned()),
+            grace,
+            if finalizers.is_empty() {
+                "<none>".to_owned()
+            } else {
+                finalizers.join(",")
+            },
+        ]);
+    }
+    cells
+}
+
+/// kubectl's STATUS word for the object.
+pub fn status_word(object: &StoredObject) -> String {
+    if object.record.deletion_timestamp.is_some() {
+        "Terminating".to_owned()
+    } else if object.strategy.kind == Kind::Generic {
+        "Active".to_owned()
+    } else {
+        match phase_word(object.record.phase) {
+            "" => "Pending".to_owned(),
+            word => word.to_owned(),
+        }
+    }
+}
+
+/// Each container's kill stage, from the persisted kill state.
+pub fn stages(object: &StoredObject) -> Vec<Option<Stage>> {
+    let record = object
+        .agent
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok());
+    (0..object.containers.len())
+        .map(|i| {
+            record
+                .as_ref()
+                .and_then(|r| r.lifecycle.containers().get(i).map(|c| c.stage()))
+        })
+        .collect()
+}
+
+/// Rows in aligned columns (Go's tabwriter settings that kubectl uses:
+/// padding 3).
+pub fn aligned(rows: &[Vec<String>]) -> String {
+    let mut tw = tabwriter::TabWriter::new(Vec::new()).padding(3);
+    for row in rows {
+        let _ = writeln!(tw, "{}", row.join("\t"));
+    }
+    tw.into_inner()
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_default()
+}
+
+/// kubectl's AGE: `45s`, `3m20s`, `12m`, `5h10m`, `20h`, `3d4h`, `12d`,
+/// `2y` (Kubernetes' `duration.HumanDuration`).
+pub fn age(created: Timestamp, now: Timestamp) -> String {
+    let s = now
+        .as_unix_seconds()
+        .saturating_sub(created.as_unix_seconds())
+        .max(0);
+    let (m, h, d) = (s / 60, s / 3600, s / 86_400);
+    if s < 120 {
+        format!("{s}s")
+    } else if m < 10 {
+        if s % 60 == 0 {
+            format!("{m}m")
+        } else {
+            format!("{m}m{}s", s % 60)
+        }
+    } else if h < 3 {
+        format!("{m}m")
+    } else if h < 8 {
+        if m % 60 == 0 {
+            format!("{h}h")
+        } else {
+            format!("{h}h{}m", m % 60)
+        }
+    } else if h < 48 {
+        format!("{h}h")
+    } else if h < 24 * 8 {
+        if h % 24 == 0 {
+            format!("{d}d")
+        } else {
+            format!("{d}d{}h", h % 24)
+        }
+    } else if d < 365 * 2 {
+        format!("{d}d")
+    } else if d < 365 * 8 {
+        let y = d / 365;
+        if d % 365 == 0 {
+            format!("{y}y")
+        } else {
+            format!("{y}y{}d", d % 365)
+        }
+    } else {
+        format!("{}y", d / 365)
+    }
+}
+
+/// The objects as Kubernetes shows them: the Pod itself when `single`,
+/// else a `v1 List`.
+pub fn kubernetes(items: &[(&str, &StoredObject)], single: bool) -> serde_json::Value {
+    let pods: Vec<serde_json::Value> = items
+        .iter()
+        .map(|(name, object)| {
+            let mut pod = serde_json::to_value(to_pod(name, object)).unwrap_or_default();
+            if let Some(map) = pod.as_object_mut() {
+                // k8s-openapi writes apiVersion and kind first already;
+                // keep them for Lists too, as kubectl does.
+                map.entry("apiVersion").or_insert("v1".into());
+                map.entry("kind").or_insert("Pod".into());
+            }
+            pod
+        })
+        .collect();
+    match (single, pods.as_slice()) {
+        (true, [pod]) => pod.clone(),
+        _ => serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "List",
+            "metadata": { "resourceVersion": "" },
+            "items": pods,
+        }),
+    }
+}
+
+/// `value` as YAML.
+pub fn yaml(value: &serde_json::Value) -> String {
+    serde_saphyr::to_string(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn age_reads_as_kubectl_writes_it() {
+        let at = |s: i64| {
+            age(
+                Timestamp::from_unix_seconds(0),
+                Timestamp::from_unix_seconds(s),
+            )
+        };
+        assert_eq!(at(5), "5s");
+        assert_eq!(at(119), "119s");
+        assert_eq!(at(200), "3m20s");
+        assert_eq!(at(720), "12m");
+        assert_eq!(at(5 * 3600 + 600), "5h10m");
+        assert_eq!(at(20 * 3600), "20h");
+        assert_eq!(at(3 * 86_400 + 4 * 3600), "3d4h");
+        assert_eq!(at(12 * 86_400), "12d");
+        assert_eq!(at(-5), "0s");
+    }
+
+    #[test]
+    fn columns_are_aligned_to_the_longest_cell() {
+        let text = aligned(&[
+            vec!["NAME".into(), "STATUS".into()],
+            vec![
+                "a-very-long-pod-name-indeed-longer-than-24".into(),
+                "Running".into(),
+            ],
+            vec!["b".into(), "Terminating".into()],
+        ]);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0].find("STATUS"), lines[1].find("Running"), "{text}");
+        assert_eq!(
+            lines[1].find("Running"),
+            lines[2].find("Terminating"),
+            "{text}"
+        );
+        assert!(lines[0].find("STATUS").is_some_and(|i| i > 40), "{text}");
+    }
+}

@@ -1,0 +1,309 @@
+//! Container output kept by a real `grace agent`: one log file per
+//! container in the data directory, read with `grace logs` (also after the
+//! agent was killed and started again), bounded by rotation, and removed
+//! with the object's record.
+
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{alive, wait_for};
+
+const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+
+/// A running agent, SIGKILLed when dropped.
+struct Agent(Child);
+
+impl Agent {
+    fn start(dir: &Path, extra: &[&str]) -> Agent {
+        let child = Command::new(GRACE)
+            .args(["agent", "--data-dir"])
+            .arg(dir)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("agent starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !grace_cli::agent::is_serving(dir) {
+            assert!(Instant::now() < deadline, "the agent serves within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent(child)
+    }
+
+    /// SIGKILL: the agent crashes, nothing is cleaned up.
+    fn crash(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn grace(dir: &Path, args: &[&str]) -> Output {
+    Command::new(GRACE)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .expect("grace runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Applies a pod bound to the agent's node with these containers
+/// (`(name, shell command)`), grace 1 s.
+fn apply(dir: &Path, name: &str, containers: &[(&str, &str)]) {
+    let containers: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|(c, cmd)| serde_json::json!({"name": c, "command": ["sh", "-c", cmd]}))
+        .collect();
+    let object = serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1, "containers": containers},
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, object.to_string()).expect("written");
+    let out = grace(dir, &["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn logs(dir: &Path, args: &[&str]) -> String {
+    let out = grace(dir, &[&["logs"], args].concat());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// The log files of every container under `dir`, with their sizes.
+fn log_files(dir: &Path) -> Vec<(PathBuf, u64)> {
+    let mut files = Vec::new();
+    let Ok(objects) = std::fs::read_dir(dir.join("logs")) else {
+        return files;
+    };
+    for object in objects.flatten() {
+        for file in std::fs::read_dir(object.path())
+            .expect("readable")
+            .flatten()
+        {
+            let len = file.metadata().map_or(0, |m| m.len());
+            files.push((file.path(), len));
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn logs_keep_stdout_and_stderr_per_container_across_an_agent_crash() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid = dir.path().join("app.pid");
+    let side_pid = dir.path().join("side.pid");
+    let agent = Agent::start(dir.path(), &[]);
+    apply(
+        dir.path(),
+        "web",
+        &[
+            (
+                "app",
+                &format!(
+                    "echo $$ > {}; echo hello from app; echo oops >&2; exec sleep 1000",
+                    pid.display()
+                ),
+            ),
+            (
+                "side",
+                &format!(
+                    "echo $$ > {}; echo hello from side; exec sleep 1000",
+                    side_pid.display()
+                ),
+            ),
+        ],
+    );
+    wait_for("both containers wrote", Duration::from_secs(10), || {
+        log_files(dir.path()).iter().all(|(_, len)| *len > 0) && log_files(dir.path()).len() == 2
+    });
+    assert_eq!(
+        logs(dir.path(), &["web", "-c", "app"]),
+        "hello from app\noops\n"
+    );
+    assert_eq!(
+        logs(dir.path(), &["web", "-c", "side"]),
+        "hello from side\n"
+    );
+
+    // Private: 0600 files in 0700 directories.
+    for (file, _) in log_files(dir.path()) {
+        let mode = std::fs::metadata(&file).expect("stat").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", file.display());
+        let parent = std::fs::metadata(file.parent().expect("dir")).expect("stat");
+        assert_eq!(parent.permissions().mode() & 0o777, 0o700);
+    }
+    let logs_dir = std::fs::metadata(dir.path().join("logs")).expect("stat");
+    assert_eq!(logs_dir.permissions().mode() & 0o777, 0o700);
+
+    // The agent crashes and comes back: the files and what they hold stay.
+    agent.crash();
+    let agent = Agent::start(dir.path(), &[]);
+    assert_eq!(
+        logs(dir.path(), &["web", "-c", "app"]),
+        "hello from app\noops\n"
+    );
+    assert_eq!(
+        logs(dir.path(), &["web", "-c", "app", "--tail", "1"]),
+        "oops\n"
+    );
+
+    // Without an agent the files are read all the same.
+    drop(agent);
+    assert_eq!(
+        logs(dir.path(), &["web", "-c", "side"]),
+        "hello from side\n"
+    );
+
+    // The workloads the crashed agent left behind (adopting them is not
+    // this test's business).
+    for pid in [&pid, &side_pid] {
+        if alive(pid) {
+            let pid = std::fs::read_to_string(pid).expect("pid");
+            let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+        }
+    }
+}
+
+#[test]
+fn logs_follow_prints_new_output_until_the_object_is_deleted_and_go_with_its_record() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    apply(
+        dir.path(),
+        "ticker",
+        &[(
+            "app",
+            "trap 'echo bye; exit 0' TERM; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done",
+        )],
+    );
+    wait_for("output", Duration::from_secs(10), || {
+        log_files(dir.path()).iter().any(|(_, len)| *len > 0)
+    });
+    let follow = Command::new(GRACE)
+        .args(["logs", "ticker", "-f", "--tail", "1", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("follows");
+    std::thread::sleep(Duration::from_millis(1500));
+    let out = grace(dir.path(), &["delete", "ticker"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let started = Instant::now();
+    let out = follow.wait_with_output().expect("ends");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "-f ends once the object is deleted"
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    let ticks: Vec<u64> = printed
+        .lines()
+        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+        .collect();
+    assert!(ticks.len() >= 5, "new lines were followed: {printed}");
+    assert!(
+        ticks.windows(2).all(|w| w[1] == w[0] + 1),
+        "in order, none lost: {printed}"
+    );
+    assert!(printed.ends_with("bye\n"), "up to the last line: {printed}");
+
+    wait_for(
+        "the logs go with the record",
+        Duration::from_secs(5),
+        || log_files(dir.path()).is_empty(),
+    );
+    let out = grace(dir.path(), &["logs", "ticker"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("not found"));
+}
+
+#[test]
+fn rotation_bounds_each_containers_log() {
+    const MAX: u64 = 4096;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(
+        dir.path(),
+        &["--log-max-size", "4Ki", "--log-max-files", "2"],
+    );
+    // About 6 KB a second: past the bound every second or so.
+    apply(
+        dir.path(),
+        "chatty",
+        &[(
+            "app",
+            "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; sleep 0.01; done",
+        )],
+    );
+    let started = Instant::now();
+    let mut rotated = false;
+    while started.elapsed() < Duration::from_secs(5) {
+        let files = log_files(dir.path());
+        let total: u64 = files.iter().map(|(_, len)| len).sum();
+        // Two files of MAX, and what ~6 KB/s adds between two checks
+        // (every 500 ms) with room for a loaded machine.
+        assert!(total <= 2 * MAX + 8192, "{total} bytes: {files:?}");
+        assert!(files.len() <= 2, "{files:?}");
+        rotated |= files
+            .iter()
+            .any(|(p, _)| p.to_string_lossy().ends_with(".log.1"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(rotated, "the log was rotated");
+    // The newest output is kept and reads in order across the files.
+    let all = logs(dir.path(), &["chatty"]);
+    let numbers: Vec<u64> = all
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
+        .collect();
+    assert!(numbers.len() > 20, "{all}");
+    assert!(numbers.windows(2).all(|w| w[0] < w[1]), "oldest first");
+    let last = numbers.last().copied().unwrap_or(0);
+    assert!(last > 300, "the newest lines are there: {last}");
+}
+
+#[test]
+fn logs_name_the_container_to_choose_and_refuse_unknown_ones() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    apply(
+        dir.path(),
+        "two",
+        &[("a", "exec sleep 1000"), ("b", "exec sleep 1000")],
+    );
+    let out = grace(dir.path(), &["logs", "two"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("a, b"), "{}", text(&out.stderr));
+    let out = grace(dir.path(), &["logs", "two", "-c", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("-c nope"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = grace(dir.path(), &["logs", "absent"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("object \"absent\" not found"));
+    let out = grace(dir.path(), &["delete", "two", "--grace-period", "1"]);
+    assert!(out.status.success());
+}
