@@ -253,6 +253,32 @@ impl Client {
         self.next_reply()
     }
 
+    /// Pipelines `requests`: sends them all (one write), then reads their
+    /// answers, which come in the same order; a refused request is an
+    /// `Err` in its place and does not stop the rest. The agent handles a
+    /// connection's requests one after another, each seeing the ones
+    /// before it, so this saves a round trip per request; requests that
+    /// other connections send meanwhile are committed with them.
+    pub fn pipeline(
+        &mut self,
+        requests: &[Request],
+    ) -> Result<Vec<Result<Reply, ApiError>>, ClientError> {
+        let mut lines = String::new();
+        for request in requests {
+            lines.push_str(&serde_json::to_string(request).map_err(io)?);
+            lines.push('\n');
+        }
+        self.writer.write_all(lines.as_bytes()).map_err(io)?;
+        requests
+            .iter()
+            .map(|_| match self.next_reply() {
+                Ok(reply) => Ok(Ok(reply)),
+                Err(ClientError::Api(e)) => Ok(Err(e)),
+                Err(e) => Err(e),
+            })
+            .collect()
+    }
+
     /// Sends one request without reading the answer (see [`next_reply`]).
     ///
     /// [`next_reply`]: Client::next_reply

@@ -40,9 +40,11 @@ use crate::store::{
     StorePreconditions, StoredContainer, StoredObject, Write,
 };
 
+mod batch;
 mod objects;
 mod persisted;
 
+pub use batch::Batch;
 use objects::{Id, Objects};
 use persisted::Codec;
 pub use persisted::{KillRecord, KillStateError};
@@ -391,6 +393,9 @@ pub struct Runtime<S, C, A> {
     /// A round's writes, gathered for one batch; empty between batches,
     /// its capacity kept ([`Store::batch_from`]).
     writes: Vec<Write>,
+    /// While a [`Batch`] commits: the removals its actions owe, written
+    /// with the batch after the actions instead of one store delete each.
+    removals: Option<Vec<Write>>,
 }
 
 impl<S: fmt::Debug, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Runtime<S, C, A> {
@@ -523,6 +528,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             retry_at: None,
             subscribers,
             writes: Vec::new(),
+            removals: None,
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();
@@ -635,20 +641,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<DeleteAnswer, RuntimeError> {
-        self.input(name, |l, now| {
-            let response = l
-                .handle_delete(now, options)
-                .map_err(RuntimeError::Delete)?;
-            let record = if response.dry_run {
-                // Nothing changed: the same decision, not applied (R42).
-                decide_delete(l.record(), &l.strategy(), options, now.wall)
-                    .map_err(RuntimeError::Delete)?
-                    .record
-            } else {
-                l.record().clone()
-            };
-            Ok(DeleteAnswer { response, record })
-        })
+        self.input(name, |l, now| delete_input(l, now, options))
     }
 
     /// An update of the finalizer list (R45, R46): the core's
@@ -1261,6 +1254,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
             }
         }
+        // Deferred removals go last, after the writes `send` counts
+        // revisions for; from here on removals are the store's at once.
+        self.take_removals(&mut writes);
         let after = match unwritable {
             Some(e) => {
                 self.give_back(writes);
@@ -1324,7 +1320,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         uid: Some(open.lifecycle.record().uid.as_str().to_owned()),
                         revision: None,
                     };
-                    match self.store.delete(&name, preconditions) {
+                    let removed = match self.defer_removal(&name, preconditions) {
+                        Some(preconditions) => self.store.delete(&name, preconditions),
+                        None => Ok(Revision::ZERO),
+                    };
+                    match removed {
                         // Done before a crash, or by someone else (the name
                         // may even hold another object now): the same end.
                         Ok(_)
@@ -1695,6 +1695,26 @@ pub(crate) fn stopped_containers(object: &StoredObject) -> Vec<bool> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// A delete request on one lifecycle, and the answer to it.
+fn delete_input(
+    l: &mut ObjectLifecycle,
+    now: Now,
+    options: &DeleteOptions,
+) -> Result<DeleteAnswer, RuntimeError> {
+    let response = l
+        .handle_delete(now, options)
+        .map_err(RuntimeError::Delete)?;
+    let record = if response.dry_run {
+        // Nothing changed: the same decision, not applied (R42).
+        decide_delete(l.record(), &l.strategy(), options, now.wall)
+            .map_err(RuntimeError::Delete)?
+            .record
+    } else {
+        l.record().clone()
+    };
+    Ok(DeleteAnswer { response, record })
 }
 
 /// Whether `e` says the store did not answer (rather than answering no).

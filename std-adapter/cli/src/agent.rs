@@ -44,9 +44,11 @@ use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
 
 pub mod access;
+mod batched;
 mod serve;
 
 pub use access::{Access, AllowGroup};
+pub use batched::GROUP_COMMIT_ENV;
 pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
 
 /// How to run an agent.
@@ -374,7 +376,16 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     // Logs of records removed while no agent was running go now.
     logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
     spawn_rotation(logs.clone());
-    let result = serve(&mut rt, &inputs, &transitions, &options.node, &logs, log);
+    let batching = batched::group_commit();
+    let result = serve(
+        &mut rt,
+        &inputs,
+        &transitions,
+        &options.node,
+        &logs,
+        batching,
+        log,
+    );
     let removed = log_transitions(&transitions, log);
     remove_logs(&rt, &logs, &removed);
     let _ = std::fs::remove_file(&socket);
@@ -434,19 +445,30 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
         })
 }
 
+/// The runtime thread's loop; `batching`: change requests that wait
+/// together are committed together (see [`batched`]).
 fn serve(
     rt: &mut AgentRuntime,
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
     node: &str,
     logs: &ContainerLogs,
+    batching: bool,
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
+    let mut next = None;
     loop {
         let removed = log_transitions(transitions, log);
         remove_logs(rt, logs, &removed);
         let wait = wait_for_next(rt);
-        match inputs.recv_timeout(wait) {
+        let input = match next.take() {
+            Some(input) => Ok(input),
+            None => inputs.recv_timeout(wait),
+        };
+        match input {
+            Ok(Input::Request(request, reply)) if batching && batched::batchable(&request) => {
+                next = batched::serve_batch(rt, (request, reply), inputs, node);
+            }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
@@ -472,7 +494,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 return invalid(e.to_string());
             }
             if let Err(e) = rt.create(&name, (*object).clone()) {
-                return error(&name, e);
+                return error(&name, &e);
             }
             let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
             if object.node.as_deref() == Some(node) {
@@ -484,12 +506,12 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
                 return invalid(e.to_string());
             }
-            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, e))
+            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
         }
         Request::Delete { name, options } => {
             let answer = match rt.handle_delete(&name, &options) {
                 Ok(r) => r,
-                Err(e) => return error(&name, e),
+                Err(e) => return error(&name, &e),
             };
             // The agent watches its own node's objects: it sees the
             // deletion at once and starts the kill.
@@ -497,7 +519,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
                 && bound_here(rt, &name, node)
                 && let Err(e) = rt.handle_agent_sync(&name)
             {
-                return error(&name, e);
+                return error(&name, &e);
             }
             // The garbage collector's turn (after the answer was decided:
             // kubectl shows the finalizer the delete added); retried at
@@ -518,7 +540,7 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             };
             match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
                 Ok(_) => Reply::Updated,
-                Err(e) => error(&name, e),
+                Err(e) => error(&name, &e),
             }
         }
         // Reads are served by the connection threads.
@@ -553,8 +575,8 @@ fn invalid(message: String) -> Reply {
 }
 
 /// A runtime error as the API reports it, kubectl's words where it has them.
-fn error(name: &str, e: RuntimeError) -> Reply {
-    let (kind, message) = match &e {
+fn error(name: &str, e: &RuntimeError) -> Reply {
+    let (kind, message) = match e {
         RuntimeError::NotFound(_) | RuntimeError::Delete(DeleteError::NotFound) => {
             (ErrorKind::NotFound, format!("object \"{name}\" not found"))
         }

@@ -1,0 +1,464 @@
+//! Group commit of the agent's change requests.
+//!
+//! Requests that are waiting together on the runtime thread are decided
+//! one after another on one [`Batch`](crate::runtime::Batch) and made
+//! durable by one commit (two store transactions: before and after the
+//! actions), then each is answered: its own answer, exactly as if it had
+//! been handled alone, once what it wrote is durable. A refused request
+//! writes nothing; each request sees the ones before it. A request on an
+//! object the batch already changed starts a new batch, so that every
+//! precondition is checked against a stored revision.
+//!
+//! `GRACE_AGENT_GROUP_COMMIT=off` handles each request alone (one commit
+//! or two per request): only for measuring what group commit gains.
+
+use std::sync::mpsc;
+use std::time::Duration as StdDuration;
+
+use grace_core::{FinalizerChange, Name};
+
+use super::{Input, error, invalid, start};
+use crate::api::{DeleteReport, Reply, Request};
+use crate::clock::Clock;
+use crate::process::ProcessActuator;
+use crate::runtime::{Batch, Runtime, RuntimeError};
+use crate::store::Store;
+
+/// The environment variable that switches group commit off (`off`).
+pub const GROUP_COMMIT_ENV: &str = "GRACE_AGENT_GROUP_COMMIT";
+
+/// How long a batch waits for one more request after the last one came:
+/// clients answered by the previous commit send their next request within
+/// a few tens of microseconds, and joining this commit saves them a whole
+/// commit (milliseconds) of waiting.
+const LINGER: StdDuration = StdDuration::from_micros(150);
+
+/// Whether group commit is on (the default) in this process's environment.
+pub fn group_commit() -> bool {
+    std::env::var(GROUP_COMMIT_ENV).map_or(true, |v| v != "off")
+}
+
+/// A request decided on a batch, waiting for the commit.
+enum Decided {
+    /// The answer, whatever the commit does: the request was refused and
+    /// wrote nothing.
+    Refused(Reply),
+    /// The answer, once the commit succeeds.
+    Done(String, Reply),
+    /// A delete's answer, once the commit succeeds; then the garbage
+    /// collector's turn (as for a delete handled alone).
+    Deleted(String, Reply),
+    /// An object created: answered with its revision once stored, then
+    /// started if it is bound to this node.
+    Applied { name: String, start: bool },
+}
+
+/// Handles `first` and the change requests that follow it without a pause
+/// as one batch; returns the input that ended the batch, if one came: a
+/// request for the next batch (on an object this one changed, or past a
+/// full batch) or another input. One batch per call, so that the caller
+/// handles deadlines between batches however busy the clients keep it.
+pub(super) fn serve_batch<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    first: (Request, mpsc::Sender<Reply>),
+    inputs: &mpsc::Receiver<Input>,
+    node: &str,
+) -> Option<Input> {
+    let mut batch = rt.open_batch();
+    let mut waiting = Vec::new();
+    let mut next = first;
+    let rest = loop {
+        let (request, reply) = next;
+        if batch.is_full() || name(&request).is_none_or(|n| batch.touches(n)) {
+            // For the next batch.
+            break Some(Input::Request(request, reply));
+        }
+        waiting.push((reply, decide(&mut batch, request, node)));
+        match following(inputs) {
+            Some(Input::Request(request, reply)) => next = (request, reply),
+            other => break other,
+        }
+    };
+    let committed = batch.commit();
+    answer(rt, waiting, committed.as_ref().err());
+    rest
+}
+
+/// The next input if one is waiting or comes within [`LINGER`].
+fn following(inputs: &mpsc::Receiver<Input>) -> Option<Input> {
+    match inputs.try_recv() {
+        Ok(input) => Some(input),
+        Err(_) => inputs.recv_timeout(LINGER).ok(),
+    }
+}
+
+/// Whether a request is decided in a batch (the others are handled
+/// alone, between batches).
+pub(super) fn batchable(request: &Request) -> bool {
+    name(request).is_some()
+}
+
+/// The object a batchable request is about.
+fn name(request: &Request) -> Option<&str> {
+    match request {
+        Request::Apply { name, .. }
+        | Request::Delete { name, .. }
+        | Request::RemoveFinalizer { name, .. } => Some(name),
+        Request::Put { .. } | Request::Get { .. } | Request::Watch => None,
+    }
+}
+
+/// Decides one request on the batch (as the agent's `handle` does alone).
+fn decide<S: Store, C: Clock>(
+    batch: &mut Batch<'_, S, C, ProcessActuator>,
+    request: Request,
+    node: &str,
+) -> Decided {
+    match request {
+        Request::Apply { name, object } => {
+            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
+                return Decided::Refused(invalid(e.to_string()));
+            }
+            let start = object.node.as_deref() == Some(node);
+            match batch.create(&name, *object) {
+                Ok(()) => Decided::Applied { name, start },
+                Err(e) => Decided::Refused(error(&name, &e)),
+            }
+        }
+        Request::Delete { name, options } => {
+            let answer = match batch.handle_delete(&name, &options) {
+                Ok(answer) => answer,
+                Err(e) => return Decided::Refused(error(&name, &e)),
+            };
+            // The agent sees its own node's deletions at once.
+            if !answer.response.dry_run
+                && batch
+                    .runtime()
+                    .object(&name)
+                    .is_some_and(|o| o.node.as_deref() == Some(node))
+                && let Err(e) = batch.handle_agent_sync(&name)
+            {
+                // The delete stays, as when it is handled alone.
+                return Decided::Done(name.clone(), error(&name, &e));
+            }
+            let dry_run = answer.response.dry_run;
+            let reply = Reply::Deleted(DeleteReport {
+                outcome: answer.response.outcome,
+                record: answer.record,
+                dry_run,
+                force: answer.response.force,
+            });
+            if dry_run {
+                Decided::Done(name, reply)
+            } else {
+                Decided::Deleted(name, reply)
+            }
+        }
+        Request::RemoveFinalizer { name, finalizer } => {
+            let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
+                return Decided::Refused(invalid(format!(
+                    "finalizer `{finalizer}`: name too long"
+                )));
+            };
+            match batch.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
+                Ok(_) => Decided::Done(name, Reply::Updated),
+                Err(e) => Decided::Refused(error(&name, &e)),
+            }
+        }
+        // Never in a batch (see `batchable`).
+        Request::Put { .. } | Request::Get { .. } | Request::Watch => {
+            Decided::Refused(invalid("not a request decided in a batch".into()))
+        }
+    }
+}
+
+/// Answers every request of a batch, after its commit (`failed`: why the
+/// commit failed).
+fn answer<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    waiting: Vec<(mpsc::Sender<Reply>, Decided)>,
+    failed: Option<&RuntimeError>,
+) {
+    for (reply, decided) in waiting {
+        let sent = match (decided, failed) {
+            (Decided::Refused(refused), _) => refused,
+            (
+                Decided::Done(name, _) | Decided::Deleted(name, _) | Decided::Applied { name, .. },
+                Some(e),
+            ) => error(&name, e),
+            (Decided::Done(_, done), None) => done,
+            (Decided::Deleted(name, done), None) => {
+                // Retried at the next start if it fails now.
+                let _ = rt.collect_garbage(&name);
+                done
+            }
+            (Decided::Applied { name, start: go }, None) => {
+                let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
+                if go {
+                    start(rt, &name);
+                }
+                Reply::Applied { revision }
+            }
+        };
+        let _ = reply.send(sent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The agent's batches on a real redb store that notes, at each
+    //! commit, which answers the clients have already received.
+
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use grace_core::{DeleteOptions, Name, Preconditions, Record};
+
+    use super::*;
+    use crate::api::ErrorKind;
+    use crate::clock::SystemClock;
+    use crate::runtime::Recovery;
+    use crate::store::{
+        BatchError, Listing, RedbStore, Revision, StoreError, StoredObject, Watch, Write,
+    };
+
+    /// The clients' side of the requests: each answer as received, with
+    /// the number of commits done when it was first seen.
+    #[derive(Default)]
+    struct Clients {
+        waiting: Vec<(usize, mpsc::Receiver<Reply>)>,
+        seen: Vec<(usize, Reply, usize)>,
+    }
+
+    impl Clients {
+        fn look(&mut self, commits: usize) {
+            for (i, rx) in &self.waiting {
+                if let Ok(reply) = rx.try_recv() {
+                    self.seen.push((*i, reply, commits));
+                }
+            }
+        }
+    }
+
+    /// A redb store that, before each commit, looks at what the clients
+    /// have received.
+    #[derive(Clone)]
+    struct Watched {
+        inner: Arc<RedbStore>,
+        commits: Arc<AtomicUsize>,
+        clients: Arc<Mutex<Clients>>,
+    }
+
+    impl Watched {
+        fn look(&self) {
+            let commits = self.commits.load(Ordering::SeqCst);
+            self.clients.lock().expect("not poisoned").look(commits);
+        }
+    }
+
+    impl Store for Watched {
+        fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+            self.inner.get(name)
+        }
+        fn list(&self) -> Result<Listing, StoreError> {
+            self.inner.list()
+        }
+        fn revision(&self) -> Result<Revision, StoreError> {
+            self.inner.revision()
+        }
+        fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+            self.look();
+            let done = self.inner.batch(writes);
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            done
+        }
+        fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
+            self.inner.watch(from)
+        }
+    }
+
+    const NODE: &str = "local";
+
+    /// A store holding one object per name, bound to `node`, with no
+    /// container, and a runtime on it.
+    fn setup(
+        dir: &tempfile::TempDir,
+        names: &[&str],
+        node: &str,
+    ) -> (Watched, Runtime<Watched, SystemClock, ProcessActuator>) {
+        let store = Watched {
+            inner: Arc::new(RedbStore::open(dir.path().join("grace.redb")).expect("opens")),
+            commits: Arc::default(),
+            clients: Arc::default(),
+        };
+        for name in names {
+            let object = StoredObject::on_node(Record::new(uid(name)), node);
+            store.inner.create(name, object).expect("stored");
+        }
+        let (actuator, _world) = ProcessActuator::new();
+        let rt = Runtime::open(
+            store.clone(),
+            SystemClock::new(),
+            actuator,
+            Recovery::default(),
+        )
+        .expect("opens");
+        (store, rt)
+    }
+
+    fn uid(name: &str) -> Name {
+        Name::try_from(format!("uid-{name}").as_str()).expect("short")
+    }
+
+    fn delete(name: &str, preconditions: Preconditions) -> Request {
+        Request::Delete {
+            name: name.into(),
+            options: DeleteOptions {
+                preconditions,
+                ..DeleteOptions::with_grace(30)
+            },
+        }
+    }
+
+    /// Queues `requests` as clients that sent them together, serves them
+    /// as the agent does, and returns each answer with the number of
+    /// commits done when its client first saw it, in request order.
+    fn serve(
+        store: &Watched,
+        rt: &mut Runtime<Watched, SystemClock, ProcessActuator>,
+        requests: Vec<Request>,
+    ) -> Vec<(Reply, usize)> {
+        let (tx, inputs) = mpsc::channel();
+        let mut first = None;
+        for (i, request) in requests.into_iter().enumerate() {
+            let (reply, rx) = mpsc::channel();
+            store
+                .clients
+                .lock()
+                .expect("not poisoned")
+                .waiting
+                .push((i, rx));
+            match first {
+                None => first = Some((request, reply)),
+                Some(_) => tx.send(Input::Request(request, reply)).expect("queued"),
+            }
+        }
+        drop(tx);
+        let mut next = first.map(|(request, reply)| Input::Request(request, reply));
+        while let Some(Input::Request(request, reply)) = next {
+            next = serve_batch(rt, (request, reply), &inputs, NODE);
+        }
+        assert!(next.is_none());
+        store.look();
+        let mut clients = store.clients.lock().expect("not poisoned");
+        let mut seen = std::mem::take(&mut clients.seen);
+        seen.sort_by_key(|&(i, _, _)| i);
+        seen.into_iter().map(|(_, reply, at)| (reply, at)).collect()
+    }
+
+    fn kind(reply: &Reply) -> Option<ErrorKind> {
+        match reply {
+            Reply::Error(e) => Some(e.kind.clone()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn requests_sent_together_are_answered_after_one_commit_pair_and_a_refused_one_writes_nothing()
+    {
+        let dir = tempfile::tempdir().expect("dir");
+        let names = ["o0", "o1", "o2", "o3", "o4"];
+        let (store, mut rt) = setup(&dir, &names, NODE);
+        let (_, o2_revision) = store.inner.get("o2").expect("read").expect("stored");
+        let before = store.commits.load(Ordering::SeqCst);
+        let wrong_uid = Preconditions {
+            uid: Some(uid("someone-else")),
+            resource_version: None,
+        };
+        let requests = vec![
+            delete("o0", Preconditions::default()),
+            delete("o1", Preconditions::default()),
+            delete("o2", wrong_uid),
+            delete("nobody", Preconditions::default()),
+            delete("o3", Preconditions::default()),
+            delete("o4", Preconditions::default()),
+        ];
+
+        let answers = serve(&store, &mut rt, requests);
+
+        assert_eq!(answers.len(), 6, "every request is answered");
+        // One batch: its write-ahead and the commit after its actions (the
+        // removals of the objects, whose kill has nothing to stop).
+        let after = store.commits.load(Ordering::SeqCst);
+        assert_eq!(after, before + 2);
+        for (i, (reply, at)) in answers.iter().enumerate() {
+            assert_eq!(*at, after, "answer {i} only after both commits: {reply:?}");
+        }
+        assert_eq!(kind(&answers[2].0), Some(ErrorKind::Conflict));
+        assert_eq!(kind(&answers[3].0), Some(ErrorKind::NotFound));
+        for i in [0, 1, 4, 5] {
+            assert!(
+                matches!(answers[i].0, Reply::Deleted(_)),
+                "{:?}",
+                answers[i]
+            );
+        }
+        for name in ["o0", "o1", "o3", "o4"] {
+            assert_eq!(store.inner.get(name).expect("read"), None, "{name} removed");
+        }
+        let (o2, revision) = store.inner.get("o2").expect("read").expect("o2 stays");
+        assert_eq!(revision, o2_revision, "the refused request wrote nothing");
+        assert_eq!(o2.record.deletion_timestamp, None);
+    }
+
+    #[test]
+    fn a_request_sees_the_requests_before_it_and_its_preconditions_the_stored_revision() {
+        let dir = tempfile::tempdir().expect("dir");
+        // Bound to another node: a delete is decided and kept, pending.
+        let (store, mut rt) = setup(&dir, &["p", "q"], "node-b");
+        let (_, p_revision) = store.inner.get("p").expect("read").expect("stored");
+        let before = store.commits.load(Ordering::SeqCst);
+        let as_read = Preconditions {
+            uid: None,
+            resource_version: Some(p_revision.get()),
+        };
+        let x = StoredObject::on_node(Record::new(uid("x")), "node-b");
+        let x_uid = Preconditions {
+            uid: Some(uid("x")),
+            resource_version: None,
+        };
+        let requests = vec![
+            delete("p", as_read.clone()),
+            delete("q", Preconditions::default()),
+            // p changed since the client read it: refused, as it would be
+            // one request at a time.
+            delete("p", as_read),
+            Request::Apply {
+                name: "x".into(),
+                object: Box::new(x),
+            },
+            // Sees the object the request before it created.
+            delete("x", x_uid),
+        ];
+
+        let answers = serve(&store, &mut rt, requests);
+
+        assert!(matches!(answers[0].0, Reply::Deleted(_)), "{answers:?}");
+        assert!(matches!(answers[1].0, Reply::Deleted(_)), "{answers:?}");
+        assert_eq!(
+            kind(&answers[2].0),
+            Some(ErrorKind::Conflict),
+            "{answers:?}"
+        );
+        assert!(matches!(answers[3].0, Reply::Applied { .. }), "{answers:?}");
+        assert!(matches!(answers[4].0, Reply::Deleted(_)), "{answers:?}");
+        // Three batches: p and q (the write-ahead, and the commit after
+        // their actions); p again, refused, and the create of x (which owes
+        // no action: one commit); x's delete (two).
+        assert_eq!(store.commits.load(Ordering::SeqCst), before + 5);
+        for name in ["p", "q", "x"] {
+            let (object, _) = store.inner.get(name).expect("read").expect("stored");
+            assert!(object.record.deletion_timestamp.is_some(), "{name}");
+        }
+    }
+}

@@ -1,0 +1,116 @@
+//! A library client pipelining requests to a real `grace agent`: every
+//! request sent at once, the answers read back in order, each request
+//! seeing the ones before it, a refused one in its place.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use grace_core::{DeleteOptions, Name, Record};
+use grace_std::api::{Client, ErrorKind, Reply, Request};
+use grace_std::store::StoredObject;
+
+const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+
+/// A running agent, stopped (SIGTERM) when dropped.
+struct Agent(Child);
+
+impl Agent {
+    fn start(dir: &Path) -> Agent {
+        let child = Command::new(GRACE)
+            .args(["agent", "--data-dir"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("agent starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !grace_cli::agent::is_serving(dir) {
+            assert!(Instant::now() < deadline, "the agent serves within 10 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Agent(child)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+/// An object with no container, bound to another node (its deletion is
+/// decided here and waits for that node).
+fn apply(name: &str) -> Request {
+    let object = StoredObject::on_node(
+        Record::new(Name::try_from(format!("uid-{name}").as_str()).expect("short")),
+        "elsewhere",
+    );
+    Request::Apply {
+        name: name.into(),
+        object: Box::new(object),
+    }
+}
+
+fn delete(name: &str) -> Request {
+    Request::Delete {
+        name: name.into(),
+        options: DeleteOptions::with_grace(30),
+    }
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_each_seeing_the_ones_before_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path());
+    let mut client = Client::connect(dir.path()).expect("connects");
+
+    let answers = client
+        .pipeline(&[
+            apply("a"),
+            apply("b"),
+            delete("a"),
+            apply("a"),
+            delete("missing"),
+            delete("b"),
+            Request::Get { name: None },
+        ])
+        .expect("answered");
+
+    assert_eq!(answers.len(), 7);
+    assert!(
+        matches!(answers[0], Ok(Reply::Applied { .. })),
+        "{answers:?}"
+    );
+    assert!(
+        matches!(answers[1], Ok(Reply::Applied { .. })),
+        "{answers:?}"
+    );
+    let Ok(Reply::Deleted(report)) = &answers[2] else {
+        panic!("{answers:?}");
+    };
+    assert!(report.record.deletion_timestamp.is_some());
+    // `a` is still stored (terminating, waiting for its node).
+    let Err(e) = &answers[3] else {
+        panic!("{answers:?}");
+    };
+    assert_eq!(e.kind, ErrorKind::AlreadyExists);
+    let Err(e) = &answers[4] else {
+        panic!("{answers:?}");
+    };
+    assert_eq!(e.kind, ErrorKind::NotFound);
+    assert!(matches!(answers[5], Ok(Reply::Deleted(_))), "{answers:?}");
+    let Ok(Reply::Objects { items, .. }) = &answers[6] else {
+        panic!("{answers:?}");
+    };
+    let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(
+        items
+            .iter()
+            .all(|i| i.object.record.deletion_timestamp.is_some()),
+        "the get sees both deletes: {items:?}"
+    );
+}

@@ -1,0 +1,389 @@
+//! Group commit for inputs: the changes of many requests made durable
+//! together, as [`Runtime::handle_timeouts`] does for deadlines.
+//!
+//! An API server that answers each request after its own write waits for
+//! one or two fsyncs per request, however many clients wait with it. A
+//! [`Batch`] decides each input at once, in memory and in order (a later
+//! input sees what an earlier one did), and [`Batch::commit`] writes every
+//! changed object with one store batch before any action is carried out,
+//! then the state after the actions with a second one — the write-ahead
+//! order of a single input, for the whole batch. The caller answers each
+//! request only after `commit` returns.
+
+use std::collections::BTreeSet;
+
+use grace_core::{
+    ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
+};
+
+use super::objects::Id;
+use super::{
+    Actuator, Change, DeleteAnswer, ObjectLifecycle, RoundFailure, Runtime, RuntimeError, Spec,
+    delete_input, fresh,
+};
+use crate::clock::Clock;
+use crate::store::{KillState, Revision, Store, StorePreconditions, StoredObject, Write};
+
+/// Inputs decided in memory and made durable together by
+/// [`commit`](Batch::commit) (see the module docs).
+///
+/// Each input method answers as the [`Runtime`] method of the same name
+/// would, against the state the batch has reached: a refused input changes
+/// nothing, and the inputs that follow see what each accepted one did. The
+/// answers hold only once `commit` has returned `Ok`; if it fails, no input
+/// of the batch is in effect in memory (the store's state is read back, as
+/// after any failed write) and each is answered with its error. A batch
+/// dropped without `commit` is undone: nothing of it is written.
+///
+/// A batch holds at most one store batch's worth of objects
+/// ([`is_full`](Batch::is_full)): commit it and open another. A second
+/// input on the same object is accepted, but the record it sees carries
+/// the revision from before the batch (the new one is known only once
+/// written), so a caller that checks `resourceVersion` preconditions
+/// commits before a second request on an object it
+/// [`touches`](Batch::touches).
+pub struct Batch<'a, S: Store, C: Clock, A: Actuator> {
+    rt: &'a mut Runtime<S, C, A>,
+    /// The objects the batch changed, in the order first changed.
+    touched: Vec<Touched>,
+    /// Their ids, to find them.
+    ids: BTreeSet<Id>,
+}
+
+/// An object a batch changed.
+struct Touched {
+    id: Id,
+    /// Its phase before the batch, then after each input that changed it:
+    /// reported after the actions, one change per input, as inputs
+    /// handled alone report them.
+    phases: Vec<Phase>,
+    /// Its packed lifecycle before the batch, to go back to; `None` for an
+    /// object it created (going back forgets it).
+    before: Option<Box<[u8]>>,
+}
+
+impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// Opens a [`Batch`]: inputs decided now, made durable together.
+    pub fn open_batch(&mut self) -> Batch<'_, S, C, A> {
+        Batch {
+            rt: self,
+            touched: Vec::new(),
+            ids: BTreeSet::new(),
+        }
+    }
+
+    /// While a batch's actions run: keeps the removal of `name` for the
+    /// batch after the actions and returns `None`; otherwise hands the
+    /// preconditions back, for the caller to delete at once.
+    pub(super) fn defer_removal(
+        &mut self,
+        name: &str,
+        preconditions: StorePreconditions,
+    ) -> Option<StorePreconditions> {
+        match &mut self.removals {
+            Some(removals) => {
+                removals.push(Write::Delete {
+                    name: name.to_owned(),
+                    preconditions,
+                });
+                None
+            }
+            None => Some(preconditions),
+        }
+    }
+
+    /// Moves the deferred removals to the end of `writes` and stops
+    /// deferring.
+    pub(super) fn take_removals(&mut self, writes: &mut Vec<Write>) {
+        if let Some(removals) = self.removals.take() {
+            writes.extend(removals);
+        }
+    }
+}
+
+impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
+    /// The runtime, for reads (what it tracks is the batch's state so far).
+    pub fn runtime(&self) -> &Runtime<S, C, A> {
+        self.rt
+    }
+
+    /// How many objects the batch has changed.
+    pub fn len(&self) -> usize {
+        self.touched.len()
+    }
+
+    /// Whether the batch has changed nothing yet.
+    pub fn is_empty(&self) -> bool {
+        self.touched.is_empty()
+    }
+
+    /// Whether the batch holds as many objects as one store batch takes:
+    /// an input on another object is refused until it is committed.
+    pub fn is_full(&self) -> bool {
+        self.touched.len() >= self.rt.round_size()
+    }
+
+    /// Whether an input of this batch changed (or created) `name`.
+    pub fn touches(&self, name: &str) -> bool {
+        self.rt
+            .objects
+            .id(name)
+            .is_some_and(|id| self.ids.contains(&id))
+    }
+
+    /// [`Runtime::create`], in the batch.
+    pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        if self.rt.unsure.contains(name) {
+            self.rt.resync(name)?;
+        }
+        if self.rt.objects.id(name).is_some() {
+            return Err(RuntimeError::AlreadyExists(name.to_owned()));
+        }
+        self.room()?;
+        let lifecycle = fresh(&object, &[])?;
+        // Refused now if its kill state cannot be written, as `create` is.
+        self.rt.agent_record(&lifecycle)?;
+        // A placeholder revision, so that the write-ahead writes it; the
+        // store's is noted once it is created.
+        let phase = lifecycle.phase();
+        let id = self
+            .rt
+            .objects
+            .insert(name, lifecycle, Spec::of(object), Some(Revision::ZERO));
+        self.ids.insert(id);
+        self.touched.push(Touched {
+            id,
+            phases: vec![phase],
+            before: None,
+        });
+        Ok(())
+    }
+
+    /// [`Runtime::handle_delete`], in the batch.
+    pub fn handle_delete(
+        &mut self,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<DeleteAnswer, RuntimeError> {
+        self.input(name, |l, now| delete_input(l, now, options))
+    }
+
+    /// [`Runtime::handle_finalizer_update`], in the batch.
+    pub fn handle_finalizer_update(
+        &mut self,
+        name: &str,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, RuntimeError> {
+        self.input(name, |l, now| {
+            l.handle_finalizer_update(now, change)
+                .map_err(RuntimeError::Update)
+        })
+    }
+
+    /// [`Runtime::handle_agent_sync`], in the batch.
+    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+        self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
+    }
+
+    /// [`Runtime::handle_container_exited`], in the batch.
+    pub fn handle_container_exited(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        let container = container.into().get();
+        self.input(name, |l, now| {
+            l.handle_container_exited(now, container)
+                .map_err(|_| RuntimeError::UnknownContainer {
+                    object: name.to_owned(),
+                    container,
+                })
+        })
+    }
+
+    /// Makes every input of the batch durable and carries out what they
+    /// owe: one store batch before the actions (the write-ahead), the
+    /// actions, one store batch after (which also holds the removals the
+    /// actions owe). On `Err`, see the type's docs.
+    pub fn commit(mut self) -> Result<(), RuntimeError> {
+        let touched = std::mem::take(&mut self.touched);
+        self.ids.clear();
+        let rt = &mut *self.rt;
+        if touched.is_empty() {
+            rt.objects.close();
+            return Ok(());
+        }
+        let now = rt.clock.now();
+        let done = match rt.write_ahead_batch(&touched) {
+            Ok(written) => {
+                // Named now: a finished object is forgotten by `act_round`.
+                let names: Vec<_> = touched.iter().map(|t| rt.name(t.id)).collect();
+                // No phase change reported by the round: each input's is.
+                let round = touched.iter().map(|t| (t.id, None)).collect();
+                rt.removals = Some(Vec::new());
+                let done = rt.act_round(now, round, written);
+                rt.removals = None;
+                for (t, name) in touched.into_iter().zip(names) {
+                    report_phases(rt, now, t, name.as_deref());
+                }
+                done
+            }
+            Err(failure) => {
+                // Refused, or applied with its answer lost: take the
+                // store's state (the last one known while it cannot be read).
+                let names: Vec<_> = touched.iter().filter_map(|t| rt.name(t.id)).collect();
+                undo(rt, touched);
+                rt.resync_each(&names);
+                Err(failure.error)
+            }
+        };
+        rt.objects.close();
+        done
+    }
+
+    /// One input on a tracked object, decided now (as `Runtime::input`
+    /// decides it, without writing).
+    fn input<R>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
+        if self.rt.unsure.contains(name) {
+            self.rt.resync(name)?;
+        }
+        let not_found = || RuntimeError::NotFound(name.to_owned());
+        let id = self.rt.objects.id(name).ok_or_else(not_found)?;
+        let first = !self.ids.contains(&id);
+        if first {
+            self.room()?;
+        }
+        let now = self.rt.clock.now();
+        let (lifecycle, packed) = if first {
+            let (lifecycle, packed) = self.rt.objects.open_keeping(id)?.ok_or_else(not_found)?;
+            (lifecycle, Some(packed))
+        } else {
+            (self.rt.objects.open(id)?.ok_or_else(not_found)?, None)
+        };
+        let before = lifecycle.clone();
+        let result = f(lifecycle, now);
+        if result.is_err() || *lifecycle == before {
+            *lifecycle = before;
+            return result;
+        }
+        let (from, to) = (before.phase(), lifecycle.phase());
+        if first {
+            self.ids.insert(id);
+            self.touched.push(Touched {
+                id,
+                phases: vec![from],
+                before: packed,
+            });
+        }
+        if from != to
+            && let Some(t) = self.touched.iter_mut().rev().find(|t| t.id == id)
+        {
+            t.phases.push(to);
+        }
+        result
+    }
+
+    /// Refuses an input on one more object if the batch is full.
+    fn room(&self) -> Result<(), RuntimeError> {
+        if self.is_full() {
+            return Err(RuntimeError::InvalidInput(format!(
+                "the batch is full ({} objects): commit it first",
+                self.touched.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl<S: Store, C: Clock, A: Actuator> Drop for Batch<'_, S, C, A> {
+    /// A batch not committed is undone.
+    fn drop(&mut self) {
+        let touched = std::mem::take(&mut self.touched);
+        undo(self.rt, touched);
+        self.rt.objects.close();
+    }
+}
+
+/// Reports each phase change of `t` (its inputs', then its actions'), after
+/// the actions, as a round does.
+fn report_phases<S: Store, C: Clock, A: Actuator>(
+    rt: &mut Runtime<S, C, A>,
+    now: Now,
+    t: Touched,
+    name: Option<&str>,
+) {
+    let Some(name) = name else {
+        return;
+    };
+    let mut phases = t.phases;
+    // (A forgotten object's id may be free: its entry, not the id, says.)
+    if let Some(now_phase) = rt.objects.id(name).and_then(|id| rt.phase(id))
+        && phases.last() != Some(&now_phase)
+    {
+        phases.push(now_phase);
+    }
+    for pair in phases.windows(2) {
+        if let [from, to] = *pair {
+            rt.emit(now, name, Change::Phase { from, to });
+        }
+    }
+}
+
+/// Puts every object `touched` back as it was before the batch.
+fn undo<S: Store, C: Clock, A: Actuator>(rt: &mut Runtime<S, C, A>, touched: Vec<Touched>) {
+    for t in touched {
+        match t.before {
+            Some(packed) => rt.objects.revert(t.id, packed),
+            None => {
+                rt.unschedule_id(t.id);
+                rt.objects.remove(t.id);
+            }
+        }
+    }
+}
+
+impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// The write-ahead of a batch: every object `touched`, created or
+    /// updated, with one store batch. Returns the kill state written for
+    /// each (`None`: not written).
+    fn write_ahead_batch(
+        &mut self,
+        touched: &[Touched],
+    ) -> Result<Vec<Option<KillState>>, RoundFailure> {
+        let mut writes = self.take_writes(touched.len());
+        let mut states = Vec::with_capacity(touched.len());
+        for t in touched {
+            let created = t.before.is_none();
+            let state = self.record_write(t.id, None, |name, object, expected| {
+                let state = object.agent.clone();
+                writes.push(if created {
+                    Write::Create { name, object }
+                } else {
+                    Write::Update {
+                        name,
+                        object,
+                        expected,
+                    }
+                });
+                state
+            });
+            match state {
+                Ok(state) => states.push(state.flatten()),
+                Err(error) => {
+                    self.give_back(writes);
+                    return Err(RoundFailure { index: None, error });
+                }
+            }
+        }
+        let written = touched
+            .iter()
+            .zip(&states)
+            .map(|(t, s)| (t.id, s.is_some()));
+        self.send(&mut writes, written)?;
+        Ok(states)
+    }
+}
