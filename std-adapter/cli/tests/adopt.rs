@@ -811,7 +811,12 @@ fn statuses_are_true_in_kubernetes_words_and_kept_across_restarts() {
         options: grace_core::DeleteOptions::default(),
     })
     .expect("deleted");
-    assert_eq!(status_column(dir, "runs"), "Terminating");
+    // `sleep` exits on SIGTERM at once: the object may be gone already.
+    let status = status_column(dir, "runs");
+    assert!(
+        status == "Terminating" || status.is_empty(),
+        "`{status}`: Terminating while it stops, or already gone"
+    );
     wait_gone(dir, &["runs".to_owned()], Duration::from_secs(10));
     drop(c);
     let _ = agent.stop();
