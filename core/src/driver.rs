@@ -188,6 +188,7 @@ impl<E> From<Busy> for DriverError<E> {
 /// handlers read it while the driver task works on it:
 ///
 /// ```no_run
+/// # #![allow(unused)] // a sketch of a firmware's parts, nothing calls them
 /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 /// use embassy_sync::channel::Channel;
 /// use grace_core::driver::{Driver, Firmware, Input};
