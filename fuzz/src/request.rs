@@ -30,7 +30,9 @@ pub fn run(data: &[u8]) {
     while let Some(got) = read_request(&mut reader, limit) {
         read += 1;
         assert!(read <= stream.len() + 1, "more requests than lines");
-        let want = expected.next().expect("the model has a line for every read");
+        let want = expected
+            .next()
+            .expect("the model has a line for every read");
         assert_eq!(got, want, "line {read} (limit {limit}, buffer {capacity})");
         if let Ok(request) = &got {
             round_trip(request);
@@ -66,7 +68,12 @@ fn model(stream: &[u8], limit: usize) -> Vec<Result<Request, BadRequest>> {
 fn round_trip(request: &Request) {
     let json = serde_json::to_vec(request).expect("a request serializes");
     let back = parse_request(&json).expect("its JSON parses");
-    assert_eq!(&back, request, "round trip through {}", String::from_utf8_lossy(&json));
+    assert_eq!(
+        &back,
+        request,
+        "round trip through {}",
+        String::from_utf8_lossy(&json)
+    );
 }
 
 #[cfg(test)]

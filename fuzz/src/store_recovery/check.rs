@@ -322,6 +322,11 @@ impl Checker {
                 .zip(lc.containers())
                 .enumerate()
             {
+                // The one later move allowed: SIGKILL put at 2 s after the
+                // stop signal really went out (R62), when it went out
+                // later than it was due.
+                let floor = Container::stop_signal_sent_at(b)
+                    .map(|sent| sent + grace_core::Duration::from_secs(2));
                 let (a, b) = (Container::stage(a), Container::stage(b));
                 if stage_rank(b) < stage_rank(a) {
                     return Err(fail(format!(
@@ -330,8 +335,12 @@ impl Checker {
                 }
                 let later = match (a, b) {
                     (Stage::PreStop { cutoff: x }, Stage::PreStop { cutoff: y })
-                    | (Stage::AwaitingTurn { cutoff: x }, Stage::AwaitingTurn { cutoff: y })
-                    | (Stage::Stopping { kill_at: x }, Stage::Stopping { kill_at: y }) => y > x,
+                    | (Stage::AwaitingTurn { cutoff: x }, Stage::AwaitingTurn { cutoff: y }) => {
+                        y > x
+                    }
+                    (Stage::Stopping { kill_at: x }, Stage::Stopping { kill_at: y }) => {
+                        y > x && Some(y) != floor
+                    }
                     _ => false,
                 };
                 if later {
