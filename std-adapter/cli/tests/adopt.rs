@@ -107,6 +107,8 @@ impl Agent {
             .args(["agent", "--data-dir"])
             .arg(dir)
             .args(extra)
+            // The data dir's agent, not a shared store's (.ci/etcd sets it).
+            .env_remove("GRACE_ETCD_ENDPOINTS")
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::null())
             .spawn()
@@ -699,6 +701,7 @@ fn containment_a_process_that_leaves_its_group_goes_with_its_pod() {
 /// `grace get`'s STATUS of `name`.
 fn status_column(dir: &Path, name: &str) -> String {
     let out = Command::new(GRACE)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
         .args(["get", name, "--data-dir"])
         .arg(dir)
         .output()
@@ -718,6 +721,7 @@ fn status_column(dir: &Path, name: &str) -> String {
 /// phase.
 fn state(dir: &Path, name: &str) -> (serde_json::Value, serde_json::Value) {
     let out = Command::new(GRACE)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
         .args(["get", name, "-o", "json", "--data-dir"])
         .arg(dir)
         .output()
