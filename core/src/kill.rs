@@ -510,7 +510,12 @@ impl Container {
                 // `since` stays the stop signal's time.
                 let timeout = grace.max(MIN_STOP_SECONDS);
                 let kill_at = now.saturating_add(Duration::from_grace_seconds(timeout));
-                self.at = self.at.min(kill_at);
+                // Never under 2 s after the stop signal really went out,
+                // which may be after `now` (R62).
+                let floor = self
+                    .since
+                    .saturating_add(Duration::from_grace_seconds(MIN_STOP_SECONDS));
+                self.at = self.at.min(kill_at.max(floor));
             }
             StageKind::Running | StageKind::Killed | StageKind::Stopped => {}
         }

@@ -428,7 +428,8 @@ fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
             .status
             .success()
     });
-    let out = cluster.ok(&["delete", "web", "--cascade", "orphan"]);
+    // --wait=false: the store is read below while the deletion goes on.
+    let out = cluster.ok(&["delete", "web", "--cascade", "orphan", "--wait=false"]);
     assert!(out.contains("held by finalizers orphan"), "{out}");
     // The CLI ran the garbage collector's step: the finalizer is gone at
     // once, and the deletion finishes on its own.
