@@ -125,6 +125,12 @@ fn run_in(
 
 type DemoRuntime = Runtime<RedbStore, SystemClock, ProcessActuator>;
 
+/// One line of the demo's output, at once (the demo runs in real time).
+fn say(out: &mut dyn Write, text: &str) {
+    let _ = writeln!(out, "{text}");
+    let _ = out.flush();
+}
+
 fn show(
     out: &mut impl Write,
     db: &Path,
@@ -133,14 +139,60 @@ fn show(
     interrupted: &AtomicUsize,
 ) -> Result<Ended, RuntimeError> {
     let transitions = rt.subscribe();
-    let say = |out: &mut dyn Write, text: String| {
-        let _ = writeln!(out, "{text}");
-        let _ = out.flush();
-    };
+    introduce(out, db);
+    start_parts(rt)?;
+    // Let the shells install their traps before anything is signalled.
+    std::thread::sleep(StdDuration::from_millis(300));
+    if let Some(signal) = signalled(interrupted) {
+        return Ok(Ended::Interrupted(signal));
+    }
 
+    let t0 = StdInstant::now();
+    let t0_mono = rt.clock().now().mono;
+    delete_parts(out, rt)?;
+
+    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+    let limit = StdDuration::from_secs(30);
+    loop {
+        for t in transitions.try_iter() {
+            let at = t.at.mono.saturating_duration_since(t0_mono).as_millis() as f64 / 1000.0;
+            let text = describe(&t.change, seen.entry(t.object.clone()).or_default(), at);
+            say(out, &format!("{at:>7.2}s  {:<9} {text}", t.object));
+        }
+        if rt.names().next().is_none() {
+            break;
+        }
+        if let Some(signal) = signalled(interrupted) {
+            say(out, "\ninterrupted: the demo's processes are killed");
+            return Ok(Ended::Interrupted(signal));
+        }
+        if t0.elapsed() > limit {
+            return Err(RuntimeError::io(
+                "the demo",
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "did not finish in 30 s"),
+            ));
+        }
+        let wait = rt
+            .poll_timeout()
+            .map(|t| t.saturating_duration_since(rt.clock().now().mono))
+            .map_or(StdDuration::from_millis(50), |d| {
+                StdDuration::from_millis(d.as_millis().min(50))
+            });
+        if let Ok(event) = world.recv_timeout(wait) {
+            rt.handle_world_event(event)?;
+        }
+        rt.handle_timeouts()?;
+    }
+
+    summarize(out, &seen);
+    Ok(Ended::Done)
+}
+
+/// The store and the three parts, before anything happens.
+fn introduce(out: &mut dyn Write, db: &Path) {
     say(
         out,
-        format!(
+        &format!(
             "grace demo: three real processes, deleted the Kubernetes way\nstore: {} (redb, durable)\n",
             db.display()
         ),
@@ -148,11 +200,15 @@ fn show(
     for p in &PARTS {
         say(
             out,
-            format!("  {:<9} grace {} s   {}", p.name, p.grace, p.what),
+            &format!("  {:<9} grace {} s   {}", p.name, p.grace, p.what),
         );
     }
-    say(out, String::new());
+    say(out, "");
+}
 
+/// Creates each part's object and starts its process (unless a data dir
+/// kept from an interrupted run has it already).
+fn start_parts(rt: &mut DemoRuntime) -> Result<(), RuntimeError> {
     for p in &PARTS {
         let uid = Name::try_from(format!("uid-{}", p.name).as_str()).map_err(|e| {
             RuntimeError::InvalidName {
@@ -176,15 +232,11 @@ fn show(
             .start(p.name, &object)
             .map_err(|e| RuntimeError::io(format!("{}: cannot start", p.name), e))?;
     }
-    // Let the shells install their traps before anything is signalled.
-    std::thread::sleep(StdDuration::from_millis(300));
-    if let Some(signal) = signalled(interrupted) {
-        return Ok(Ended::Interrupted(signal));
-    }
+    Ok(())
+}
 
-    let t0 = StdInstant::now();
-    let t0_mono = rt.clock().now().mono;
-    let mut seen: BTreeMap<String, Seen> = BTreeMap::new();
+/// Deletes every part with its grace, at t = 0, and lets the agent see it.
+fn delete_parts(out: &mut dyn Write, rt: &mut DemoRuntime) -> Result<(), RuntimeError> {
     for p in &PARTS {
         let response = rt.handle_delete(p.name, &DeleteOptions::with_grace(p.grace))?;
         let ts = response
@@ -193,92 +245,66 @@ fn show(
             .map_or(0, |t| t.as_unix_seconds());
         say(
             out,
-            format!(
+            &format!(
                 "{:>7.2}s  {:<9} delete --grace-period={}: deletion timestamp {} (now + {} s)",
                 0.0, p.name, p.grace, ts, p.grace
             ),
         );
         let _ = rt.handle_agent_sync(p.name)?;
     }
+    Ok(())
+}
 
-    let limit = StdDuration::from_secs(30);
-    loop {
-        for t in transitions.try_iter() {
-            let at = t.at.mono.saturating_duration_since(t0_mono).as_millis() as f64 / 1000.0;
-            let s = seen.entry(t.object.clone()).or_default();
-            let text = match &t.change {
-                Change::Phase { from, to } => {
-                    if *to == Phase::Deleted {
-                        s.deleted.get_or_insert(at);
-                    }
-                    format!("{} → {}", from.as_str(), to.as_str())
+/// A transition in a few words; notes in `seen` when the part was
+/// signalled, killed, stopped and deleted (`at` seconds after t = 0).
+fn describe(change: &Change, seen: &mut Seen, at: f64) -> String {
+    match change {
+        Change::Phase { from, to } => {
+            if *to == Phase::Deleted {
+                seen.deleted.get_or_insert(at);
+            }
+            format!("{} → {}", from.as_str(), to.as_str())
+        }
+        Change::Action(a) => match a {
+            Action::RemoveEndpoints => "removed from endpoints".into(),
+            Action::RunPreStop { budget_seconds, .. } => {
+                format!("pre-stop hook started (budget {budget_seconds} s)")
+            }
+            Action::SendStopSignal { .. } => {
+                seen.sigterm.get_or_insert(at);
+                "SIGTERM".into()
+            }
+            Action::SendKill { .. } => {
+                seen.sigkill.get_or_insert(at);
+                "SIGKILL (grace spent)".into()
+            }
+            Action::ContainerStopped { .. } => {
+                seen.stopped.get_or_insert(at);
+                "process gone".into()
+            }
+            Action::Remove { force } => {
+                if *force {
+                    "record removed (FORCE)".into()
+                } else {
+                    "record removed".into()
                 }
-                Change::Action(a) => match a {
-                    Action::RemoveEndpoints => "removed from endpoints".into(),
-                    Action::RunPreStop { budget_seconds, .. } => {
-                        format!("pre-stop hook started (budget {budget_seconds} s)")
-                    }
-                    Action::SendStopSignal { .. } => {
-                        s.sigterm.get_or_insert(at);
-                        "SIGTERM".into()
-                    }
-                    Action::SendKill { .. } => {
-                        s.sigkill.get_or_insert(at);
-                        "SIGKILL (grace spent)".into()
-                    }
-                    Action::ContainerStopped { .. } => {
-                        s.stopped.get_or_insert(at);
-                        "process gone".into()
-                    }
-                    Action::Remove { force } => {
-                        if *force {
-                            "record removed (FORCE)".into()
-                        } else {
-                            "record removed".into()
-                        }
-                    }
-                    _ => a.to_string(),
-                },
-                Change::ActionFailed(a, e) => format!("{a} FAILED: {e}"),
-                Change::Recovered { .. } | Change::Observed => t.change.to_string(),
-            };
-            say(out, format!("{at:>7.2}s  {:<9} {text}", t.object));
-        }
-        if rt.names().next().is_none() {
-            break;
-        }
-        if let Some(signal) = signalled(interrupted) {
-            say(
-                out,
-                "\ninterrupted: the demo's processes are killed".to_string(),
-            );
-            return Ok(Ended::Interrupted(signal));
-        }
-        if t0.elapsed() > limit {
-            return Err(RuntimeError::io(
-                "the demo",
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "did not finish in 30 s"),
-            ));
-        }
-        let wait = rt
-            .poll_timeout()
-            .map(|t| t.saturating_duration_since(rt.clock().now().mono))
-            .map_or(StdDuration::from_millis(50), |d| {
-                StdDuration::from_millis(d.as_millis().min(50))
-            });
-        if let Ok(event) = world.recv_timeout(wait) {
-            rt.handle_world_event(event)?;
-        }
-        rt.handle_timeouts()?;
+            }
+            _ => a.to_string(),
+        },
+        Change::ActionFailed(a, e) => format!("{a} FAILED: {e}"),
+        Change::Recovered { .. } | Change::Observed => change.to_string(),
     }
+}
 
-    say(out, String::from("\nsummary"));
+/// When each part was signalled, killed and deleted, and why.
+fn summarize(out: &mut dyn Write, seen: &BTreeMap<String, Seen>) {
+    say(out, "\nsummary");
     for p in &PARTS {
         let s = seen.get(p.name);
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |t| format!("{t:.1} s"));
         say(
             out,
-            format!(
+            &format!(
                 "  {:<9} grace {} s  SIGTERM {:>7}  SIGKILL {:>7}  deleted {:>7}",
                 p.name,
                 p.grace,
@@ -290,9 +316,6 @@ fn show(
     }
     say(
         out,
-        String::from(
-            "  stubborn: SIGKILL when its 3 s grace was spent; hooked: the hook took the whole 3 s,\n  SIGTERM then, SIGKILL 2 s later (the 2 s floor, R62): grace + 2 s.",
-        ),
+        "  stubborn: SIGKILL when its 3 s grace was spent; hooked: the hook took the whole 3 s,\n  SIGTERM then, SIGKILL 2 s later (the 2 s floor, R62): grace + 2 s.",
     );
-    Ok(Ended::Done)
 }

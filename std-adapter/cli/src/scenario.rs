@@ -499,139 +499,14 @@ impl RawScenario {
         if object.name.is_empty() {
             return Err(ScenarioError::at("object.name", "must not be empty"));
         }
-        let kind = match object.kind {
-            None | Some(RawKind::Pod) => Kind::Pod,
-            Some(RawKind::Generic) => Kind::Generic,
-        };
-        let strategy = Strategy {
-            kind,
-            default_gc_policy: match object.default_gc_policy {
-                None | Some(RawGcPolicy::DeleteDependents) => GcPolicy::DeleteDependents,
-                Some(RawGcPolicy::OrphanDependents) => GcPolicy::OrphanDependents,
-                Some(RawGcPolicy::Unsupported) => GcPolicy::Unsupported,
-            },
-            gc_enabled: object.gc_enabled.unwrap_or(true),
-        };
-        let uid = object
-            .uid
-            .clone()
-            .unwrap_or_else(|| format!("uid-{}", object.name));
-        let resource_version = match object.resource_version {
-            None => 1,
-            Some(StringOrInt::Int(v)) => v,
-            Some(StringOrInt::String(s)) => s.parse::<u64>().map_err(|_| {
-                ScenarioError::at(
-                    "object.resource_version",
-                    format!("`{s}` is not a decimal resource version"),
-                )
-            })?,
-        };
+        let strategy = object.strategy();
+        let scheduled = object.node.as_ref().is_some_and(|n| !n.is_empty());
+        let record = object.record(scheduled)?;
         let node = object.node.filter(|n| !n.is_empty());
-        let mut finalizers = Finalizers::new();
-        for (i, f) in object.finalizers.iter().enumerate() {
-            let field = format!("object.finalizers[{i}]");
-            finalizers.push(name(f, &field)?).map_err(|_| {
-                ScenarioError::at(&field, format!("more than {MAX_FINALIZERS} finalizers"))
-            })?;
-        }
-        let record = Record {
-            uid: name(&uid, "object.uid")?,
-            resource_version,
-            generation: object.generation.unwrap_or(0),
-            deletion_timestamp: object.deletion_timestamp.map(Timestamp::from_unix_seconds),
-            deletion_grace_period_seconds: object.deletion_grace_period_seconds,
-            finalizers,
-            scheduled: node.is_some(),
-            phase: match object.phase {
-                None | Some(RawPhase::Running) => PodPhase::Running,
-                Some(RawPhase::Pending) => PodPhase::Pending,
-                Some(RawPhase::Succeeded) => PodPhase::Succeeded,
-                Some(RawPhase::Failed) => PodPhase::Failed,
-                Some(RawPhase::Unknown) => PodPhase::Unknown,
-                Some(RawPhase::Unset) => PodPhase::Unset,
-            },
-            termination_grace_period_seconds: object
-                .termination_grace_period_seconds
-                .unwrap_or(Some(30)),
-        };
-        let containers = match object.containers {
-            None => vec![ContainerDef {
-                name: "main".to_string(),
-                pre_stop_ms: None,
-                exits_after_sigterm_ms: Some(0),
-                sidecar: false,
-            }],
-            Some(list) => {
-                if list.len() > MAX_CONTAINERS {
-                    return Err(ScenarioError::at(
-                        "object.containers",
-                        format!("more than {MAX_CONTAINERS} containers"),
-                    ));
-                }
-                let mut out: Vec<ContainerDef> = Vec::with_capacity(list.len());
-                for (i, c) in list.into_iter().enumerate() {
-                    let field = format!("object.containers[{i}]");
-                    if c.name.is_empty() {
-                        return Err(ScenarioError::at(
-                            format!("{field}.name"),
-                            "must not be empty",
-                        ));
-                    }
-                    if out.iter().any(|o| o.name == c.name) {
-                        return Err(ScenarioError::at(
-                            format!("{field}.name"),
-                            format!("duplicate container name `{}`", c.name),
-                        ));
-                    }
-                    out.push(ContainerDef {
-                        pre_stop_ms: duration_ms(
-                            c.pre_stop_seconds,
-                            &format!("{field}.pre_stop_seconds"),
-                        )?,
-                        exits_after_sigterm_ms: duration_ms(
-                            c.exits_after_sigterm_seconds,
-                            &format!("{field}.exits_after_sigterm_seconds"),
-                        )?,
-                        sidecar: c.sidecar.unwrap_or(false),
-                        name: c.name,
-                    });
-                }
-                out
-            }
-        };
-
-        let mut events = Vec::with_capacity(self.events.len());
-        let mut previous: Option<i64> = None;
-        for (i, raw) in self.events.into_iter().enumerate() {
-            let field = format!("events[{i}]");
-            let located = |e: ScenarioError| ScenarioError {
-                position: e.position.or_else(|| lines.line(i)),
-                ..e
-            };
-            let at_ms = seconds_to_ms(raw.at, &format!("{field}.at")).map_err(located)?;
-            if previous.is_some_and(|p| at_ms < p) {
-                return Err(located(ScenarioError::at(
-                    format!("{field}.at"),
-                    "events must be in time order (`at` may not decrease)",
-                )));
-            }
-            previous = Some(at_ms);
-            let kind = raw.into_kind(&field, &containers).map_err(located)?;
-            events.push(Event { at_ms, kind });
-        }
-        let until_ms = match self.until {
-            None => None,
-            Some(u) => {
-                let ms = seconds_to_ms(u, "until")?;
-                if previous.is_some_and(|p| ms < p) {
-                    return Err(ScenarioError::at(
-                        "until",
-                        "must not be before the last event",
-                    ));
-                }
-                Some(ms)
-            }
-        };
+        let containers = check_containers(object.containers)?;
+        let events = check_events(self.events, lines, &containers)?;
+        let last_ms = events.last().map(|e| e.at_ms);
+        let until_ms = check_until(self.until, last_ms)?;
         Ok(Scenario {
             name: object.name,
             node,
@@ -642,6 +517,159 @@ impl RawScenario {
             until_ms,
         })
     }
+}
+
+impl RawObject {
+    /// The type's deletion strategy: a pod that deletes dependents, with
+    /// the garbage collector's finalizers on, unless told otherwise.
+    fn strategy(&self) -> Strategy {
+        let kind = match self.kind {
+            None | Some(RawKind::Pod) => Kind::Pod,
+            Some(RawKind::Generic) => Kind::Generic,
+        };
+        Strategy {
+            kind,
+            default_gc_policy: match self.default_gc_policy {
+                None | Some(RawGcPolicy::DeleteDependents) => GcPolicy::DeleteDependents,
+                Some(RawGcPolicy::OrphanDependents) => GcPolicy::OrphanDependents,
+                Some(RawGcPolicy::Unsupported) => GcPolicy::Unsupported,
+            },
+            gc_enabled: self.gc_enabled.unwrap_or(true),
+        }
+    }
+
+    /// The stored record; `scheduled` when the object names a node.
+    fn record(&self, scheduled: bool) -> Result<Record<MAX_FINALIZERS>, ScenarioError> {
+        let uid = self
+            .uid
+            .clone()
+            .unwrap_or_else(|| format!("uid-{}", self.name));
+        let resource_version = match &self.resource_version {
+            None => 1,
+            Some(StringOrInt::Int(v)) => *v,
+            Some(StringOrInt::String(s)) => s.parse::<u64>().map_err(|_| {
+                ScenarioError::at(
+                    "object.resource_version",
+                    format!("`{s}` is not a decimal resource version"),
+                )
+            })?,
+        };
+        let mut finalizers = Finalizers::new();
+        for (i, f) in self.finalizers.iter().enumerate() {
+            let field = format!("object.finalizers[{i}]");
+            finalizers.push(name(f, &field)?).map_err(|_| {
+                ScenarioError::at(&field, format!("more than {MAX_FINALIZERS} finalizers"))
+            })?;
+        }
+        Ok(Record {
+            uid: name(&uid, "object.uid")?,
+            resource_version,
+            generation: self.generation.unwrap_or(0),
+            deletion_timestamp: self.deletion_timestamp.map(Timestamp::from_unix_seconds),
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            finalizers,
+            scheduled,
+            phase: match self.phase {
+                None | Some(RawPhase::Running) => PodPhase::Running,
+                Some(RawPhase::Pending) => PodPhase::Pending,
+                Some(RawPhase::Succeeded) => PodPhase::Succeeded,
+                Some(RawPhase::Failed) => PodPhase::Failed,
+                Some(RawPhase::Unknown) => PodPhase::Unknown,
+                Some(RawPhase::Unset) => PodPhase::Unset,
+            },
+            termination_grace_period_seconds: self
+                .termination_grace_period_seconds
+                .unwrap_or(Some(30)),
+        })
+    }
+}
+
+/// The containers, or one `main` container that exits on SIGTERM when
+/// none are given: at most [`MAX_CONTAINERS`], each named, no name twice.
+fn check_containers(
+    containers: Option<Vec<RawContainer>>,
+) -> Result<Vec<ContainerDef>, ScenarioError> {
+    let Some(list) = containers else {
+        return Ok(vec![ContainerDef {
+            name: "main".to_string(),
+            pre_stop_ms: None,
+            exits_after_sigterm_ms: Some(0),
+            sidecar: false,
+        }]);
+    };
+    if list.len() > MAX_CONTAINERS {
+        return Err(ScenarioError::at(
+            "object.containers",
+            format!("more than {MAX_CONTAINERS} containers"),
+        ));
+    }
+    let mut out: Vec<ContainerDef> = Vec::with_capacity(list.len());
+    for (i, c) in list.into_iter().enumerate() {
+        let field = format!("object.containers[{i}]");
+        if c.name.is_empty() {
+            return Err(ScenarioError::at(
+                format!("{field}.name"),
+                "must not be empty",
+            ));
+        }
+        if out.iter().any(|o| o.name == c.name) {
+            return Err(ScenarioError::at(
+                format!("{field}.name"),
+                format!("duplicate container name `{}`", c.name),
+            ));
+        }
+        out.push(ContainerDef {
+            pre_stop_ms: duration_ms(c.pre_stop_seconds, &format!("{field}.pre_stop_seconds"))?,
+            exits_after_sigterm_ms: duration_ms(
+                c.exits_after_sigterm_seconds,
+                &format!("{field}.exits_after_sigterm_seconds"),
+            )?,
+            sidecar: c.sidecar.unwrap_or(false),
+            name: c.name,
+        });
+    }
+    Ok(out)
+}
+
+/// The events in time order, each error located at its event's line.
+fn check_events(
+    raw_events: Vec<RawEvent>,
+    lines: &EventLines,
+    containers: &[ContainerDef],
+) -> Result<Vec<Event>, ScenarioError> {
+    let mut events = Vec::with_capacity(raw_events.len());
+    let mut previous: Option<i64> = None;
+    for (i, raw) in raw_events.into_iter().enumerate() {
+        let field = format!("events[{i}]");
+        let located = |e: ScenarioError| ScenarioError {
+            position: e.position.or_else(|| lines.line(i)),
+            ..e
+        };
+        let at_ms = seconds_to_ms(raw.at, &format!("{field}.at")).map_err(located)?;
+        if previous.is_some_and(|p| at_ms < p) {
+            return Err(located(ScenarioError::at(
+                format!("{field}.at"),
+                "events must be in time order (`at` may not decrease)",
+            )));
+        }
+        previous = Some(at_ms);
+        let kind = raw.into_kind(&field, containers).map_err(located)?;
+        events.push(Event { at_ms, kind });
+    }
+    Ok(events)
+}
+
+/// `until`, which may not come before the last event (at `last_ms`).
+fn check_until(until: Option<f64>, last_ms: Option<i64>) -> Result<Option<i64>, ScenarioError> {
+    let Some(u) = until else { return Ok(None) };
+    let ms = seconds_to_ms(u, "until")?;
+    if last_ms.is_some_and(|p| ms < p) {
+        return Err(ScenarioError::at(
+            "until",
+            "must not be before the last event",
+        ));
+    }
+    Ok(Some(ms))
 }
 
 impl RawEvent {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use etcd_client::{DeleteOptions, KeyValue, Txn, TxnOp};
 
-use super::keys::{self, decode_counter};
+use super::keys::{self, Keys, decode_counter};
 use super::{Fence, Inner, TOO_MANY_OPS, gets, unchanged};
 use crate::store::{
     BatchError, Event, EventKind, Revision, StoreError, StoredObject, Write, check,
@@ -158,16 +158,7 @@ fn plan(
     let keys = &inner.keys;
     let mut compares = Vec::with_capacity(snapshot.objects.len() + 2);
     if let Some(fence) = fence {
-        let key = keys.fencing(&fence.node);
-        let epoch = decode_counter(&key, snapshot.epoch.as_ref().map(KeyValue::value))
-            .map_err(BatchError::backend)?;
-        if epoch != fence.epoch {
-            return Err(BatchError::backend(StoreError::Fenced {
-                node: fence.node.clone(),
-                epoch,
-            }));
-        }
-        compares.push(unchanged(&key, snapshot.epoch.as_ref()));
+        compares.push(check_fence(keys, fence, snapshot)?);
     }
     let counter_key = keys.revision();
     let counter = decode_counter(&counter_key, snapshot.counter.as_ref().map(KeyValue::value))
@@ -178,6 +169,73 @@ fn plan(
     )
     .map_err(BatchError::backend)?;
 
+    let staged = stage(writes, snapshot, counter)?;
+
+    compares.push(unchanged(&counter_key, snapshot.counter.as_ref()));
+    let mut ops = Vec::with_capacity(2 * writes.len() + 3);
+    object_ops(keys, &staged.objects, snapshot, &mut compares, &mut ops)?;
+    // Keep the last `retention` changes: drop older log entries, and do
+    // not write those of this batch that would be dropped at once (a
+    // transaction may not write a key twice).
+    let next = staged.next;
+    let cutoff = next.saturating_sub(inner.retention);
+    for event in staged.events.iter().filter(|e| e.revision.get() > cutoff) {
+        let value = keys::encode_event(event).map_err(BatchError::backend)?;
+        ops.push(TxnOp::put(keys.log(event.revision.get()), value, None));
+    }
+    ops.push(TxnOp::put(counter_key, next.to_string(), None));
+    if cutoff > compacted {
+        let last_stored = cutoff.min(counter);
+        if last_stored > compacted {
+            let range = DeleteOptions::new().with_range(keys.log(last_stored + 1));
+            ops.push(TxnOp::delete(keys.log(compacted + 1), Some(range)));
+        }
+        ops.push(TxnOp::put(keys.compacted(), cutoff.to_string(), None));
+    }
+    Ok(Plan {
+        compares,
+        ops,
+        revisions: staged.events.iter().map(|e| e.revision).collect(),
+    })
+}
+
+/// The node's fencing epoch as read must be the one it writes under; the
+/// transaction then compares it unchanged.
+fn check_fence(
+    keys: &Keys,
+    fence: &Fence,
+    snapshot: &Snapshot,
+) -> Result<etcd_client::Compare, BatchError> {
+    let key = keys.fencing(&fence.node);
+    let epoch = decode_counter(&key, snapshot.epoch.as_ref().map(KeyValue::value))
+        .map_err(BatchError::backend)?;
+    if epoch != fence.epoch {
+        return Err(BatchError::backend(StoreError::Fenced {
+            node: fence.node.clone(),
+            epoch,
+        }));
+    }
+    Ok(unchanged(&key, snapshot.epoch.as_ref()))
+}
+
+/// The batch's writes applied in order to what was read.
+struct Staged<'a> {
+    /// What each name holds after the batch (`None`: absent).
+    objects: HashMap<&'a str, Option<Current<'a>>>,
+    /// One event per write, in order.
+    events: Vec<Event>,
+    /// The revision of the last write.
+    next: u64,
+}
+
+/// Checks each write against what its name holds as the batch goes (as
+/// read, or as an earlier write of the batch left it) and gives it the
+/// next revision after `counter`.
+fn stage<'a>(
+    writes: &'a [Write],
+    snapshot: &'a Snapshot,
+    counter: u64,
+) -> Result<Staged<'a>, BatchError> {
     let mut staged: HashMap<&str, Option<Current<'_>>> = snapshot
         .objects
         .iter()
@@ -191,27 +249,9 @@ fn plan(
             error,
         };
         let name = write.name();
-        // The uid and revision the check needs, and for a delete the
-        // object its event carries.
-        let (found, previous) = match staged.get(name).and_then(Option::as_ref) {
-            None => (None, None),
-            Some(Current::Written(rev, object)) => (
-                Some((object.uid().to_owned(), *rev)),
-                Some(StoredObject::clone(object)),
-            ),
-            Some(Current::Stored(kv)) => match write {
-                Write::Delete { .. } => {
-                    let (object, rev) = keys::decode_object(name, kv.value()).map_err(at)?;
-                    (Some((object.uid().to_owned(), rev)), Some(object))
-                }
-                // An update may overwrite an object that no longer decodes.
-                Write::Create { .. } | Write::Update { .. } => {
-                    let rev = keys::decode_revision(name, kv.value()).map_err(at)?;
-                    (Some((String::new(), rev)), None)
-                }
-            },
-        };
-        check(write, found.as_ref().map(|(uid, rev)| (uid.as_str(), *rev))).map_err(at)?;
+        let Found { held, previous } =
+            found(write, staged.get(name).and_then(Option::as_ref)).map_err(at)?;
+        check(write, held.as_ref().map(|(uid, rev)| (uid.as_str(), *rev))).map_err(at)?;
         next = next
             .checked_add(1)
             .ok_or_else(|| at(StoreError::Unavailable("revision counter exhausted".into())))?;
@@ -249,10 +289,56 @@ fn plan(
             object,
         });
     }
+    Ok(Staged {
+        objects: staged,
+        events,
+        next,
+    })
+}
 
-    compares.push(unchanged(&counter_key, snapshot.counter.as_ref()));
-    let mut ops = Vec::with_capacity(2 * writes.len() + 3);
-    for (name, state) in &staged {
+/// What a write's check needs from what its name holds.
+struct Found {
+    /// The uid and revision there (`None`: nothing; the uid is left empty
+    /// where the check does not read it).
+    held: Option<(String, Revision)>,
+    /// For a delete: the object its event carries.
+    previous: Option<StoredObject>,
+}
+
+/// What `write`'s check needs from what its name holds (`current`).
+fn found(write: &Write, current: Option<&Current<'_>>) -> Result<Found, StoreError> {
+    let name = write.name();
+    let (held, previous) = match current {
+        None => (None, None),
+        Some(Current::Written(rev, object)) => (
+            Some((object.uid().to_owned(), *rev)),
+            Some(StoredObject::clone(object)),
+        ),
+        Some(Current::Stored(kv)) => match write {
+            Write::Delete { .. } => {
+                let (object, rev) = keys::decode_object(name, kv.value())?;
+                (Some((object.uid().to_owned(), rev)), Some(object))
+            }
+            // An update may overwrite an object that no longer decodes.
+            Write::Create { .. } | Write::Update { .. } => {
+                let rev = keys::decode_revision(name, kv.value())?;
+                (Some((String::new(), rev)), None)
+            }
+        },
+    };
+    Ok(Found { held, previous })
+}
+
+/// One put or delete per name the batch changed, and a compare that each
+/// name the batch read is as it was read.
+fn object_ops(
+    keys: &Keys,
+    staged: &HashMap<&str, Option<Current<'_>>>,
+    snapshot: &Snapshot,
+    compares: &mut Vec<etcd_client::Compare>,
+    ops: &mut Vec<TxnOp>,
+) -> Result<(), BatchError> {
+    for (name, state) in staged {
         let key = keys.object(name);
         let before = snapshot.objects.get(*name).and_then(Option::as_ref);
         match state {
@@ -266,26 +352,5 @@ fn plan(
         }
         compares.push(unchanged(&key, before));
     }
-    // Keep the last `retention` changes: drop older log entries, and do
-    // not write those of this batch that would be dropped at once (a
-    // transaction may not write a key twice).
-    let cutoff = next.saturating_sub(inner.retention);
-    for event in events.iter().filter(|e| e.revision.get() > cutoff) {
-        let value = keys::encode_event(event).map_err(BatchError::backend)?;
-        ops.push(TxnOp::put(keys.log(event.revision.get()), value, None));
-    }
-    ops.push(TxnOp::put(counter_key, next.to_string(), None));
-    if cutoff > compacted {
-        let last_stored = cutoff.min(counter);
-        if last_stored > compacted {
-            let range = DeleteOptions::new().with_range(keys.log(last_stored + 1));
-            ops.push(TxnOp::delete(keys.log(compacted + 1), Some(range)));
-        }
-        ops.push(TxnOp::put(keys.compacted(), cutoff.to_string(), None));
-    }
-    Ok(Plan {
-        compares,
-        ops,
-        revisions: events.iter().map(|e| e.revision).collect(),
-    })
+    Ok(())
 }
