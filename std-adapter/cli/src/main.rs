@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use grace_cli::kubectl;
 use grace_cli::output::Format as GetFormat;
 
@@ -19,20 +19,7 @@ struct Cli {
 enum Command {
     /// Supervise one command like a one-container pod: on SIGTERM or
     /// SIGINT, stop it the Kubernetes way; exit with its status.
-    Run {
-        /// The grace period in seconds.
-        #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
-        grace_period: i64,
-        /// A pre-stop hook, run with `sh -c` within the grace.
-        #[arg(long)]
-        pre_stop: Option<String>,
-        /// The stop signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH or a number).
-        #[arg(long, default_value = "TERM", value_parser = parse_signal)]
-        stop_signal: SignalArg,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
-    },
+    Run(RunArgs),
     /// Delete three real processes the Kubernetes way and watch the
     /// timeline (about 6 s; uses a temporary embedded store).
     Demo {
@@ -44,36 +31,7 @@ enum Command {
     /// other commands, run the objects bound to this node, and carry out
     /// their deletions. Stops on SIGTERM or SIGINT, leaving its workloads
     /// running: the next agent on the same data directory adopts them.
-    Agent {
-        #[command(flatten)]
-        store: StoreArgs,
-        /// The node this agent runs objects for (`spec.nodeName`).
-        #[arg(long, default_value = "local")]
-        node: String,
-        /// After a restart, start a kill in progress again with the full
-        /// grace instead of keeping its deadline (D6).
-        #[arg(long)]
-        reset_full_grace: bool,
-        /// Let the members of GROUP talk to the agent too (its own user and
-        /// root always may): `:ro` (the default) to get and watch only,
-        /// `:rw` to change objects as well, which runs their commands as
-        /// the agent's user. The data directory and socket are given to
-        /// the group. Without --etcd only.
-        #[arg(long, value_name = "GROUP[:ro|:rw]")]
-        allow_group: Option<grace_cli::agent::AllowGroup>,
-        /// With --etcd: seconds after the agent's last sign of life until
-        /// its node counts as lost.
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
-        lease_ttl: u64,
-        /// Rotate a container's log file once it is bigger than this
-        /// (bytes, or with a suffix Ki, Mi, Gi).
-        #[arg(long, default_value = "10Mi", value_parser = parse_size)]
-        log_max_size: u64,
-        /// Log files kept per container: the one being written and its
-        /// rotated copies (2 to 100).
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
-        log_max_files: u32,
-    },
+    Agent(AgentArgs),
     /// Print a container's output (stdout and stderr), as the agent of
     /// this machine kept it.
     Logs {
@@ -114,75 +72,9 @@ enum Command {
     },
     /// Delete objects the Kubernetes way (`TYPE NAME…`, `TYPE/NAME…`,
     /// `NAME…`, `-f`, `-l` or `--all`), and wait until they are gone.
-    Delete {
-        #[command(flatten)]
-        store: StoreArgs,
-        /// `pod NAME…`, `pod/NAME…` or `NAME…`.
-        args: Vec<String>,
-        /// The objects of these manifests (files, directories, `-`).
-        #[arg(short = 'f', long = "filename")]
-        files: Vec<PathBuf>,
-        /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
-        #[arg(short = 'l', long = "selector")]
-        selector: Option<String>,
-        /// Every object.
-        #[arg(long)]
-        all: bool,
-        /// A missing object is not an error.
-        #[arg(long)]
-        ignore_not_found: bool,
-        /// Seconds to wait before the kill; 0 with --force deletes at once.
-        /// Unset (or negative): the object's own grace.
-        #[arg(long, allow_negative_numbers = true)]
-        grace_period: Option<i64>,
-        /// A grace of 1 s (as --grace-period=1).
-        #[arg(long)]
-        now: bool,
-        /// Remove the record at once, without waiting for the workload to
-        /// stop (with --grace-period 0 or unset).
-        #[arg(long)]
-        force: bool,
-        /// Wait until the objects are gone (--wait=false returns at once).
-        #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
-        wait: bool,
-        /// How long to wait (30s, 2m; 0: as long as it takes).
-        #[arg(long, default_value = "0", value_parser = parse_duration)]
-        timeout: std::time::Duration,
-        /// `name`: print `pod/NAME` for each object deleted.
-        #[arg(short = 'o', long = "output", value_parser = ["name"])]
-        output: Option<String>,
-        /// Decide and show the result, but change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// What happens to dependents.
-        #[arg(long, value_enum)]
-        cascade: Option<CascadeArg>,
-        /// Only if the object still has this uid.
-        #[arg(long)]
-        uid: Option<String>,
-        /// Only if the object is still at this resource version.
-        #[arg(long)]
-        resource_version: Option<String>,
-    },
+    Delete(DeleteArgs),
     /// Show objects; a deleted object being stopped shows `Terminating`.
-    Get {
-        #[command(flatten)]
-        store: StoreArgs,
-        /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
-        args: Vec<String>,
-        /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
-        #[arg(short = 'l', long = "selector")]
-        selector: Option<String>,
-        /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputArg::Table)]
-        output: OutputArg,
-        /// No header line in tables.
-        #[arg(long)]
-        no_headers: bool,
-        /// After listing, watch for changes (needs a running agent).
-        #[arg(short = 'w', long)]
-        watch: bool,
-    },
+    Get(GetArgs),
     /// Show an object in detail, with the state of its deletion: each
     /// decision, its reason and its rule.
     Describe {
@@ -236,6 +128,130 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+}
+
+// The arguments of `grace run`.
+#[derive(Args)]
+struct RunArgs {
+    /// The grace period in seconds.
+    #[arg(long, default_value_t = 30, allow_negative_numbers = true)]
+    grace_period: i64,
+    /// A pre-stop hook, run with `sh -c` within the grace.
+    #[arg(long)]
+    pre_stop: Option<String>,
+    /// The stop signal (TERM, INT, QUIT, HUP, USR1, USR2, WINCH or a number).
+    #[arg(long, default_value = "TERM", value_parser = parse_signal)]
+    stop_signal: SignalArg,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+// The arguments of `grace agent`.
+#[derive(Args)]
+struct AgentArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The node this agent runs objects for (`spec.nodeName`).
+    #[arg(long, default_value = "local")]
+    node: String,
+    /// After a restart, start a kill in progress again with the full
+    /// grace instead of keeping its deadline (D6).
+    #[arg(long)]
+    reset_full_grace: bool,
+    /// Let the members of GROUP talk to the agent too (its own user and
+    /// root always may): `:ro` (the default) to get and watch only,
+    /// `:rw` to change objects as well, which runs their commands as
+    /// the agent's user. The data directory and socket are given to
+    /// the group. Without --etcd only.
+    #[arg(long, value_name = "GROUP[:ro|:rw]")]
+    allow_group: Option<grace_cli::agent::AllowGroup>,
+    /// With --etcd: seconds after the agent's last sign of life until
+    /// its node counts as lost.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    lease_ttl: u64,
+    /// Rotate a container's log file once it is bigger than this
+    /// (bytes, or with a suffix Ki, Mi, Gi).
+    #[arg(long, default_value = "10Mi", value_parser = parse_size)]
+    log_max_size: u64,
+    /// Log files kept per container: the one being written and its
+    /// rotated copies (2 to 100).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
+    log_max_files: u32,
+}
+
+// The arguments of `grace delete`.
+#[derive(Args)]
+struct DeleteArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+    args: Vec<String>,
+    /// The objects of these manifests (files, directories, `-`).
+    #[arg(short = 'f', long = "filename")]
+    files: Vec<PathBuf>,
+    /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
+    #[arg(short = 'l', long = "selector")]
+    selector: Option<String>,
+    /// Every object.
+    #[arg(long)]
+    all: bool,
+    /// A missing object is not an error.
+    #[arg(long)]
+    ignore_not_found: bool,
+    /// Seconds to wait before the kill; 0 with --force deletes at once.
+    /// Unset (or negative): the object's own grace.
+    #[arg(long, allow_negative_numbers = true)]
+    grace_period: Option<i64>,
+    /// A grace of 1 s (as --grace-period=1).
+    #[arg(long)]
+    now: bool,
+    /// Remove the record at once, without waiting for the workload to
+    /// stop (with --grace-period 0 or unset).
+    #[arg(long)]
+    force: bool,
+    /// Wait until the objects are gone (--wait=false returns at once).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    wait: bool,
+    /// How long to wait (30s, 2m; 0: as long as it takes).
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    timeout: std::time::Duration,
+    /// `name`: print `pod/NAME` for each object deleted.
+    #[arg(short = 'o', long = "output", value_parser = ["name"])]
+    output: Option<String>,
+    /// Decide and show the result, but change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// What happens to dependents.
+    #[arg(long, value_enum)]
+    cascade: Option<CascadeArg>,
+    /// Only if the object still has this uid.
+    #[arg(long)]
+    uid: Option<String>,
+    /// Only if the object is still at this resource version.
+    #[arg(long)]
+    resource_version: Option<String>,
+}
+
+// The arguments of `grace get`.
+#[derive(Args)]
+struct GetArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
+    args: Vec<String>,
+    /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
+    #[arg(short = 'l', long = "selector")]
+    selector: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputArg::Table)]
+    output: OutputArg,
+    /// No header line in tables.
+    #[arg(long)]
+    no_headers: bool,
+    /// After listing, watch for changes (needs a running agent).
+    #[arg(short = 'w', long)]
+    watch: bool,
 }
 
 /// Where the store lives.
@@ -500,73 +516,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Simulate { file, format } => simulate(&file, format),
-        Command::Run {
-            grace_period,
-            pre_stop,
-            stop_signal,
-            command,
-        } => {
-            let options = grace_cli::run::RunOptions {
-                command,
-                grace_period_seconds: grace_period,
-                pre_stop,
-                stop_signal: stop_signal.0,
-            };
-            match grace_cli::run::run(&options) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
-                    eprintln!("grace run: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Command::Run(args) => run(args),
         Command::Fence { store, node } => fence(&store, &node),
-        Command::Agent {
-            store,
-            node,
-            reset_full_grace,
-            allow_group,
-            lease_ttl,
-            log_max_size,
-            log_max_files,
-        } => {
-            let options = grace_cli::agent::AgentOptions {
-                data_dir: store.data_dir.clone(),
-                node,
-                recovery: if reset_full_grace {
-                    grace_std::Recovery::ResetFullGrace
-                } else {
-                    grace_std::Recovery::HonourOriginalDeadline
-                },
-                allow_group,
-                log_limits: grace_std::process::logs::LogLimits {
-                    max_bytes: log_max_size,
-                    max_files: log_max_files,
-                },
-            };
-            if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
-                eprintln!("grace agent: {e}");
-                return ExitCode::from(2);
-            }
-            if store.etcd.is_some() {
-                if options.allow_group.is_some() {
-                    eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
-                    return ExitCode::from(2);
-                }
-                return shared_agent(&store, options, lease_ttl);
-            }
-            if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
-                eprintln!("grace agent: {e}");
-                return ExitCode::from(2);
-            }
-            match grace_cli::agent::run(&options, &mut std::io::stdout()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("grace agent: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
+        Command::Agent(args) => agent(args),
         Command::Apply { store, files } => on_store("apply", &store, |target| {
             grace_cli::apply::apply(
                 target,
@@ -575,80 +527,8 @@ fn main() -> ExitCode {
                 &mut std::io::stderr(),
             )
         }),
-        Command::Delete {
-            store,
-            args,
-            files,
-            selector,
-            all,
-            ignore_not_found,
-            grace_period,
-            now,
-            force,
-            wait,
-            timeout,
-            output,
-            dry_run,
-            cascade,
-            uid,
-            resource_version,
-        } => on_store("delete", &store, |target| {
-            let command = kubectl::DeleteCommand {
-                selection: selection(&args, selector.as_deref(), all)?,
-                files,
-                ignore_not_found,
-                now,
-                wait,
-                timeout: (!timeout.is_zero()).then_some(timeout),
-                output_name: output.is_some(),
-                flags: kubectl::DeleteFlags {
-                    grace_period,
-                    force,
-                    dry_run,
-                    cascade: cascade.map(|c| match c {
-                        CascadeArg::Background => kubectl::Cascade::Background,
-                        CascadeArg::Foreground => kubectl::Cascade::Foreground,
-                        CascadeArg::Orphan => kubectl::Cascade::Orphan,
-                    }),
-                    uid,
-                    resource_version,
-                },
-            };
-            kubectl::delete(
-                target,
-                &command,
-                &mut std::io::stdout(),
-                &mut std::io::stderr(),
-            )
-        }),
-        Command::Get {
-            store,
-            args,
-            selector,
-            output,
-            no_headers,
-            watch,
-        } => on_store("get", &store, |target| {
-            let options = kubectl::GetOptions {
-                selection: selection(&args, selector.as_deref(), false)?,
-                format: match output {
-                    OutputArg::Table => GetFormat::Table,
-                    OutputArg::Wide => GetFormat::Wide,
-                    OutputArg::Name => GetFormat::Name,
-                    OutputArg::Json => GetFormat::Json,
-                    OutputArg::Yaml => GetFormat::Yaml,
-                    OutputArg::Stored => GetFormat::Stored,
-                },
-                no_headers,
-                watch,
-            };
-            kubectl::get(
-                target,
-                &options,
-                &mut std::io::stdout(),
-                &mut std::io::stderr(),
-            )
-        }),
+        Command::Delete(args) => delete(args),
+        Command::Get(args) => get(args),
         Command::Describe {
             store,
             args,
@@ -697,18 +577,171 @@ fn main() -> ExitCode {
         } => on_store("patch", &store, |target| {
             kubectl::remove_finalizer(target, &name, &remove_finalizer, &mut std::io::stdout())
         }),
-        Command::Demo { data_dir } => {
-            let mut out = std::io::stdout();
-            match grace_cli::demo::run(&mut out, data_dir.as_deref()) {
-                Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
-                Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
-                    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
-                }
-                Err(e) => {
-                    eprintln!("grace demo: {e}");
-                    ExitCode::from(1)
-                }
-            }
+        Command::Demo { data_dir } => demo(data_dir.as_deref()),
+    }
+}
+
+/// `grace run`: supervise one command like a one-container pod.
+fn run(args: RunArgs) -> ExitCode {
+    let options = grace_cli::run::RunOptions {
+        command: args.command,
+        grace_period_seconds: args.grace_period,
+        pre_stop: args.pre_stop,
+        stop_signal: args.stop_signal.0,
+    };
+    match grace_cli::run::run(&options) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("grace run: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `grace agent`: one node's agent, on its data directory or on etcd.
+fn agent(args: AgentArgs) -> ExitCode {
+    let AgentArgs {
+        store,
+        node,
+        reset_full_grace,
+        allow_group,
+        lease_ttl,
+        log_max_size,
+        log_max_files,
+    } = args;
+    let options = grace_cli::agent::AgentOptions {
+        data_dir: store.data_dir.clone(),
+        node,
+        recovery: if reset_full_grace {
+            grace_std::Recovery::ResetFullGrace
+        } else {
+            grace_std::Recovery::HonourOriginalDeadline
+        },
+        allow_group,
+        log_limits: grace_std::process::logs::LogLimits {
+            max_bytes: log_max_size,
+            max_files: log_max_files,
+        },
+    };
+    if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
+        eprintln!("grace agent: {e}");
+        return ExitCode::from(2);
+    }
+    if store.etcd.is_some() {
+        if options.allow_group.is_some() {
+            eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
+            return ExitCode::from(2);
+        }
+        return shared_agent(&store, options, lease_ttl);
+    }
+    if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
+        eprintln!("grace agent: {e}");
+        return ExitCode::from(2);
+    }
+    match grace_cli::agent::run(&options, &mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("grace agent: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `grace delete`: kubectl's flags as a delete command on the store.
+fn delete(args: DeleteArgs) -> ExitCode {
+    let DeleteArgs {
+        store,
+        args,
+        files,
+        selector,
+        all,
+        ignore_not_found,
+        grace_period,
+        now,
+        force,
+        wait,
+        timeout,
+        output,
+        dry_run,
+        cascade,
+        uid,
+        resource_version,
+    } = args;
+    on_store("delete", &store, |target| {
+        let command = kubectl::DeleteCommand {
+            selection: selection(&args, selector.as_deref(), all)?,
+            files,
+            ignore_not_found,
+            now,
+            wait,
+            timeout: (!timeout.is_zero()).then_some(timeout),
+            output_name: output.is_some(),
+            flags: kubectl::DeleteFlags {
+                grace_period,
+                force,
+                dry_run,
+                cascade: cascade.map(|c| match c {
+                    CascadeArg::Background => kubectl::Cascade::Background,
+                    CascadeArg::Foreground => kubectl::Cascade::Foreground,
+                    CascadeArg::Orphan => kubectl::Cascade::Orphan,
+                }),
+                uid,
+                resource_version,
+            },
+        };
+        kubectl::delete(
+            target,
+            &command,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        )
+    })
+}
+
+/// `grace get`: list (and maybe watch) objects in kubectl's formats.
+fn get(args: GetArgs) -> ExitCode {
+    let GetArgs {
+        store,
+        args,
+        selector,
+        output,
+        no_headers,
+        watch,
+    } = args;
+    on_store("get", &store, |target| {
+        let options = kubectl::GetOptions {
+            selection: selection(&args, selector.as_deref(), false)?,
+            format: match output {
+                OutputArg::Table => GetFormat::Table,
+                OutputArg::Wide => GetFormat::Wide,
+                OutputArg::Name => GetFormat::Name,
+                OutputArg::Json => GetFormat::Json,
+                OutputArg::Yaml => GetFormat::Yaml,
+                OutputArg::Stored => GetFormat::Stored,
+            },
+            no_headers,
+            watch,
+        };
+        kubectl::get(
+            target,
+            &options,
+            &mut std::io::stdout(),
+            &mut std::io::stderr(),
+        )
+    })
+}
+
+/// `grace demo`: exits 128 + the signal when interrupted.
+fn demo(data_dir: Option<&std::path::Path>) -> ExitCode {
+    let mut out = std::io::stdout();
+    match grace_cli::demo::run(&mut out, data_dir) {
+        Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
+        Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+        }
+        Err(e) => {
+            eprintln!("grace demo: {e}");
+            ExitCode::from(1)
         }
     }
 }
