@@ -121,6 +121,10 @@ pub struct ProcessActuator {
     workloads: HashMap<(String, usize), Group>,
     /// Each running pre-stop hook.
     hooks: HashMap<(String, usize), Group>,
+    /// Containers whose processes are all gone while their pre-stop hook
+    /// still ran (cut off now), with their exit status: they count as
+    /// stopped once the hook is gone too.
+    held_exits: HashMap<(String, usize), Option<i32>>,
     stop_signal: Signal,
     reaper: Reaper,
     /// The workload table, with a state directory.
@@ -141,6 +145,7 @@ impl ProcessActuator {
         let actuator = ProcessActuator {
             workloads: HashMap::new(),
             hooks: HashMap::new(),
+            held_exits: HashMap::new(),
             stop_signal: Signal::TERM,
             reaper: Reaper::spawn(events),
             table: None,
@@ -188,6 +193,19 @@ impl ProcessActuator {
                 map.insert(key, group.clone());
                 adoption.adopted.push(who);
             } else {
+                if record.hook {
+                    // What is left in its cgroup is being killed: until it
+                    // is gone, the hook counts as running (its container
+                    // is not stopped before it), signalled through its
+                    // cgroup only (its process group may be another's).
+                    map.insert(
+                        key,
+                        Group {
+                            pgid: 0,
+                            ..group.clone()
+                        },
+                    );
+                }
                 adoption.gone.push(who);
             }
             actuator.reaper.watch(Watch {
@@ -530,23 +548,73 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
     /// Feeds what a process did back to the runtime: a returned hook
     /// becomes [`Runtime::handle_pre_stop_finished`], an exit the container's
     /// status ([`ContainerStatus::exited`]) and [`Runtime::handle_container_exited`].
+    ///
+    /// - A container whose processes are all gone while its pre-stop hook
+    ///   still runs does not count as stopped yet: the hook is cut off, and
+    ///   the exit is handled once the hook is gone too. Stopping the
+    ///   container may remove the object's record, which must never happen
+    ///   while any of its processes runs.
+    /// - An event for an object no longer tracked (its record was removed
+    ///   before the workload's record was: a crash between the two, or a
+    ///   hook that outlived a force delete) has nothing left to tell: the
+    ///   workload's record is dropped and the event is not an error.
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                let _ = self.handle_pre_stop_finished(&object, container)?;
+                unless_gone(self.handle_pre_stop_finished(&object, container))?;
+                let held = self
+                    .actuator()
+                    .held_exits
+                    .remove(&(object.clone(), container));
+                if let Some(code) = held {
+                    self.container_gone(&object, container, code)?;
+                }
             }
             WorldEvent::Exited {
                 object,
                 container,
                 code,
             } => {
-                self.set_container_status(&object, container, ContainerStatus::exited(code))?;
-                let _ = self.handle_container_exited(&object, container)?;
-                self.actuator().reaped(&object, container);
+                let actuator = self.actuator();
+                let key = (object.clone(), container);
+                if let Some(hook) = actuator.hooks.get(&key) {
+                    hook.kill();
+                    // Its leader is reaped: its pid, and so its process
+                    // group id, may be another's by now.
+                    if let Some(group) = actuator.workloads.get_mut(&key) {
+                        group.pgid = 0;
+                    }
+                    actuator.held_exits.insert(key, code);
+                    return Ok(());
+                }
+                self.container_gone(&object, container, code)?;
             }
         }
         Ok(())
+    }
+
+    /// A container whose processes (and hook) are all gone: its status,
+    /// the runtime's input, then its record in the workload table goes.
+    fn container_gone(
+        &mut self,
+        object: &str,
+        container: usize,
+        code: Option<i32>,
+    ) -> Result<(), RuntimeError> {
+        self.set_container_status(object, container, ContainerStatus::exited(code))?;
+        unless_gone(self.handle_container_exited(object, container))?;
+        self.actuator().reaped(object, container);
+        Ok(())
+    }
+}
+
+/// An input's result, where an object the runtime no longer tracks is no
+/// error (see [`Runtime::handle_world_event`]).
+fn unless_gone(result: Result<grace_core::Handled, RuntimeError>) -> Result<(), RuntimeError> {
+    match result {
+        Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
