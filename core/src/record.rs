@@ -172,13 +172,13 @@ impl<const F: usize, const L: usize> Finalizers<F, L> {
     /// Whether `name` is in the list.
     #[inline]
     pub fn contains(&self, name: &str) -> bool {
-        self.0.iter().any(|n| n.as_str() == name)
+        self.0.iter().any(|n| n.as_bytes() == name.as_bytes())
     }
 
     /// Removes every occurrence of `name`; true if one was there.
     pub fn remove(&mut self, name: &str) -> bool {
         let before = self.0.len();
-        self.0.retain(|n| n.as_str() != name);
+        self.0.retain(|n| n.as_bytes() != name.as_bytes());
         self.0.len() != before
     }
 

@@ -367,7 +367,7 @@ fn check_preconditions<const F: usize, const L: usize>(
     if pre
         .uid
         .as_ref()
-        .is_some_and(|uid| uid.as_str() != stored.uid.as_str())
+        .is_some_and(|uid| uid.as_bytes() != stored.uid.as_bytes())
     {
         return Err(DeleteError::Conflict(Conflict::Uid));
     }
@@ -565,13 +565,16 @@ impl GcView {
             first_is_orphan: None,
             others: 0,
         };
+        // Bytes, not text: no UTF-8 check on the delete path.
+        const ORPHAN: &[u8] = FINALIZER_ORPHAN.as_bytes();
+        const FOREGROUND: &[u8] = FINALIZER_FOREGROUND.as_bytes();
         for name in finalizers.iter() {
-            match name.as_str() {
-                FINALIZER_ORPHAN => {
+            match name.as_bytes() {
+                ORPHAN => {
                     view.present.orphan = true;
                     view.first_is_orphan.get_or_insert(true);
                 }
-                FINALIZER_FOREGROUND => {
+                FOREGROUND => {
                     view.present.foreground = true;
                     view.first_is_orphan.get_or_insert(false);
                 }

@@ -44,10 +44,11 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use grace_core::{
-    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome, DeleteResponse,
-    FinalizerChange, Handled, Instant, Lifecycle, Link, MIN_STOP_SECONDS, Name, Now, Phase, Record,
-    Stage, Strategy, UnknownContainer, UpdateError, UpdateOutcome, WallTime,
+    Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled,
+    Instant, Lifecycle, Link, Name, Now, Phase, Record, Stage, Strategy, UnknownContainer,
+    UpdateError, UpdateOutcome, WallTime,
 };
+use grace_testkit::checker::{self, Answer, Checker, Input, Invariant, Step};
 
 /// Finalizer capacity: one is all the model uses.
 const F: usize = 1;
@@ -73,8 +74,6 @@ const EVICTIONS: [i64; 2] = [1, 5];
 const MAX_GRACE: i64 = 30;
 /// The time steps explored besides "jump to the next deadline".
 const TIME_STEPS_MS: [u64; 2] = [500, 1_000];
-/// R62 in milliseconds.
-const MIN_STOP_MS: u64 = MIN_STOP_SECONDS.unsigned_abs() * 1000;
 /// More than any one step can owe: endpoints, four outputs per container,
 /// removal.
 const MAX_ACTIONS_PER_STEP: usize = 2 + 4 * C;
@@ -170,13 +169,7 @@ type Machine = fn(&mut Lc, Now, Event) -> Effects;
 /// The real machine: the core's handlers, then `poll_action` until dry.
 fn real_machine(lc: &mut Lc, now: Now, event: Event) -> Effects {
     let reply = match event {
-        Event::Delete(grace) => Reply::Delete(lc.handle_delete(
-            now,
-            &DeleteOptions {
-                grace_period_seconds: grace,
-                ..DeleteOptions::default()
-            },
-        )),
+        Event::Delete(grace) => Reply::Delete(lc.handle_delete(now, &delete_options(grace))),
         Event::RemoveFinalizer => Reply::Update(
             lc.handle_finalizer_update(now, &FinalizerChange::Remove(name(FINALIZER))),
         ),
@@ -206,8 +199,9 @@ fn real_machine(lc: &mut Lc, now: Now, event: Event) -> Effects {
 
 // ---- States ---------------------------------------------------------------------
 
-/// What the world has seen, beside the lifecycle. Times are milliseconds
-/// since t = 0.
+/// What the world has seen, beside the lifecycle and the checker: the
+/// clock, and what the coverage counts read. Times are milliseconds since
+/// t = 0.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 struct World {
     t: u64,
@@ -215,13 +209,6 @@ struct World {
     signal_at: [Option<u64>; C],
     /// When each container's SIGKILL was emitted.
     kill_at: [Option<u64>; C],
-    /// Until `ContainerStopped`, a container may run (D4's tracking).
-    running: [bool; C],
-    /// Per container, the earliest time SIGKILL may come by the kubelet
-    /// rules: the kill's start plus the agent's budget; a shorter budget `G`
-    /// taken later at `t` gives `t + G`, or `t + max(G, 2 s)` once the
-    /// container was signalled (Kubernetes' restarted kill: R55, R62, D5).
-    budget_end: [Option<u64>; C],
     /// `Some(force)` once `Action::Remove` was emitted.
     removed: Option<bool>,
 }
@@ -245,6 +232,8 @@ fn since_start(i: Instant) -> u64 {
 struct State {
     lc: Lc,
     world: World,
+    /// The shared checker, with what it tracks from the outside.
+    checker: Checker<C>,
 }
 
 impl State {
@@ -253,6 +242,7 @@ impl State {
     fn fingerprint(&self) -> u64 {
         let mut h = FxHasher::default();
         self.world.hash(&mut h);
+        self.checker.hash(&mut h);
         let lc = &self.lc;
         lc.phase().hash(&mut h);
         lc.is_stored().hash(&mut h);
@@ -415,18 +405,13 @@ impl Object {
                 .expect("room for one");
         }
         let lc = Lifecycle::new(Strategy::POD, record, self.containers).expect("at most C");
-        let mut running = [false; C];
-        for (r, spec) in running.iter_mut().zip(self.containers) {
-            *r = !spec.stopped;
-        }
         State {
+            checker: Checker::new(&lc),
             lc,
             world: World {
                 t: 0,
                 signal_at: [None; C],
                 kill_at: [None; C],
-                running,
-                budget_end: [None; C],
                 removed: None,
             },
         }
@@ -435,43 +420,15 @@ impl Object {
 
 // ---- The invariants ----------------------------------------------------------------
 
-/// The property a violation breaks.
+/// The property a violation breaks: one of grace-testkit's invariants (the
+/// checker the `invariants` property tests and the `lifecycle` fuzz target
+/// run, kept in each state here), or one of the search's own.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Check {
     /// `poll_action` runs dry after every step (invariant 6).
     ActionsDrain,
-    /// Invariant 1: Deleted is terminal — phase and storage agree, nothing
-    /// comes back or changes after removal, removal happens once with one
-    /// `Remove`, and after removal only a force-deleted workload's agent
-    /// still acts (D4).
-    DeletedIsTerminal,
-    /// Invariant 2, R16: a deletion timestamp is never unset while stored
-    /// and never moves later than `max(previous, now)`.
-    TimestampNeverLater,
-    /// Invariant 2, R50, R54: the stored grace and the agent's remembered
-    /// grace never grow; the budget is ≥ 1 s while killing.
-    GraceNeverGrows,
-    /// One pre-stop (with a budget within the agent's), one stop signal,
-    /// then at most one SIGKILL, per container, only while killing.
-    KillSequence,
-    /// R62: SIGKILL (emitted or scheduled) ≥ 2 s after that container's stop
-    /// signal.
-    SigkillAfterStopSignal,
-    /// Invariant 3, R63, D5: SIGKILL never before the machine's own deadline
-    /// nor before the budget the kubelet rules give is spent; a hook's
-    /// cut-off or a scheduled SIGKILL never moves later.
-    SigkillNotBeforeDue,
-    /// Invariant 4: a record with finalizers is never removed.
-    FinalizersBlockRemoval,
-    /// Invariant 5, D4: a removal is flagged force exactly when the workload
-    /// may still run, and the reply says the same.
-    ForceWhenWorkloadMayRun,
-    /// An early `handle_timeout` changes nothing; a due one leaves no due
-    /// deadline behind.
-    Timeouts,
-    /// A refused request or an ignored agent input changes nothing and
-    /// emits nothing; a valid container index is never refused.
-    RefusalsChangeNothing,
+    /// One of the shared checker's invariants (core/RULES.md).
+    Invariant(Invariant),
     /// Liveness: the fair completion reaches Deleted, everything stopped,
     /// within the round and time bounds.
     Termination,
@@ -481,6 +438,14 @@ type Fail = (Check, String);
 
 fn fail<T>(check: Check, detail: impl Into<String>) -> Result<T, Fail> {
     Err((check, detail.into()))
+}
+
+/// The options of the model's delete with `grace`.
+fn delete_options(grace: Option<i64>) -> DeleteOptions {
+    DeleteOptions {
+        grace_period_seconds: grace,
+        ..DeleteOptions::default()
+    }
 }
 
 /// Applies one input to `before`, checks the transition, and returns the
@@ -502,16 +467,20 @@ fn step(before: &State, event: Event, machine: Machine) -> Result<State, Fail> {
     }
     let now = after.world.now();
     let effects = machine(&mut after.lc, now, event);
-    after.world = check(before, event, now, &effects, &after.lc)?;
+    check(before, event, now, &effects, &mut after)?;
     Ok(after)
 }
 
-/// Checks one machine step and returns the world after it.
-fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result<World, Fail> {
-    let b = &before.lc;
-    let mut w = before.world;
-    let t = w.t;
-
+/// Checks one machine step with the shared checker (whose state `after`
+/// carries on) and records what the world saw.
+fn check(
+    before: &State,
+    event: Event,
+    now: Now,
+    fx: &Effects,
+    after: &mut State,
+) -> Result<(), Fail> {
+    let (b, a) = (&before.lc, &after.lc);
     // Invariant 6: the outputs run dry.
     if fx.actions.len() > MAX_ACTIONS_PER_STEP || a.has_action() {
         return fail(
@@ -519,433 +488,65 @@ fn check(before: &State, event: Event, now: Now, fx: &Effects, a: &Lc) -> Result
             format!("poll_action does not run dry: {:?}", fx.actions),
         );
     }
-
-    // Refusals and ignored inputs.
-    let refused = match &fx.reply {
-        Reply::Delete(Err(e)) => Some(format!("refused delete {e:?}")),
-        Reply::Update(Err(e)) => Some(format!("refused update {e:?}")),
-        Reply::Handled(Handled::Ignored) | Reply::Container(Ok(Handled::Ignored)) => {
-            Some("ignored input".to_string())
-        }
-        Reply::Container(Err(UnknownContainer)) => {
-            return fail(
-                Check::RefusalsChangeNothing,
-                "a valid container index was refused",
-            );
-        }
-        Reply::Nothing
-        | Reply::Delete(Ok(_))
-        | Reply::Update(Ok(_))
-        | Reply::Handled(Handled::Applied)
-        | Reply::Container(Ok(Handled::Applied)) => None,
+    let options = match event {
+        Event::Delete(grace) => Some(delete_options(grace)),
+        _ => None,
     };
-    if let Some(why) = refused
-        && (a != b || !fx.actions.is_empty())
-    {
-        return fail(
-            Check::RefusalsChangeNothing,
-            format!("{why} changed the lifecycle: {:?}", fx.actions),
-        );
+    let input = match event {
+        Event::Delete(_) => Input::Delete,
+        Event::RemoveFinalizer => Input::FinalizerUpdate,
+        Event::AgentSync => Input::AgentSync,
+        Event::Evict(grace) => Input::Evict { grace },
+        Event::PreStopFinished(i) => Input::PreStopFinished(i),
+        Event::ContainerExited(i) => Input::ContainerExited(i),
+        Event::HandleTimeout => Input::Timeout {
+            due_before: b.poll_timeout(),
+        },
+        Event::NodeLost | Event::NodeReady | Event::NodeFenced => Input::Node,
+        Event::Advance(_) | Event::ToDeadline => Input::Clock,
+    };
+    // No dry runs here: a delete's response refers to the record itself.
+    let reply = match fx.reply {
+        Reply::Nothing => checker::Reply::Nothing,
+        Reply::Delete(r) => checker::Reply::Delete(r.map(|r| {
+            let options = options.clone().unwrap_or_default();
+            Answer::new(r, b, a, &options, now)
+        })),
+        Reply::Update(r) => checker::Reply::Update(r),
+        Reply::Handled(h) => checker::Reply::Handled(h),
+        Reply::Container(r) => checker::Reply::Container(r),
+    };
+    let step = Step {
+        input,
+        options: options.as_ref(),
+        now,
+        before: b,
+        after: a,
+        reply: &reply,
+        actions: &fx.actions,
+    };
+    if let Some(v) = after.checker.check(&step).into_iter().next() {
+        return fail(Check::Invariant(v.invariant), v.detail);
     }
-
-    // Invariant 1.
-    if (a.phase() == Phase::Deleted) == a.is_stored() {
-        return fail(
-            Check::DeletedIsTerminal,
-            format!("phase {} but is_stored {}", a.phase(), a.is_stored()),
-        );
-    }
-    if b.phase() == Phase::Deleted {
-        if a.phase() != Phase::Deleted {
-            return fail(
-                Check::DeletedIsTerminal,
-                format!("came back as {}", a.phase()),
-            );
-        }
-        if a.record() != b.record() {
-            return fail(Check::DeletedIsTerminal, "the record changed after removal");
-        }
-        match &fx.reply {
-            Reply::Delete(Ok(r)) => {
-                return fail(
-                    Check::DeletedIsTerminal,
-                    format!("a delete found the removed record: {:?}", r.outcome),
-                );
-            }
-            Reply::Update(Ok(o)) => {
-                return fail(
-                    Check::DeletedIsTerminal,
-                    format!("an update found the removed record: {o:?}"),
-                );
-            }
-            Reply::Nothing
-            | Reply::Delete(Err(_))
-            | Reply::Update(Err(_))
-            | Reply::Handled(_)
-            | Reply::Container(_) => {}
-        }
-    }
-
-    // Invariant 2: the deletion timestamp (R16) and the stored grace. A
-    // delete's response refers to the record itself (no dry runs here).
-    let records = || std::iter::once(("record", a.record()));
-    if b.is_stored() {
-        if let Some(previous) = b.record().deletion_timestamp {
-            let bound = previous.max(now.wall.floor_to_timestamp());
-            for (what, r) in records() {
-                match r.deletion_timestamp {
-                    None => {
-                        return fail(
-                            Check::TimestampNeverLater,
-                            format!("{what}: deletion timestamp {previous} was unset"),
-                        );
-                    }
-                    Some(ts) if ts > bound => {
-                        return fail(
-                            Check::TimestampNeverLater,
-                            format!(
-                                "{what}: deletion timestamp {previous} -> {ts} (bound {bound})"
-                            ),
-                        );
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-        if let Some(previous) = b.record().deletion_grace_period_seconds {
-            for (what, r) in records() {
-                match r.deletion_grace_period_seconds {
-                    None => {
-                        return fail(
-                            Check::GraceNeverGrows,
-                            format!("{what}: grace {previous} was unset"),
-                        );
-                    }
-                    Some(g) if g > previous => {
-                        return fail(
-                            Check::GraceNeverGrows,
-                            format!("{what}: stored grace grew {previous} -> {g}"),
-                        );
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
-    }
-    let (ba, aa) = (b.agent(), a.agent());
-    if ba.remembered_grace > 0 && aa.remembered_grace > ba.remembered_grace {
-        return fail(
-            Check::GraceNeverGrows,
-            format!(
-                "R50: the agent's grace grew {} -> {}",
-                ba.remembered_grace, aa.remembered_grace
-            ),
-        );
-    }
-    if aa.killing && aa.remembered_grace < 1 {
-        return fail(
-            Check::GraceNeverGrows,
-            format!(
-                "R54: budget {} below 1 s while killing",
-                aa.remembered_grace
-            ),
-        );
-    }
-
-    // The budget the kubelet rules give (R63, D5), tracked from the outside.
-    let seconds = |g: i64| u64::try_from(g).unwrap_or(0).saturating_mul(1000);
-    let grace = aa.remembered_grace;
-    if !ba.killing && aa.killing {
-        w.budget_end = [Some(t.saturating_add(seconds(grace))); C];
-    } else if ba.killing && grace < ba.remembered_grace {
-        for (end, signal) in w.budget_end.iter_mut().zip(w.signal_at) {
-            let g = if signal.is_some() {
-                grace.max(MIN_STOP_SECONDS)
-            } else {
-                grace
-            };
-            let until = t.saturating_add(seconds(g));
-            *end = Some(end.map_or(until, |e| e.min(until)));
-        }
-    }
-    for (i, (bc, ac)) in b.containers().iter().zip(a.containers()).enumerate() {
-        let moved_later = match (bc.stage(), ac.stage()) {
-            (Stage::PreStop { cutoff: was }, Stage::PreStop { cutoff: is })
-            | (Stage::Stopping { kill_at: was }, Stage::Stopping { kill_at: is }) => is > was,
-            _ => false,
-        };
-        if moved_later {
-            return fail(
-                Check::SigkillNotBeforeDue,
-                format!(
-                    "D5: #{i}'s deadline moved later: {:?} → {:?}",
-                    bc.stage(),
-                    ac.stage()
-                ),
-            );
-        }
-    }
-
-    // The actions, in order.
-    let mut removal = None;
+    // What the world saw, for the coverage counts.
+    let w = &mut after.world;
     for action in &fx.actions {
-        if before.world.removed.is_some() {
-            match action {
-                Action::Remove { .. } | Action::RemoveEndpoints => {
-                    return fail(
-                        Check::DeletedIsTerminal,
-                        format!("{action:?} after removal"),
-                    );
-                }
-                _ if before.world.removed == Some(false) => {
-                    return fail(
-                        Check::DeletedIsTerminal,
-                        format!("{action:?} after a removal that was not forced"),
-                    );
-                }
-                _ => {}
-            }
-        }
         match *action {
-            Action::RemoveEndpoints => {}
-            Action::RunPreStop {
-                container,
-                budget_seconds,
-            } => {
-                if usize::from(container) >= a.containers().len()
-                    || !aa.killing
-                    || budget_seconds < 1
-                    || i64::from(budget_seconds) > aa.remembered_grace
-                {
-                    return fail(
-                        Check::KillSequence,
-                        format!(
-                            "pre-stop #{container} with budget {budget_seconds}, agent grace {}",
-                            aa.remembered_grace
-                        ),
-                    );
-                }
-            }
             Action::SendStopSignal { container } => {
-                let Some(slot) = w.signal_at.get_mut(usize::from(container)) else {
-                    return fail(Check::KillSequence, format!("signal for #{container}"));
-                };
-                if slot.is_some() || !aa.killing {
-                    return fail(
-                        Check::KillSequence,
-                        format!(
-                            "stop signal #{container}: earlier {slot:?}, killing {}",
-                            aa.killing
-                        ),
-                    );
+                if let Some(slot) = w.signal_at.get_mut(usize::from(container)) {
+                    *slot = Some(w.t);
                 }
-                *slot = Some(t);
             }
             Action::SendKill { container } => {
-                let index = usize::from(container);
-                let signal = w.signal_at.get(index).copied().flatten();
-                let Some(signal) = signal else {
-                    return fail(
-                        Check::KillSequence,
-                        format!("SIGKILL #{container} without a stop signal"),
-                    );
-                };
-                if w.kill_at.get(index).copied().flatten().is_some() {
-                    return fail(Check::KillSequence, format!("second SIGKILL #{container}"));
-                }
-                if t < signal.saturating_add(MIN_STOP_MS) {
-                    return fail(
-                        Check::SigkillAfterStopSignal,
-                        format!(
-                            "SIGKILL #{container} at {}s, stop signal at {}s",
-                            Secs(t),
-                            Secs(signal)
-                        ),
-                    );
-                }
-                let due = match b.containers().get(index).map(|c| c.stage()) {
-                    Some(Stage::Stopping { kill_at }) => since_start(kill_at),
-                    other => {
-                        return fail(
-                            Check::SigkillNotBeforeDue,
-                            format!("SIGKILL #{container} with no deadline scheduled: {other:?}"),
-                        );
-                    }
-                };
-                let budget_end = w.budget_end.get(index).copied().flatten();
-                let budget_end = budget_end.unwrap_or(u64::MAX);
-                if t < due || t < budget_end {
-                    return fail(
-                        Check::SigkillNotBeforeDue,
-                        format!(
-                            "SIGKILL #{container} at {}s, due {}s, budget spent at {}s",
-                            Secs(t),
-                            Secs(due),
-                            Secs(budget_end)
-                        ),
-                    );
-                }
-                if let Some(slot) = w.kill_at.get_mut(index) {
-                    *slot = Some(t);
+                if let Some(slot) = w.kill_at.get_mut(usize::from(container)) {
+                    *slot = Some(w.t);
                 }
             }
-            Action::ContainerStopped { container } => {
-                let Some(running) = w.running.get_mut(usize::from(container)) else {
-                    return fail(Check::KillSequence, format!("#{container} stopped"));
-                };
-                *running = false;
-            }
-            Action::Remove { force } => {
-                if removal.is_some() || before.world.removed.is_some() {
-                    return fail(Check::DeletedIsTerminal, "removed twice");
-                }
-                // The finalizers the record held going in, unless this very
-                // input removed them (R45).
-                let held = if event == Event::RemoveFinalizer {
-                    a.record().finalizers.len()
-                } else {
-                    b.record().finalizers.len().max(a.record().finalizers.len())
-                };
-                if held > 0 {
-                    return fail(
-                        Check::FinalizersBlockRemoval,
-                        format!("removed while held by {:?}", b.record().finalizers),
-                    );
-                }
-                let may_run = b.record().scheduled
-                    && !b.record().phase.is_terminal()
-                    && w.running.iter().any(|r| *r);
-                if force != may_run {
-                    return fail(
-                        Check::ForceWhenWorkloadMayRun,
-                        format!(
-                            "Remove {{ force: {force} }} while the workload may run: {may_run}"
-                        ),
-                    );
-                }
-                removal = Some(force);
-                w.removed = Some(force);
-            }
-            _ => {
-                return fail(
-                    Check::KillSequence,
-                    format!("an action the checker does not know: {action:?}"),
-                );
-            }
+            Action::Remove { force } => w.removed = Some(force),
+            _ => {}
         }
     }
-    let removed_now = b.is_stored() && !a.is_stored();
-    if removed_now != removal.is_some() {
-        return fail(
-            Check::DeletedIsTerminal,
-            format!("removed from storage: {removed_now}, Remove action: {removal:?}"),
-        );
-    }
-    match &fx.reply {
-        Reply::Delete(Ok(r)) => {
-            if r.force != removal.unwrap_or(false)
-                || (r.outcome == DeleteOutcome::Deleted) != removal.is_some()
-            {
-                return fail(
-                    Check::ForceWhenWorkloadMayRun,
-                    format!(
-                        "reply {:?} force {} but removal {removal:?}",
-                        r.outcome, r.force
-                    ),
-                );
-            }
-        }
-        Reply::Update(Ok(UpdateOutcome::Deleted { force })) => {
-            if removal != Some(*force) {
-                return fail(
-                    Check::ForceWhenWorkloadMayRun,
-                    format!("update force {force} but removal {removal:?}"),
-                );
-            }
-        }
-        Reply::Update(Ok(UpdateOutcome::Updated)) if removal.is_some() => {
-            return fail(
-                Check::ForceWhenWorkloadMayRun,
-                "update says Updated but the record was removed",
-            );
-        }
-        Reply::Nothing
-        | Reply::Delete(Err(_))
-        | Reply::Update(_)
-        | Reply::Handled(_)
-        | Reply::Container(_) => {}
-    }
-
-    // Timeouts: early calls are no-ops, due ones are handled.
-    if event == Event::HandleTimeout {
-        match b.poll_timeout() {
-            Some(d) if d <= now.mono => {
-                if let Some(left) = a.poll_timeout().filter(|l| *l <= now.mono) {
-                    return fail(
-                        Check::Timeouts,
-                        format!(
-                            "deadline {}s still due after handle_timeout",
-                            Secs(since_start(left))
-                        ),
-                    );
-                }
-            }
-            _ => {
-                if a != b || !fx.actions.is_empty() {
-                    return fail(
-                        Check::Timeouts,
-                        "an early handle_timeout changed the lifecycle",
-                    );
-                }
-            }
-        }
-    }
-
-    // The deadlines as scheduled already respect R62 and the budget.
-    for (i, c) in a.containers().iter().enumerate() {
-        if let Stage::Stopping { kill_at } = c.stage() {
-            let Some(signal) = w.signal_at.get(i).copied().flatten() else {
-                return fail(
-                    Check::KillSequence,
-                    format!("#{i} stopping without a stop signal"),
-                );
-            };
-            if c.stop_signal_sent_at().map(since_start) != Some(signal) {
-                return fail(
-                    Check::KillSequence,
-                    format!(
-                        "#{i}: stop signal reported at {:?}, emitted at {}s",
-                        c.stop_signal_sent_at(),
-                        Secs(signal)
-                    ),
-                );
-            }
-            let kill_at = since_start(kill_at);
-            if kill_at < signal.saturating_add(MIN_STOP_MS) {
-                return fail(
-                    Check::SigkillAfterStopSignal,
-                    format!(
-                        "#{i}: SIGKILL scheduled at {}s, stop signal at {}s",
-                        Secs(kill_at),
-                        Secs(signal)
-                    ),
-                );
-            }
-            let budget_end = w.budget_end.get(i).copied().flatten();
-            let budget_end = budget_end.unwrap_or(u64::MAX);
-            if kill_at < budget_end {
-                return fail(
-                    Check::SigkillNotBeforeDue,
-                    format!(
-                        "#{i}: SIGKILL scheduled at {}s, budget spent at {}s",
-                        Secs(kill_at),
-                        Secs(budget_end)
-                    ),
-                );
-            }
-        }
-    }
-    Ok(w)
+    Ok(())
 }
 
 // ---- Liveness -------------------------------------------------------------------------
@@ -1588,31 +1189,31 @@ fn model_check_catches_broken_machines() {
             "SIGKILL 1 s after SIGTERM",
             kills_one_second_after_sigterm,
             0,
-            Check::SigkillAfterStopSignal,
+            Check::Invariant(Invariant::SigkillNeverEarly),
         ),
         (
             "a longer re-delete lengthens the stored grace",
             lengthens_the_grace,
             0,
-            Check::GraceNeverGrows,
+            Check::Invariant(Invariant::StoredGraceNeverGrows),
         ),
         (
             "a re-delete moves the deletion timestamp later",
             moves_the_timestamp_later,
             0,
-            Check::TimestampNeverLater,
+            Check::Invariant(Invariant::TimestampNeverLater),
         ),
         (
             "force delete ignores finalizers",
             force_ignores_finalizers,
             2,
-            Check::FinalizersBlockRemoval,
+            Check::Invariant(Invariant::FinalizersBlockRemoval),
         ),
         (
             "removals never flagged force",
             hides_force,
             0,
-            Check::ForceWhenWorkloadMayRun,
+            Check::Invariant(Invariant::ForceWhenWorkloadMayRun),
         ),
         (
             "the agent never syncs",

@@ -7,6 +7,7 @@ use grace_core::{
     Action, ContainerSpec, DeleteOptions, FinalizerChange, Id, Instant, Lifecycle, Name, Now,
     Record, SharedTable, Strategy as DeleteStrategy, Table, TableFull, UnknownId,
 };
+use grace_testkit::table_model::TableModel;
 use proptest::prelude::*;
 
 const N: usize = 6;
@@ -79,68 +80,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-/// The obviously correct restatement.
-#[derive(Default)]
-struct Model {
-    /// Objects by the id the table gave them, in insertion order.
-    objects: Vec<(Id, Lc)>,
-    /// Ids owing actions, in the order they came to owe them.
-    ready: Vec<Id>,
-}
-
-impl Model {
-    fn get_mut(&mut self, id: Id) -> Option<&mut Lc> {
-        self.objects
-            .iter_mut()
-            .find(|(i, _)| *i == id)
-            .map(|(_, l)| l)
-    }
-
-    fn touched(&mut self, id: Id) {
-        let owes = self.objects.iter().any(|(i, l)| *i == id && l.has_action());
-        if owes && !self.ready.contains(&id) {
-            self.ready.push(id);
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.objects
-            .iter()
-            .filter_map(|(_, l)| l.poll_timeout())
-            .min()
-    }
-
-    fn handle_timeout(&mut self, now: Now) {
-        // Earliest first, ties by slot; each due object once per round.
-        loop {
-            let due = self
-                .objects
-                .iter()
-                .filter_map(|(id, l)| Some((l.poll_timeout()?, id.index(), *id)))
-                .filter(|(t, _, _)| *t <= now.mono)
-                .min();
-            let Some((_, _, id)) = due else { break };
-            if let Some(l) = self.get_mut(id) {
-                l.handle_timeout(now);
-                assert!(
-                    l.poll_timeout().is_none_or(|t| t > now.mono),
-                    "a handled deadline moves past now"
-                );
-            }
-            self.touched(id);
-        }
-    }
-
-    fn poll_action(&mut self) -> Option<(Id, Action)> {
-        while let Some(&id) = self.ready.first() {
-            if let Some(action) = self.get_mut(id).and_then(Lc::poll_action) {
-                return Some((id, action));
-            }
-            self.ready.remove(0);
-        }
-        None
-    }
-}
+/// The obviously correct restatement (grace-testkit's, which the `table`
+/// fuzz target compares with too).
+type Model = TableModel<F, C>;
 
 fn now_at(ms: u64) -> Now {
     Now::from_unix_millis(1_700_000_000_000 + i64::try_from(ms).expect("small"))

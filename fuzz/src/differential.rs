@@ -4,9 +4,9 @@
 use arbitrary::Arbitrary;
 use grace_core::{
     Action, Conflict, Container, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome,
-    FinalizerChange, GcPolicy, Handled, Instant, InvalidOptions, Kind, Lifecycle, Name, Now,
-    PodPhase, Propagation, Record, Strategy, Timestamp, UpdateError, WallTime, decide_delete,
-    decide_finalizer_update, effective_grace, pod_grace_period,
+    FinalizerChange, Handled, Instant, InvalidOptions, Lifecycle, Name, Now, Record, Strategy,
+    Timestamp, UpdateError, WallTime, decide_delete, decide_finalizer_update, effective_grace,
+    pod_grace_period,
 };
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
@@ -67,57 +67,7 @@ impl<'a> Arbitrary<'a> for Duration {
     }
 }
 
-pub fn to_obj(r: &Record<F>) -> model::Obj {
-    model::Obj {
-        uid: r.uid.as_str().to_string(),
-        resource_version: r.resource_version,
-        generation: r.generation,
-        ts: r.deletion_timestamp.map(Timestamp::as_unix_seconds),
-        dgps: r.deletion_grace_period_seconds,
-        finalizers: r
-            .finalizers
-            .iter()
-            .map(|n| n.as_str().to_string())
-            .collect(),
-        scheduled: r.scheduled,
-        phase: match r.phase {
-            PodPhase::Pending => "Pending",
-            PodPhase::Running => "Running",
-            PodPhase::Succeeded => "Succeeded",
-            PodPhase::Failed => "Failed",
-            PodPhase::Unknown => "Unknown",
-            PodPhase::Unset => "",
-        },
-        tgps: r.termination_grace_period_seconds,
-    }
-}
-
-pub fn to_type(s: &Strategy) -> model::Type {
-    model::Type {
-        graceful: s.kind == Kind::Pod,
-        policy: match s.default_gc_policy {
-            GcPolicy::DeleteDependents => model::Policy::DeleteDependents,
-            GcPolicy::OrphanDependents => model::Policy::OrphanDependents,
-            GcPolicy::Unsupported => model::Policy::Unsupported,
-        },
-        gc_enabled: s.gc_enabled,
-    }
-}
-
-pub fn to_opts(o: &DeleteOptions) -> model::Opts {
-    model::Opts {
-        grace: o.grace_period_seconds,
-        uid: o.preconditions.uid.as_ref().map(|n| n.as_str().to_string()),
-        resource_version: o.preconditions.resource_version,
-        propagation: o.propagation_policy.map(|p| match p {
-            Propagation::Orphan => "Orphan",
-            Propagation::Background => "Background",
-            Propagation::Foreground => "Foreground",
-            Propagation::Unrecognized => "Bogus",
-        }),
-        orphan: o.orphan_dependents,
-    }
-}
+pub use grace_testkit::convert::{to_obj, to_opts, to_type};
 
 fn to_refused(e: &DeleteError) -> Option<model::Refused> {
     Some(match e {

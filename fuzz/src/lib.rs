@@ -1,5 +1,7 @@
-//! Shared code of grace's fuzz targets: input generation ([`input`]), the
-//! reference model ([`reference`]) and one harness per target. Each target
+//! Shared code of grace's fuzz targets: input generation ([`input`]) and
+//! one harness per target. The reference model ([`reference`]), the
+//! invariant checker and the reference table come from grace-testkit,
+//! which grace-core's tests use too. Each target
 //! in `fuzz_targets/` is a thin `fuzz_target!` around a `run` here, so the
 //! harnesses can also be unit-tested and replayed with `cargo test`.
 
@@ -7,10 +9,11 @@ pub mod differential;
 pub mod input;
 pub mod lifecycle;
 pub mod math;
-pub mod reference;
 pub mod request;
 pub mod store_recovery;
 pub mod table;
+
+pub use grace_testkit::reference;
 
 /// The `scenario_parse` target: `grace_cli::parse` on any text must not
 /// panic; a scenario it accepts must simulate without panicking, and the

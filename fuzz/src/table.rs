@@ -1,4 +1,4 @@
-//! The `table` target: `Table<N, F, C>` against a model that is a `Vec` of
+//! The `table` target: `Table<N, F, C>` against grace-testkit's `TableModel`, a `Vec` of
 //! lifecycles, a `Vec` of the objects that owe actions (in the order they
 //! came to owe them) and a linear scan for deadlines. Both get the same
 //! inputs in the same order; they must answer the same, hold the same
@@ -6,10 +6,11 @@
 //! for the same objects in the same order.
 
 use arbitrary::Arbitrary;
-use grace_core::{Action, FinalizerChange, Id, Instant, Lifecycle, Name, Now, Table, TableFull};
+use grace_core::{FinalizerChange, Id, Instant, Lifecycle, Name, Now, Table, TableFull};
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
-use crate::lifecycle::Clock;
+use grace_testkit::checker::Clock;
+use grace_testkit::table_model::TableModel;
 
 /// Capacity: small, so that a full table is common.
 pub const N: usize = 4;
@@ -56,66 +57,9 @@ pub enum Op {
     Poll(u8),
 }
 
-/// The obviously correct restatement.
-#[derive(Default)]
-struct Model {
-    /// Objects by the id the table gave them, in insertion order.
-    objects: Vec<(Id, Lc)>,
-    /// Ids owing actions, in the order they came to owe them.
-    ready: Vec<Id>,
-}
-
-impl Model {
-    fn get_mut(&mut self, id: Id) -> Option<&mut Lc> {
-        self.objects
-            .iter_mut()
-            .find(|(i, _)| *i == id)
-            .map(|(_, l)| l)
-    }
-
-    fn touched(&mut self, id: Id) {
-        let owes = self.objects.iter().any(|(i, l)| *i == id && l.has_action());
-        if owes && !self.ready.contains(&id) {
-            self.ready.push(id);
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.objects
-            .iter()
-            .filter_map(|(_, l)| l.poll_timeout())
-            .min()
-    }
-
-    /// "Handles every object whose deadline is at or before `now`, earliest
-    /// first (ties by slot)": until no deadline at or before `now` is left.
-    fn handle_timeout(&mut self, now: Now) {
-        for _ in 0..10_000 {
-            let due = self
-                .objects
-                .iter()
-                .filter_map(|(id, l)| Some((l.poll_timeout()?, id.index(), *id)))
-                .filter(|(t, _, _)| *t <= now.mono)
-                .min();
-            let Some((_, _, id)) = due else { return };
-            if let Some(l) = self.get_mut(id) {
-                l.handle_timeout(now);
-            }
-            self.touched(id);
-        }
-        panic!("model: deadlines at or before {now:?} never go away");
-    }
-
-    fn poll_action(&mut self) -> Option<(Id, Action)> {
-        while let Some(&id) = self.ready.first() {
-            if let Some(action) = self.get_mut(id).and_then(Lc::poll_action) {
-                return Some((id, action));
-            }
-            self.ready.remove(0);
-        }
-        None
-    }
-}
+/// The obviously correct restatement (shared with grace-core's `table`
+/// property test).
+type Model = TableModel<F, C>;
 
 fn container(i: u8) -> usize {
     usize::from(i) % (C + 1)

@@ -221,10 +221,8 @@ fn create(now: Now, spec: &'static Spec) -> Pod {
         ..ContainerSpec::default()
     };
     let lifecycle = (Lifecycle::new(Strategy::POD, record, &[container])).or_fail();
-    let id = (TABLE.with(|t| t.insert(lifecycle).ok())).or_fail();
-    let id = (id).or_fail();
-    let phase = (TABLE.with(|t| t.get(id).map(Lifecycle::phase))).or_fail();
-    let phase = (phase).or_fail();
+    let phase = lifecycle.phase();
+    let id = ((TABLE.with(|t| t.insert(lifecycle).ok())).or_fail()).or_fail();
     info!(
         "t={=u64} ms {=str}: created, phase {}",
         now.mono.as_millis(),
@@ -280,16 +278,19 @@ fn settle(now: Now, pods: &mut [Pod]) {
         }
     }
 
-    // Each poll is its own critical section: logging happens outside them.
-    while let Some((id, action)) = (TABLE.with(|t| t.poll_action())).or_fail() {
+    // Each poll is its own critical section, which also reads the object's
+    // next deadline as the action just set it; logging happens outside.
+    while let Some((id, action, due)) = (TABLE.with(|t| {
+        t.poll_action()
+            .map(|(id, action)| (id, action, t.get(id).and_then(Lifecycle::poll_timeout)))
+    }))
+    .or_fail()
+    {
         let Some(pod) = pods.iter_mut().find(|p| p.id == id) else {
             continue;
         };
         let name = pod.spec.name;
-        // The object's next deadline, as the action just set it.
-        let due = (TABLE.with(|t| t.get(id).and_then(Lifecycle::poll_timeout)))
-            .or_fail()
-            .map_or(0, Instant::as_millis);
+        let due = due.map_or(0, Instant::as_millis);
         match action {
             Action::RemoveEndpoints => {
                 info!("t={=u64} ms {=str}: action remove from endpoints", ms, name);
@@ -325,7 +326,10 @@ fn settle(now: Now, pods: &mut [Pod]) {
                 );
             }
             // An action added to the core later: this board does nothing.
-            _ => info!("t={=u64} ms {=str}: an action this board does not know", ms, name),
+            _ => info!(
+                "t={=u64} ms {=str}: an action this board does not know",
+                ms, name
+            ),
         }
         world::carry_out(pod, action, ms);
     }

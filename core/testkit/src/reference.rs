@@ -41,68 +41,99 @@ pub const MIN_STOP: i128 = 2;
 /// The record, as plain data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Obj {
+    /// `metadata.uid`.
     pub uid: String,
+    /// `metadata.resourceVersion`.
     pub resource_version: u64,
+    /// `metadata.generation`.
     pub generation: i64,
+    /// `metadata.deletionTimestamp`, unix seconds.
     pub ts: Option<i64>,
+    /// `metadata.deletionGracePeriodSeconds`.
     pub dgps: Option<i64>,
+    /// `metadata.finalizers`, in order.
     pub finalizers: Vec<String>,
+    /// Bound to a node (R19).
     pub scheduled: bool,
     /// `status.phase`, by name (`""` for unset).
     pub phase: &'static str,
+    /// `spec.terminationGracePeriodSeconds`.
     pub tgps: Option<i64>,
 }
 
 /// The type's default GC policy (R37, R38).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Policy {
+    /// Background or foreground deletion of dependents.
     DeleteDependents,
+    /// Dependents are orphaned.
     OrphanDependents,
+    /// The type has no garbage-collection policy.
     Unsupported,
 }
 
 /// The type, as plain data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Type {
     /// Implements `CheckGracefulDelete` (pods only, R11).
     pub graceful: bool,
+    /// The default GC policy (R37, R38).
     pub policy: Policy,
+    /// The store manages the GC finalizers (R36).
     pub gc_enabled: bool,
 }
 
 /// DeleteOptions, as plain data. `propagation` is the string a client sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Opts {
+    /// `gracePeriodSeconds`.
     pub grace: Option<i64>,
+    /// `preconditions.uid`.
     pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
     pub resource_version: Option<u64>,
+    /// `propagationPolicy`.
     pub propagation: Option<&'static str>,
+    /// `orphanDependents`.
     pub orphan: Option<bool>,
 }
 
 /// Why a request is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refused {
+    /// R5: `orphanDependents` and `propagationPolicy` both given.
     InvalidBothOrphanAndPolicy,
+    /// R6: an unknown propagation policy.
     InvalidPolicy,
+    /// R7: the uid precondition fails.
     ConflictUid,
+    /// R7: the resource version precondition fails.
     ConflictResourceVersion,
+    /// A GC finalizer would not fit the list.
     TooManyFinalizers,
 }
 
+/// What a delete did, as the REST answer says it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// Accepted or shortened; the record is kept.
     Graceful,
+    /// Already deleting; nothing written (R26).
     Pending,
+    /// Removed from storage.
     Deleted,
 }
 
 /// The decision, as plain data.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decision {
+    /// What happened.
     pub outcome: Outcome,
+    /// The object as the response returns it.
     pub record: Obj,
+    /// The record is written.
     pub write: bool,
+    /// The record is then removed.
     pub remove: bool,
     /// The request's grace after normalisation and `CheckGracefulDelete`.
     pub grace: Option<i64>,
@@ -408,13 +439,18 @@ pub fn delete(
 /// An update of the finalizer list.
 #[derive(Clone, Debug)]
 pub enum Change {
+    /// Append this finalizer.
     Add(String),
+    /// Remove every occurrence of this finalizer.
     Remove(String),
 }
 
+/// Why a finalizer update is refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UpdateRefused {
+    /// R46.
     NoNewFinalizersWhileDeleting,
+    /// The list is full.
     TooManyFinalizers,
 }
 
