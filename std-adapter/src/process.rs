@@ -41,6 +41,10 @@ mod output;
 pub mod reaper;
 pub mod table;
 
+/// What the processes did, for the runtime: the runtime's [`WorldEvent`]
+/// (an exit's `code` is `None` for a process adopted after a restart, which
+/// is not the agent's child).
+pub use crate::runtime::WorldEvent;
 pub use output::Output;
 
 use std::collections::HashMap;
@@ -52,38 +56,13 @@ use std::sync::mpsc;
 use grace_core::Action;
 use rustix::process::Signal;
 
-use crate::clock::Clock;
-use crate::runtime::{Actuator, Runtime, RuntimeError};
-use crate::store::{ContainerStatus, Store, StoredObject};
+use crate::runtime::{ActionError, Actuator};
+use crate::store::StoredObject;
 use cgroup::Cgroups;
 use group::Group;
 use identity::ProcessIdentity;
 use reaper::{Reaper, Watch};
 use table::{Table, WorkloadRecord};
-
-/// What the processes did, for the runtime.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WorldEvent {
-    /// A pre-stop hook returned (on its own, not cut off).
-    PreStopFinished {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-    },
-    /// A container's main process exited, and nothing of its process group
-    /// (or cgroup) is left.
-    Exited {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-        /// Its status as a shell reports it: the exit code, or 128 + the
-        /// signal that ended it; `None` if it could not be read (a process
-        /// adopted after a restart is not the agent's child).
-        code: Option<i32>,
-    },
-}
 
 /// How workloads are contained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -459,7 +438,7 @@ impl Actuator for ProcessActuator {
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let key = |c: usize| (object.to_owned(), c);
         match *action {
             // No load balancer here: leaving endpoints is the record's
@@ -480,7 +459,7 @@ impl Actuator for ProcessActuator {
                 let command = ["sh".to_owned(), "-c".to_owned(), hook];
                 let group = self
                     .spawn(object, container, None, &command)
-                    .map_err(|e| format!("pre-stop: {e}"))?;
+                    .map_err(|e| ActionError::new(action, e))?;
                 self.hooks.insert(key(container), group);
                 Ok(())
             }
@@ -524,29 +503,19 @@ impl Actuator for ProcessActuator {
             _ => Ok(()),
         }
     }
-}
 
-impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
-    /// Feeds what a process did back to the runtime: a returned hook
-    /// becomes [`Runtime::handle_pre_stop_finished`], an exit the container's
-    /// status ([`ContainerStatus::exited`]) and [`Runtime::handle_container_exited`].
-    pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+    /// A returned hook is forgotten before the runtime takes the event
+    /// (the stop signal it then owes must not cut off a group that is
+    /// gone); an exited workload likewise.
+    fn world_event(&mut self, event: &WorldEvent) {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
-                self.actuator().hook_returned(&object, container);
-                let _ = self.handle_pre_stop_finished(&object, container)?;
+                self.hook_returned(object, *container);
             }
             WorldEvent::Exited {
-                object,
-                container,
-                code,
-            } => {
-                self.set_container_status(&object, container, ContainerStatus::exited(code))?;
-                let _ = self.handle_container_exited(&object, container)?;
-                self.actuator().reaped(&object, container);
-            }
+                object, container, ..
+            } => self.reaped(object, *container),
         }
-        Ok(())
     }
 }
 

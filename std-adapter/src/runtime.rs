@@ -40,10 +40,12 @@ use crate::store::{
     StorePreconditions, StoredContainer, StoredObject, Write,
 };
 
+mod actuator;
 mod batch;
 mod objects;
 mod persisted;
 
+pub use actuator::{ActionError, Actuator, WorldEvent};
 pub use batch::Batch;
 use objects::{Id, Objects};
 use persisted::Codec;
@@ -94,29 +96,6 @@ pub enum Recovery {
     HonourOriginalDeadline,
     /// Start the kill again with the full grace, as the kubelet does.
     ResetFullGrace,
-}
-
-/// Carries out what the machine decides. The runtime calls it only after
-/// the decision is durable.
-///
-/// Contract:
-/// - Every method MUST be idempotent: after a crash the runtime repeats
-///   the actions that were owed when it stopped, which may have been done.
-/// - It MUST NOT block for long: a pre-stop hook is *started* here; its end
-///   is reported with [`Runtime::pre_stop_finished`], a process's exit with
-///   [`Runtime::container_exited`].
-/// - An error is reported as a transition and the action is not retried by
-///   the runtime (the next input or restart may owe it again).
-pub trait Actuator: Send {
-    /// Performs `action` for `object` (`stored` holds its containers'
-    /// commands). `Action::Remove` is the runtime's own (a store delete)
-    /// and is never passed here.
-    fn perform(
-        &mut self,
-        object: &str,
-        stored: &StoredObject,
-        action: &Action,
-    ) -> Result<(), String>;
 }
 
 /// Something that happened to an object, as the runtime reports it.
@@ -425,7 +404,7 @@ impl<S: fmt::Debug, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Runtime<S, C, A
 /// # use grace_std::store::StoredObject;
 /// # struct Nothing;
 /// # impl Actuator for Nothing {
-/// #     fn perform(&mut self, _: &str, _: &StoredObject, _: &grace_core::Action) -> Result<(), String> { Ok(()) }
+/// #     fn perform(&mut self, _: &str, _: &StoredObject, _: &grace_core::Action) -> Result<(), grace_std::runtime::ActionError> { Ok(()) }
 /// # }
 /// # let store = MemoryStore::new();
 /// # grace_std::api_server::create(&store, "web-0", StoredObject::unscheduled(grace_core::Record::builder("u").build()?))?;
@@ -1369,7 +1348,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             match outcome {
                 Ok(()) => self.emit(now, &name, Change::Action(action)),
-                Err(e) => self.emit(now, &name, Change::ActionFailed(action, e)),
+                Err(e) => self.emit(now, &name, Change::ActionFailed(action, e.reason())),
             }
         }
         Ok((acted, shown))

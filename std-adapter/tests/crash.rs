@@ -17,7 +17,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use grace_core::{Action, DeleteOptions, Name, Phase, Record, Stage};
 use grace_std::clock::{Clock, SystemClock};
-use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
+use grace_std::runtime::{ActionError, Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
 
 const WORKER_ENV: &str = "GRACE_CRASH_DB";
@@ -59,9 +59,11 @@ impl Actuator for World {
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let now = SystemClock::new().now().mono.as_millis();
-        let i: usize = object[1..].parse().map_err(|_| "bad name".to_string())?;
+        let i: usize = object[1..]
+            .parse()
+            .map_err(|e| ActionError::new(action, e))?;
         let (_, _, exits_on_term) = spec(i);
         // The decision as persisted before this action (write-ahead): its
         // instants are the machine's, not this call's.
@@ -76,7 +78,10 @@ impl Actuator for World {
         match action {
             Action::SendStopSignal { .. } => {
                 let Some(Stage::Stopping { .. }) = stage else {
-                    return Err("SIGTERM owed but not persisted as Stopping".into());
+                    return Err(ActionError::new(
+                        action,
+                        "SIGTERM owed but not persisted as Stopping",
+                    ));
                 };
                 let since = decided
                     .as_ref()
@@ -93,14 +98,19 @@ impl Actuator for World {
             }
             Action::RunPreStop { .. } => {
                 let Some(Stage::PreStop { cutoff }) = stage else {
-                    return Err("pre-stop owed but not persisted".into());
+                    return Err(ActionError::new(action, "pre-stop owed but not persisted"));
                 };
                 self.line(&format!("prestop {object} {}", cutoff.as_millis()));
             }
             Action::RemoveEndpoints => self.line(&format!("endpoints {object}")),
             Action::ContainerStopped { .. } => self.line(&format!("stopped {object}")),
             Action::Remove { .. } => {}
-            other => return Err(format!("an action this test does not know: {other:?}")),
+            other => {
+                return Err(ActionError::new(
+                    action,
+                    format!("an action this test does not know: {other:?}"),
+                ));
+            }
         }
         Ok(())
     }

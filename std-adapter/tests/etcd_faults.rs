@@ -22,7 +22,9 @@ use grace_core::{
     Timestamp,
 };
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError};
+use grace_std::runtime::{
+    ActionError, Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError,
+};
 use grace_std::store::{
     EtcdOptions, EtcdStore, Event, EventKind, FINALIZERS, Listing, Revision, Store, StoreError,
     StorePreconditions, StoredContainer, StoredObject, Watch, Write,
@@ -490,7 +492,7 @@ impl Actuator for Recorder {
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let at = self.clock.now().mono.as_millis();
         let mut journal = self.journal.lock().expect("not poisoned");
         let seq = journal.next_seq();
