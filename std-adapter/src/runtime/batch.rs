@@ -16,11 +16,11 @@ use grace_core::{
     ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
 };
 
+use super::commit::RoundFailure;
+use super::inputs::delete_input;
 use super::objects::Id;
-use super::{
-    Actuator, Change, DeleteAnswer, ObjectLifecycle, RoundFailure, Runtime, RuntimeError, Spec,
-    delete_input, fresh,
-};
+use super::stored::{Spec, fresh};
+use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{KillState, Revision, Store, StorePreconditions, StoredObject, Write};
 
@@ -243,7 +243,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
 
     /// One input on a tracked object, decided now (as `Runtime::input`
     /// decides it, without writing).
-    fn input<R>(
+    pub(super) fn input<R>(
         &mut self,
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
