@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use grace_core::{Action, Duration, Now, Phase};
 
+use super::commit::Written;
 use super::objects::Id;
 use super::{Actuator, Change, Runtime, RuntimeError};
 use crate::clock::Clock;
@@ -35,7 +36,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let state = match unwritable {
                         // Nothing is sent: the rest only act.
                         Some(_) => None,
-                        None => match self.push_write(&mut writes, id, shown) {
+                        None => match self.push_write(&mut writes, id, Written::Update, shown) {
                             Ok(state) => state,
                             Err(e) => {
                                 unwritable = Some(e);

@@ -11,6 +11,15 @@ use crate::store::{BatchError, KillState, Revision, Store, StoredObject, Write};
 
 /// Why a round's batch failed: `index` is set when one object's write was
 /// refused (the rest could go through without it).
+/// How an object's lifecycle goes to the store in a batch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Written {
+    /// A new object (a [`Batch`](super::Batch)'s create).
+    Create,
+    /// A stored object, at the revision the runtime last wrote.
+    Update,
+}
+
 pub(super) struct RoundFailure {
     pub(super) index: Option<usize>,
     pub(super) error: RuntimeError,
@@ -49,22 +58,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         now: Now,
         round: Vec<(Id, Option<Phase>)>,
     ) -> Result<(), RuntimeError> {
-        let written = self.write_ahead(&round).map_err(|f| f.error)?;
+        let ids = round.iter().map(|&(id, _)| (id, Written::Update));
+        let written = self.write_ahead(ids).map_err(|f| f.error)?;
         self.act_round(now, round, written)
     }
 
-    /// Writes the lifecycles of `round` with one batch and returns the kill
-    /// state written for each (`None`: not written, its record is removed).
-    /// Nothing is written if it fails; `index` then says whether one object
-    /// was the cause.
+    /// Writes the lifecycles of `objects` (created or updated) with one
+    /// batch and returns the kill state written for each (`None`: not
+    /// written, its record is removed). Nothing is written if it fails;
+    /// `index` then says whether one object was the cause.
     pub(super) fn write_ahead(
         &mut self,
-        round: &[(Id, Option<Phase>)],
+        objects: impl ExactSizeIterator<Item = (Id, Written)> + Clone,
     ) -> Result<Vec<Option<KillState>>, RoundFailure> {
-        let mut writes = self.take_writes(round.len());
-        let mut states = Vec::with_capacity(round.len());
-        for &(id, _) in round {
-            match self.push_write(&mut writes, id, None) {
+        let mut writes = self.take_writes(objects.len());
+        let mut states = Vec::with_capacity(objects.len());
+        for (id, how) in objects.clone() {
+            match self.push_write(&mut writes, id, how, None) {
                 Ok(state) => states.push(state),
                 Err(error) => {
                     self.give_back(writes);
@@ -72,10 +82,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
             }
         }
-        let written = round
-            .iter()
-            .zip(&states)
-            .map(|(&(id, _), s)| (id, s.is_some()));
+        let written = objects.zip(&states).map(|((id, _), s)| (id, s.is_some()));
         self.send(&mut writes, written)?;
         Ok(states)
     }
@@ -88,14 +95,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         &mut self,
         writes: &mut Vec<Write>,
         id: Id,
+        how: Written,
         reuse: Option<StoredObject>,
     ) -> Result<Option<KillState>, RuntimeError> {
         let state = self.record_write(id, reuse, |name, object, expected| {
             let state = object.agent.clone();
-            writes.push(Write::Update {
-                name,
-                object,
-                expected,
+            writes.push(match how {
+                Written::Create => Write::Create { name, object },
+                Written::Update => Write::Update {
+                    name,
+                    object,
+                    expected,
+                },
             });
             state
         })?;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use grace_core::{Instant, Now, Stage};
 
+use super::commit::Written;
 use super::objects::Id;
 use super::{Actuator, Runtime, RuntimeError, store_down};
 use crate::clock::Clock;
@@ -109,7 +110,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             round.push((id, Some(from)));
             befores.push(packed);
         }
-        match self.write_ahead(&round) {
+        let ids = round.iter().map(|&(id, _)| (id, Written::Update));
+        match self.write_ahead(ids) {
             Ok(written) => self.act_round(now, round, written),
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the

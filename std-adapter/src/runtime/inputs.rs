@@ -11,7 +11,7 @@ use grace_core::{
 use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{ContainerStatus, FINALIZERS, Store, StoreError, StoredObject};
+use crate::store::{ContainerStatus, FINALIZERS, KillState, Store, StoreError, StoredObject};
 
 /// The answer to a delete request (the REST response, R33).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,15 +32,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     fn create_open(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
-        if self.unsure.contains(name) {
-            self.resync(name)?;
-        }
-        if self.objects.id(name).is_some() {
-            return Err(RuntimeError::AlreadyExists(name.to_owned()));
-        }
-        let lifecycle = fresh(&object, &[])?;
+        let (lifecycle, state) = self.new_lifecycle(name, &object)?;
         let spec = Spec::of(object);
-        let written = spec.object(&lifecycle, Some(self.agent_record(&lifecycle)?));
+        let written = spec.object(&lifecycle, Some(state));
         let revision = match self.store.create(name, written) {
             Ok(r) => r,
             Err(StoreError::AlreadyExists { .. }) => {
@@ -58,6 +52,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok(())
     }
 
+    /// The lifecycle of a new object `name` and its kill state, refused as
+    /// [`create`](Self::create) refuses it: the name is taken, the object
+    /// has too many containers, or its kill state cannot be written.
+    pub(super) fn new_lifecycle(
+        &mut self,
+        name: &str,
+        object: &StoredObject,
+    ) -> Result<(ObjectLifecycle, KillState), RuntimeError> {
+        self.settle(name)?;
+        if self.objects.id(name).is_some() {
+            return Err(RuntimeError::AlreadyExists(name.to_owned()));
+        }
+        let lifecycle = fresh(object, &[])?;
+        let state = self.agent_record(&lifecycle)?;
+        Ok((lifecycle, state))
+    }
+
     /// A delete request (R1–R44, D4): the core's
     /// [`Lifecycle::handle_delete`] on the named object, made durable.
     pub fn handle_delete(
@@ -65,7 +76,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<DeleteAnswer, RuntimeError> {
-        self.input(name, |l, now| delete_input(l, now, options))
+        self.input(name, delete(options))
     }
 
     /// An update of the finalizer list (R45, R46): the core's
@@ -75,10 +86,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         change: &FinalizerChange,
     ) -> Result<UpdateOutcome, RuntimeError> {
-        self.input(name, |l, now| {
-            l.handle_finalizer_update(now, change)
-                .map_err(RuntimeError::Update)
-        })
+        self.input(name, finalizer_update(change))
     }
 
     /// The garbage collector's step ([`crate::gc`]): removes the `orphan`
@@ -123,9 +131,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         labels: BTreeMap<String, String>,
     ) -> Result<(), RuntimeError> {
-        if self.unsure.contains(name) {
-            self.resync(name)?;
-        }
+        self.settle(name)?;
         let now = self.clock.now();
         let entry = self
             .objects
@@ -152,7 +158,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// The agent observes the object (and starts or shortens its kill):
     /// [`Lifecycle::handle_agent_sync`].
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
+        self.input(name, agent_sync)
     }
 
     /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`].
@@ -171,14 +177,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
-        let container = container.into().get();
-        self.input(name, |l, now| {
-            l.handle_pre_stop_finished(now, container)
-                .map_err(|_| RuntimeError::UnknownContainer {
-                    object: name.to_owned(),
-                    container,
-                })
-        })
+        self.input(name, pre_stop_finished(name, container.into()))
     }
 
     /// A container's process exited:
@@ -188,14 +187,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
-        let container = container.into().get();
-        self.input(name, |l, now| {
-            l.handle_container_exited(now, container)
-                .map_err(|_| RuntimeError::UnknownContainer {
-                    object: name.to_owned(),
-                    container,
-                })
-        })
+        self.input(name, container_exited(name, container.into()))
     }
 
     /// [`handle_delete`](Self::handle_delete)'s old name.
@@ -278,10 +270,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         };
         let count = entry.spec.containers.len();
         if container >= count {
-            return Err(RuntimeError::UnknownContainer {
-                object: name.to_owned(),
-                container,
-            });
+            return Err(unknown_container(name, container));
         }
         entry.spec.status.resize(count, waiting);
         if let Some(slot) = entry.spec.status.get_mut(container) {
@@ -308,19 +297,15 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
-        if self.unsure.contains(name) {
-            self.resync(name)?;
-        }
+        self.settle(name)?;
         let now = self.clock.now();
         let lifecycle = self
             .lifecycle_mut(name)?
             .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
-        let before = lifecycle.clone();
-        let result = f(lifecycle, now);
-        if result.is_err() || *lifecycle == before {
-            *lifecycle = before;
-            return result;
-        }
+        let (answer, before) = decide(lifecycle, now, f)?;
+        let Some(before) = before else {
+            return Ok(answer);
+        };
         let from = before.phase();
         if let Err(e) = self.commit(name, now, Some(from)) {
             // The input may be durable, its actions partly done: take the
@@ -333,7 +318,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             return Err(e);
         }
-        result
+        Ok(answer)
     }
 
     /// The lifecycle of `name`, opened to work on.
@@ -345,22 +330,89 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 }
 
-/// A delete request on one lifecycle, and the answer to it.
-pub(super) fn delete_input(
-    l: &mut ObjectLifecycle,
+/// Runs the input `f` on `lifecycle` at `now`. A refused input, or one
+/// that changes nothing, leaves the lifecycle as it was; one that changes
+/// it also returns the lifecycle from before, to go back to.
+pub(super) fn decide<R>(
+    lifecycle: &mut ObjectLifecycle,
     now: Now,
+    f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+) -> Result<(R, Option<ObjectLifecycle>), RuntimeError> {
+    let before = lifecycle.clone();
+    match f(lifecycle, now) {
+        Err(e) => {
+            *lifecycle = before;
+            Err(e)
+        }
+        Ok(answer) if *lifecycle == before => Ok((answer, None)),
+        Ok(answer) => Ok((answer, Some(before))),
+    }
+}
+
+// The inputs on one lifecycle, for the runtime's methods and a batch's.
+
+/// A delete request, and the answer to it.
+pub(super) fn delete(
     options: &DeleteOptions,
-) -> Result<DeleteAnswer, RuntimeError> {
-    let response = l
-        .handle_delete(now, options)
-        .map_err(RuntimeError::Delete)?;
-    let record = if response.dry_run {
-        // Nothing changed: the same decision, not applied (R42).
-        decide_delete(l.record(), &l.strategy(), options, now.wall)
-            .map_err(RuntimeError::Delete)?
-            .record
-    } else {
-        l.record().clone()
-    };
-    Ok(DeleteAnswer { response, record })
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<DeleteAnswer, RuntimeError> + '_ {
+    move |l, now| {
+        let response = l
+            .handle_delete(now, options)
+            .map_err(RuntimeError::Delete)?;
+        let record = if response.dry_run {
+            // Nothing changed: the same decision, not applied (R42).
+            decide_delete(l.record(), &l.strategy(), options, now.wall)
+                .map_err(RuntimeError::Delete)?
+                .record
+        } else {
+            l.record().clone()
+        };
+        Ok(DeleteAnswer { response, record })
+    }
+}
+
+/// An update of the finalizer list.
+pub(super) fn finalizer_update(
+    change: &FinalizerChange,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<UpdateOutcome, RuntimeError> + '_ {
+    move |l, now| {
+        l.handle_finalizer_update(now, change)
+            .map_err(RuntimeError::Update)
+    }
+}
+
+/// The agent observes the object.
+pub(super) fn agent_sync(l: &mut ObjectLifecycle, now: Now) -> Result<Handled, RuntimeError> {
+    Ok(l.handle_agent_sync(now))
+}
+
+/// A container's pre-stop hook returned (`object` names it in an error).
+pub(super) fn pre_stop_finished(
+    object: &str,
+    container: ContainerIndex,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
+    let container = container.get();
+    move |l, now| {
+        l.handle_pre_stop_finished(now, container)
+            .map_err(|_| unknown_container(object, container))
+    }
+}
+
+/// A container's process exited (`object` names it in an error).
+pub(super) fn container_exited(
+    object: &str,
+    container: ContainerIndex,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
+    let container = container.get();
+    move |l, now| {
+        l.handle_container_exited(now, container)
+            .map_err(|_| unknown_container(object, container))
+    }
+}
+
+fn unknown_container(object: &str, container: usize) -> RuntimeError {
+    RuntimeError::UnknownContainer {
+        object: object.to_owned(),
+        container,
+    }
 }

@@ -9,6 +9,15 @@ use crate::clock::Clock;
 use crate::store::Store;
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// Reads `name` back first if its stored state is unknown (before an
+    /// input on it).
+    pub(super) fn settle(&mut self, name: &str) -> Result<(), RuntimeError> {
+        if self.unsure.contains(name) {
+            self.resync(name)?;
+        }
+        Ok(())
+    }
+
     /// Reads `name` back from the store after a write whose outcome is
     /// unknown, and takes what is stored as the object's state (as a
     /// restart does, but keeping every deadline), then carries out what
