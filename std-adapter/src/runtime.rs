@@ -33,6 +33,12 @@ use grace_core::{Duration, Instant, Lifecycle, Now, Phase};
 use crate::clock::Clock;
 use crate::store::{FINALIZERS, Store, StoredObject, Write};
 
+// Where things are: the inputs one at a time (`inputs`) or in a `batch`;
+// the write-ahead (`commit`) and the actions after it (`act`); deadlines
+// and group-committed rounds (`deadlines`); opening and recovery
+// (`recovery`); reading an object back after an unknown outcome
+// (`resync`); another process's writes (`observe`); the tracked objects
+// (`objects`), their stored parts (`stored`) and kill states (`persisted`).
 mod act;
 mod actuator;
 mod batch;

@@ -213,22 +213,33 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             && lifecycle.agent().killing
             && lifecycle.is_stored()
         {
-            let stopped: Vec<bool> = lifecycle
-                .containers()
-                .iter()
-                .map(|c| c.stage() == Stage::Stopped)
-                .collect();
-            let agent = lifecycle.agent();
-            let mut again = fresh(object, &stopped)?;
-            again.stored_at(revision.get());
-            let _ = again.handle_agent_sync(now);
-            if agent.evicted {
-                // An eviction's kill starts again too, with the budget it
-                // had (the record alone does not say it was ordered).
-                let _ = again.handle_evict(now, agent.remembered_grace);
-            }
-            return Ok((again, true));
+            return Ok((restart_kill(object, &lifecycle, revision, now)?, true));
         }
         Ok((lifecycle, false))
     }
+}
+
+/// [`Recovery::ResetFullGrace`]: the kill of `lifecycle` started again at
+/// `now` with the full grace (the containers stopped stay stopped).
+fn restart_kill(
+    object: &StoredObject,
+    lifecycle: &ObjectLifecycle,
+    revision: Revision,
+    now: Now,
+) -> Result<ObjectLifecycle, RuntimeError> {
+    let stopped: Vec<bool> = lifecycle
+        .containers()
+        .iter()
+        .map(|c| c.stage() == Stage::Stopped)
+        .collect();
+    let agent = lifecycle.agent();
+    let mut again = fresh(object, &stopped)?;
+    again.stored_at(revision.get());
+    let _ = again.handle_agent_sync(now);
+    if agent.evicted {
+        // An eviction's kill starts again too, with the budget it had (the
+        // record alone does not say it was ordered).
+        let _ = again.handle_evict(now, agent.remembered_grace);
+    }
+    Ok(again)
 }
