@@ -61,8 +61,8 @@ use crate::store::StoredObject;
 use cgroup::Cgroups;
 use group::Group;
 use identity::ProcessIdentity;
-use reaper::{Reaper, Watch};
-use table::{Table, WorkloadRecord};
+use reaper::{Reaper, WatchedProcess};
+use table::{WorkloadRecord, WorkloadTable};
 
 /// How workloads are contained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,7 +103,7 @@ pub struct ProcessActuator {
     stop_signal: Signal,
     reaper: Reaper,
     /// The workload table, with a state directory.
-    table: Option<Table>,
+    table: Option<WorkloadTable>,
     /// The cgroups, where contained in cgroups.
     cgroups: Option<Cgroups>,
     output: Output,
@@ -139,7 +139,7 @@ impl ProcessActuator {
         dir: &Path,
     ) -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>, Adoption)> {
         let (mut actuator, rx) = Self::new();
-        let table = Table::open(dir)?;
+        let table = WorkloadTable::open(dir)?;
         actuator.cgroups = Cgroups::detect(dir);
         let (records, unreadable) = table.load()?;
         let mut adoption = Adoption {
@@ -169,7 +169,7 @@ impl ProcessActuator {
             } else {
                 adoption.gone.push(who);
             }
-            actuator.reaper.watch(Watch {
+            actuator.reaper.watch(WatchedProcess {
                 object: record.object,
                 container: record.container,
                 hook: record.hook,
@@ -410,7 +410,7 @@ impl ProcessActuator {
         group: &Group,
         start_time: Option<u64>,
     ) {
-        self.reaper.watch(Watch {
+        self.reaper.watch(WatchedProcess {
             object: object.to_owned(),
             container,
             hook,

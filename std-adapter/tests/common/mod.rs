@@ -92,7 +92,7 @@ impl Lines {
 /// tests that are done with them. Only processes that are still the ones
 /// recorded (same pid and start time) are signalled.
 pub fn kill_left_workloads(dir: &Path) {
-    let Ok(table) = grace_std::process::table::Table::open(dir) else {
+    let Ok(table) = grace_std::process::table::WorkloadTable::open(dir) else {
         return;
     };
     let Ok((records, _)) = table.load() else {
