@@ -26,7 +26,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// Handles every object whose deadline has passed, earliest first.
     ///
     /// Group commit: the objects due together are handled in rounds of up
-    /// to [`ROUND`]. A round's write-ahead records are written with one
+    /// to [`ROUND`](super::ROUND). A round's write-ahead records are written with one
     /// [`Store::batch`] (one fsync on [`RedbStore`](crate::store::RedbStore))
     /// before any of its actions is carried out; the records after the
     /// actions are written with a second batch. If the first batch is
@@ -34,7 +34,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// and handled one object at a time, so that object holds back no other.
     ///
     /// Objects whose stored state is unknown are read back first when their
-    /// retry ([`RETRY`]) is due; if the store does not answer one of them,
+    /// retry ([`RETRY`](super::RETRY)) is due; if the store does not answer one of them,
     /// this call stops there and asks it nothing more. A failed round stops
     /// this call (its objects stay due, or are read back later) and its
     /// first error is returned.

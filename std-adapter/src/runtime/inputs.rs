@@ -70,7 +70,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A delete request (R1–R44, D4): the core's
-    /// [`Lifecycle::handle_delete`] on the named object, made durable.
+    /// [`Lifecycle::handle_delete`](grace_core::Lifecycle::handle_delete) on the named object, made durable.
     pub fn handle_delete(
         &mut self,
         name: &str,
@@ -80,7 +80,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// An update of the finalizer list (R45, R46): the core's
-    /// [`Lifecycle::handle_finalizer_update`] on the named object.
+    /// [`Lifecycle::handle_finalizer_update`](grace_core::Lifecycle::handle_finalizer_update) on the named object.
     pub fn handle_finalizer_update(
         &mut self,
         name: &str,
@@ -156,12 +156,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// The agent observes the object (and starts or shortens its kill):
-    /// [`Lifecycle::handle_agent_sync`].
+    /// [`Lifecycle::handle_agent_sync`](grace_core::Lifecycle::handle_agent_sync).
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, agent_sync)
     }
 
-    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`].
+    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`](grace_core::Lifecycle::handle_evict).
     pub fn handle_evict(
         &mut self,
         name: &str,
@@ -171,7 +171,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's pre-stop hook returned:
-    /// [`Lifecycle::handle_pre_stop_finished`].
+    /// [`Lifecycle::handle_pre_stop_finished`](grace_core::Lifecycle::handle_pre_stop_finished).
     pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
@@ -181,7 +181,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's process exited:
-    /// [`Lifecycle::handle_container_exited`].
+    /// [`Lifecycle::handle_container_exited`](grace_core::Lifecycle::handle_container_exited).
     pub fn handle_container_exited(
         &mut self,
         name: &str,

@@ -39,7 +39,7 @@ pub enum Change {
     },
     /// Another process wrote the object in the store (a request decided
     /// by another API server, a removal, a new object): the runtime took
-    /// it (see [`Runtime::observe`]).
+    /// it (see [`Runtime::observe`](super::Runtime::observe)).
     Observed,
 }
 
