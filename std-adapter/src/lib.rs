@@ -68,7 +68,8 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use runtime::{
-    Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError, Transition,
+    ActionError, Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError,
+    Transition, WorldEvent,
 };
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 

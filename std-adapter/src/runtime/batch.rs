@@ -233,7 +233,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
 
     /// One input on a tracked object, decided now (as `Runtime::input`
     /// decides it, without writing).
-    pub(super) fn input<R>(
+    fn input<R>(
         &mut self,
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,

@@ -155,7 +155,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// rather than build anew. (A sink, not a return value: the object is
     /// more than a kilobyte, and a batch's writes are pushed where they are
     /// built rather than returned through each caller.)
-    pub(super) fn record_write<R>(
+    fn record_write<R>(
         &mut self,
         id: Id,
         reuse: Option<StoredObject>,
