@@ -12,8 +12,10 @@
 //! (when the stop signal is due). One thread ([`reaper`]) watches every
 //! process through a pidfd, reaps children, kills what is left of a group
 //! whose leader exited and reports the exit as a [`WorldEvent`] once the
-//! group is empty, which the caller feeds back to the runtime: nothing is
-//! orphaned, and a container counts as stopped only when all of it is.
+//! group is empty, which the caller feeds back to the runtime
+//! ([`Runtime::handle_world_event`](crate::runtime::Runtime::handle_world_event),
+//! as for any actuator): nothing is orphaned, and a container counts as
+//! stopped only when all of it is.
 //!
 //! With a state directory ([`ProcessActuator::with_state_dir`]) every
 //! workload and hook is written to a table ([`table`]) before it may run
