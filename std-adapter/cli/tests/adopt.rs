@@ -991,7 +991,7 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
     let gone = ProcessIdentity::of(child.id()).expect("running");
     let _ = child.kill();
     let _ = child.wait();
-    let table = grace_std::process::table::Table::open(&grace_cli::agent::workloads_dir(dir))
+    let table = grace_std::process::table::WorkloadTable::open(&grace_cli::agent::workloads_dir(dir))
         .expect("the table");
     for hook in [false, true] {
         table
