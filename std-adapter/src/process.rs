@@ -571,14 +571,18 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
                 self.actuator().hook_returned(&object, container);
-                unless_gone(self.handle_pre_stop_finished(&object, container))?;
                 let held = self
                     .actuator()
                     .held_exits
                     .remove(&(object.clone(), container));
-                if let Some(code) = held {
-                    self.container_gone(&object, container, code)?;
-                }
+                let finished = unless_gone(self.handle_pre_stop_finished(&object, container));
+                // The held exit is handled even if that failed: this event
+                // is the last word on it.
+                let exited = match held {
+                    Some(code) => self.container_gone(&object, container, code),
+                    None => Ok(()),
+                };
+                finished.and(exited)?;
             }
             WorldEvent::Exited {
                 object,

@@ -182,7 +182,7 @@ fn pod(dir: &Path, name: &str, grace: i64, ignore: bool, hook: Option<&str>) -> 
     let text = format!(
         r#"{{"metadata":{{"name":"{name}"}},
             "spec":{{"nodeName":"local","terminationGracePeriodSeconds":{grace},
-            "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; {trap}; while :; do sleep 1 & wait $!; done"]{hook}}}]}}}}"#,
+            "containers":[{{"name":"app","command":["sh","-c","{trap}; echo $$ > {pid}; while :; do sleep 1 & wait $!; done"]{hook}}}]}}}}"#,
         pid = pid.display(),
         hook = hook.unwrap_or_default()
     );
