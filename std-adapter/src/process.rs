@@ -299,6 +299,15 @@ impl ProcessActuator {
         self.hooks.contains_key(&(object.to_owned(), container))
     }
 
+    /// Whether any process of `object` (a container's or a hook's) is
+    /// still running, as far as the actuator knows.
+    pub fn holds(&self, object: &str) -> bool {
+        self.workloads
+            .keys()
+            .chain(self.hooks.keys())
+            .any(|(o, _)| o == object)
+    }
+
     /// Forgets a workload whose processes are all gone (its record with
     /// it).
     pub fn reaped(&mut self, object: &str, container: usize) {

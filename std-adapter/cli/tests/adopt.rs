@@ -182,7 +182,7 @@ fn pod(dir: &Path, name: &str, grace: i64, ignore: bool, hook: Option<&str>) -> 
     let text = format!(
         r#"{{"metadata":{{"name":"{name}"}},
             "spec":{{"nodeName":"local","terminationGracePeriodSeconds":{grace},
-            "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; {trap}; while :; do sleep 1 & wait $!; done"]{hook}}}]}}}}"#,
+            "containers":[{{"name":"app","command":["sh","-c","{trap}; echo $$ > {pid}; while :; do sleep 1 & wait $!; done"]{hook}}}]}}}}"#,
         pid = pid.display(),
         hook = hook.unwrap_or_default()
     );
@@ -991,8 +991,9 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
     let gone = ProcessIdentity::of(child.id()).expect("running");
     let _ = child.kill();
     let _ = child.wait();
-    let table = grace_std::process::table::WorkloadTable::open(&grace_cli::agent::workloads_dir(dir))
-        .expect("the table");
+    let table =
+        grace_std::process::table::WorkloadTable::open(&grace_cli::agent::workloads_dir(dir))
+            .expect("the table");
     for hook in [false, true] {
         table
             .write(&grace_std::process::table::WorkloadRecord {
@@ -1029,4 +1030,137 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
         log.contains("ghost container 0 ended while no agent ran"),
         "{log}"
     );
+}
+
+/// `--on-exit=stop` (R84, as the kubelet's graceful node shutdown): SIGTERM
+/// to the agent stops every workload the Kubernetes way before it exits —
+/// the pre-stop hook for its budget, the stop signal, SIGKILL once the
+/// grace is spent and never under 2 s after the stop signal — and nothing
+/// is left running; the objects stay, their containers stopped, and the
+/// next agent starts nothing again.
+#[test]
+fn r84_on_exit_stop_stops_every_workload_the_kubernetes_way_before_the_agent_exits() {
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let agent = Agent::start(dir, 0, &["--on-exit=stop"]);
+    let grace = 3;
+    // (name, ignores SIGTERM, hook)
+    let specs = [
+        ("quick", false, None),
+        ("stubborn", true, None),
+        ("hooked", true, Some("sleep 30")),
+    ];
+    let mut c = client(dir);
+    for (name, ignore, hook) in specs {
+        c.call(&pod(dir, name, grace, ignore, hook))
+            .expect("applied");
+    }
+    drop(c);
+    let mut workloads = BTreeMap::new();
+    for (name, ..) in specs {
+        let file = dir.join(format!("{name}.pid"));
+        wait_for("the workload runs", Duration::from_secs(10), || {
+            process(&file).is_some()
+        });
+        workloads.insert(name, process(&file).expect("running"));
+    }
+    let asked = wall();
+    agent.signal("-TERM");
+    let hook_file = dir.join("hooked.hook");
+    wait_for("the pre-stop hook runs", Duration::from_secs(10), || {
+        process(&hook_file).is_some()
+    });
+    let hook = process(&hook_file).expect("the hook runs");
+    // A second SIGTERM changes nothing: the agent goes on stopping.
+    let log = agent.stop();
+    let exited = wall();
+
+    let calls = kill_calls(&dir.join("trace.0"));
+    let signals = |pid: u32, kill: bool| -> Vec<KillCall> {
+        calls
+            .iter()
+            .filter(|k| k.group == pid && k.kill == kill)
+            .copied()
+            .collect()
+    };
+    let grace = grace as f64;
+    for (name, ignore, hook) in specs {
+        let pid = workloads[name].pid;
+        let term = signals(pid, false)
+            .first()
+            .map(|k| k.returned)
+            .unwrap_or_else(|| panic!("{name}: no stop signal\n{log}"));
+        let kill = signals(pid, true).first().map(|k| k.entered);
+        // The stop signal after the hook's budget, or at once.
+        let term_due = if hook.is_some() { grace } else { 0.0 };
+        assert!(term >= asked + term_due, "{name}: stop signal early\n{log}");
+        match (ignore, kill) {
+            (false, None) => {}
+            (false, Some(_)) => panic!("{name}: SIGKILL though it exits on SIGTERM\n{log}"),
+            (true, None) => panic!("{name}: never SIGKILLed\n{log}"),
+            (true, Some(kill)) => {
+                assert!(
+                    kill >= asked + grace,
+                    "{name}: SIGKILL before the grace\n{log}"
+                );
+                assert!(
+                    kill >= term + 2.0,
+                    "{name}: SIGKILL {:.6} s after the stop signal\n{log}",
+                    kill - term
+                );
+                assert!(kill <= exited, "{name}: SIGKILL after the agent exited");
+            }
+        }
+        assert!(!runs(&workloads[name]), "{name} still runs\n{log}");
+    }
+    assert!(!runs(&hook), "the hook still runs\n{log}");
+    assert!(log.contains("--on-exit=stop"), "{log}");
+    assert!(log.contains("0 workload(s) left running"), "{log}");
+    let table = grace_cli::agent::workloads_dir(dir);
+    assert_eq!(std::fs::read_dir(&table).map_or(0, |d| d.count()), 0);
+    // The objects stay, their containers stopped (as pods on a node that
+    // shut down), read without an agent; a new agent starts nothing.
+    for (name, ..) in specs {
+        let (state, _) = state(dir, name);
+        assert!(state.get("terminated").is_some(), "{name}: {state}");
+    }
+    let agent = Agent::start(dir, 1, &[]);
+    assert_eq!(
+        names(dir),
+        Some(specs.iter().map(|(n, ..)| (*n).to_owned()).collect())
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let log = agent.stop();
+    assert!(log.contains("0 workload(s) left running"), "{log}");
+}
+
+/// `--on-exit` takes `leave` or `stop`; anything else, or `stop` with
+/// `--etcd`, is a usage error naming the flag (exit code 2), and no agent
+/// starts.
+#[test]
+fn on_exit_takes_leave_or_stop_and_refuses_anything_else_naming_the_flag() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("data");
+    for (args, says) in [
+        (&["--on-exit=later"][..], "--on-exit"),
+        (
+            &["--on-exit=stop", "--etcd", "http://127.0.0.1:1"][..],
+            "--on-exit=stop",
+        ),
+    ] {
+        let out = Command::new(GRACE)
+            .env_remove("GRACE_ETCD_ENDPOINTS")
+            .args(["agent", "--data-dir"])
+            .arg(&dir)
+            .args(args)
+            .output()
+            .expect("grace runs");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.exists(), "{args:?}: nothing is created");
+    }
 }

@@ -227,23 +227,35 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// the actuator's own bookkeeping), and such an event has nothing left
     /// to tell.
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+        // Every event the actuator gives is taken even if one before it
+        // failed: a held exit released with a hook's end is the last word
+        // on it. The first failure is returned.
+        let mut result = Ok(());
         for event in self.actuator.world_event(event) {
-            match &event {
-                WorldEvent::PreStopFinished { object, container } => {
-                    unless_gone(self.handle_pre_stop_finished(object, *container))?;
-                }
-                WorldEvent::Exited {
-                    object,
-                    container,
-                    code,
-                } => {
-                    self.set_container_status(object, *container, ContainerStatus::exited(*code))?;
-                    unless_gone(self.handle_container_exited(object, *container))?;
-                }
+            let taken = self.take_world_event(&event);
+            if taken.is_ok() {
+                self.actuator.world_event_taken(&event);
             }
-            self.actuator.world_event_taken(&event);
+            result = result.and(taken);
         }
-        Ok(())
+        result
+    }
+
+    /// One event as the runtime's input.
+    fn take_world_event(&mut self, event: &WorldEvent) -> Result<(), RuntimeError> {
+        match event {
+            WorldEvent::PreStopFinished { object, container } => {
+                unless_gone(self.handle_pre_stop_finished(object, *container))
+            }
+            WorldEvent::Exited {
+                object,
+                container,
+                code,
+            } => {
+                self.set_container_status(object, *container, ContainerStatus::exited(*code))?;
+                unless_gone(self.handle_container_exited(object, *container))
+            }
+        }
     }
 }
 
