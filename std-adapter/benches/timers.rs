@@ -43,7 +43,7 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{Action, ContainerSpec, DeleteOptions, Duration, Name, Now, Record, Strategy};
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
+use grace_std::runtime::{ActionError, Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::RedbStore;
 use grace_std::store::{
     BatchError, KillState, Listing, Revision, Store, StoreError, StoredContainer, StoredObject,
@@ -137,7 +137,7 @@ impl Store for NullStore {
 struct CountKills(usize);
 
 impl Actuator for CountKills {
-    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), ActionError> {
         if matches!(action, Action::SendKill { .. }) {
             self.0 += 1;
         }

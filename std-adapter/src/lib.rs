@@ -19,13 +19,13 @@
 //! ```
 //! use grace_core::{Action, DeleteOptions, Record};
 //! use grace_std::clock::SystemClock;
-//! use grace_std::runtime::{Actuator, Runtime};
+//! use grace_std::runtime::{ActionError, Actuator, Runtime};
 //! use grace_std::store::{RedbStore, StoredContainer, StoredObject};
 //!
 //! /// Carries out what the machine decides; here it only prints it.
 //! struct Print;
 //! impl Actuator for Print {
-//!     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
+//!     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), ActionError> {
 //!         println!("{object}: {action}");
 //!         Ok(())
 //!     }
@@ -68,7 +68,8 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use runtime::{
-    Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError, Transition,
+    ActionError, Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError,
+    Transition, WorldEvent,
 };
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 

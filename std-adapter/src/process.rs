@@ -12,8 +12,10 @@
 //! (when the stop signal is due). One thread ([`reaper`]) watches every
 //! process through a pidfd, reaps children, kills what is left of a group
 //! whose leader exited and reports the exit as a [`WorldEvent`] once the
-//! group is empty, which the caller feeds back to the runtime: nothing is
-//! orphaned, and a container counts as stopped only when all of it is.
+//! group is empty, which the caller feeds back to the runtime
+//! ([`Runtime::handle_world_event`](crate::runtime::Runtime::handle_world_event),
+//! as for any actuator): nothing is orphaned, and a container counts as
+//! stopped only when all of it is.
 //!
 //! With a state directory ([`ProcessActuator::with_state_dir`]) every
 //! workload and hook is written to a table ([`table`]) before it may run
@@ -41,6 +43,10 @@ mod output;
 pub mod reaper;
 pub mod table;
 
+/// What the processes did, for the runtime: the runtime's [`WorldEvent`]
+/// (an exit's `code` is `None` for a process adopted after a restart, which
+/// is not the agent's child).
+pub use crate::runtime::WorldEvent;
 pub use output::Output;
 
 use std::collections::HashMap;
@@ -52,38 +58,13 @@ use std::sync::mpsc;
 use grace_core::Action;
 use rustix::process::Signal;
 
-use crate::clock::Clock;
-use crate::runtime::{Actuator, Runtime, RuntimeError};
-use crate::store::{ContainerStatus, Store, StoredObject};
+use crate::runtime::{ActionError, Actuator};
+use crate::store::StoredObject;
 use cgroup::Cgroups;
 use group::Group;
 use identity::ProcessIdentity;
-use reaper::{Reaper, Watch};
-use table::{Table, WorkloadRecord};
-
-/// What the processes did, for the runtime.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WorldEvent {
-    /// A pre-stop hook returned (on its own, not cut off).
-    PreStopFinished {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-    },
-    /// A container's main process exited, and nothing of its process group
-    /// (or cgroup) is left.
-    Exited {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-        /// Its status as a shell reports it: the exit code, or 128 + the
-        /// signal that ended it; `None` if it could not be read (a process
-        /// adopted after a restart is not the agent's child).
-        code: Option<i32>,
-    },
-}
+use reaper::{Reaper, WatchedProcess};
+use table::{WorkloadRecord, WorkloadTable};
 
 /// How workloads are contained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,10 +102,14 @@ pub struct ProcessActuator {
     workloads: HashMap<(String, usize), Group>,
     /// Each running pre-stop hook.
     hooks: HashMap<(String, usize), Group>,
+    /// Containers whose processes are all gone while their pre-stop hook
+    /// still ran (cut off now), with their exit status: they count as
+    /// stopped once the hook is gone too.
+    held_exits: HashMap<(String, usize), Option<i32>>,
     stop_signal: Signal,
     reaper: Reaper,
     /// The workload table, with a state directory.
-    table: Option<Table>,
+    table: Option<WorkloadTable>,
     /// The cgroups, where contained in cgroups.
     cgroups: Option<Cgroups>,
     output: Output,
@@ -141,6 +126,7 @@ impl ProcessActuator {
         let actuator = ProcessActuator {
             workloads: HashMap::new(),
             hooks: HashMap::new(),
+            held_exits: HashMap::new(),
             stop_signal: Signal::TERM,
             reaper: Reaper::spawn(events),
             table: None,
@@ -160,7 +146,7 @@ impl ProcessActuator {
         dir: &Path,
     ) -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>, Adoption)> {
         let (mut actuator, rx) = Self::new();
-        let table = Table::open(dir)?;
+        let table = WorkloadTable::open(dir)?;
         actuator.cgroups = Cgroups::detect(dir);
         let (records, unreadable) = table.load()?;
         let mut adoption = Adoption {
@@ -188,9 +174,22 @@ impl ProcessActuator {
                 map.insert(key, group.clone());
                 adoption.adopted.push(who);
             } else {
+                if record.hook {
+                    // What is left in its cgroup is being killed: until it
+                    // is gone, the hook counts as running (its container
+                    // is not stopped before it), signalled through its
+                    // cgroup only (its process group may be another's).
+                    map.insert(
+                        key,
+                        Group {
+                            pgid: 0,
+                            ..group.clone()
+                        },
+                    );
+                }
                 adoption.gone.push(who);
             }
-            actuator.reaper.watch(Watch {
+            actuator.reaper.watch(WatchedProcess {
                 object: record.object,
                 container: record.container,
                 hook: record.hook,
@@ -298,6 +297,15 @@ impl ProcessActuator {
     /// Whether a container's pre-stop hook is running.
     pub fn hook_running(&self, object: &str, container: usize) -> bool {
         self.hooks.contains_key(&(object.to_owned(), container))
+    }
+
+    /// Whether any process of `object` (a container's or a hook's) is
+    /// still running, as far as the actuator knows.
+    pub fn holds(&self, object: &str) -> bool {
+        self.workloads
+            .keys()
+            .chain(self.hooks.keys())
+            .any(|(o, _)| o == object)
     }
 
     /// Forgets a workload whose processes are all gone (its record with
@@ -431,7 +439,7 @@ impl ProcessActuator {
         group: &Group,
         start_time: Option<u64>,
     ) {
-        self.reaper.watch(Watch {
+        self.reaper.watch(WatchedProcess {
             object: object.to_owned(),
             container,
             hook,
@@ -459,7 +467,7 @@ impl Actuator for ProcessActuator {
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let key = |c: usize| (object.to_owned(), c);
         match *action {
             // No load balancer here: leaving endpoints is the record's
@@ -480,7 +488,7 @@ impl Actuator for ProcessActuator {
                 let command = ["sh".to_owned(), "-c".to_owned(), hook];
                 let group = self
                     .spawn(object, container, None, &command)
-                    .map_err(|e| format!("pre-stop: {e}"))?;
+                    .map_err(|e| ActionError::new(action, e))?;
                 self.hooks.insert(key(container), group);
                 Ok(())
             }
@@ -524,29 +532,69 @@ impl Actuator for ProcessActuator {
             _ => Ok(()),
         }
     }
-}
 
-impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
-    /// Feeds what a process did back to the runtime: a returned hook
-    /// becomes [`Runtime::handle_pre_stop_finished`], an exit the container's
-    /// status ([`ContainerStatus::exited`]) and [`Runtime::handle_container_exited`].
-    pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+    /// A returned hook is forgotten before the runtime takes the event
+    /// (the stop signal it then owes must not cut off a group that is
+    /// gone), and a container exit held back while the hook ran goes with
+    /// it. A container whose processes are all gone while its pre-stop
+    /// hook still runs does not count as stopped yet — stopping it may end
+    /// the object's deletion, which must never happen while any of its
+    /// processes runs: the hook is cut off and the exit is held until the
+    /// hook is gone too.
+    fn world_event(&mut self, event: WorldEvent) -> Vec<WorldEvent> {
         match event {
             WorldEvent::PreStopFinished { object, container } => {
-                self.actuator().hook_returned(&object, container);
-                let _ = self.handle_pre_stop_finished(&object, container)?;
+                self.hook_returned(&object, container);
+                let held = self.held_exits.remove(&(object.clone(), container));
+                let mut take = vec![WorldEvent::PreStopFinished {
+                    object: object.clone(),
+                    container,
+                }];
+                if let Some(code) = held {
+                    take.push(WorldEvent::Exited {
+                        object,
+                        container,
+                        code,
+                    });
+                }
+                take
             }
             WorldEvent::Exited {
                 object,
                 container,
                 code,
             } => {
-                self.set_container_status(&object, container, ContainerStatus::exited(code))?;
-                let _ = self.handle_container_exited(&object, container)?;
-                self.actuator().reaped(&object, container);
+                let key = (object, container);
+                if let Some(hook) = self.hooks.get(&key) {
+                    hook.kill();
+                    // Its leader is reaped: its pid, and so its process
+                    // group id, may be another's by now.
+                    if let Some(group) = self.workloads.get_mut(&key) {
+                        group.pgid = 0;
+                    }
+                    self.held_exits.insert(key, code);
+                    return Vec::new();
+                }
+                let (object, container) = key;
+                vec![WorldEvent::Exited {
+                    object,
+                    container,
+                    code,
+                }]
             }
         }
-        Ok(())
+    }
+
+    /// An exit, once durable: the workload's record in the workload table
+    /// goes (after the runtime's input, so a crash in between leaves the
+    /// record for the next agent to find gone and report).
+    fn world_event_taken(&mut self, event: &WorldEvent) {
+        if let WorldEvent::Exited {
+            object, container, ..
+        } = event
+        {
+            self.reaped(object, *container);
+        }
     }
 }
 

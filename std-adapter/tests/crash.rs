@@ -13,12 +13,17 @@ use std::fs::OpenOptions;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use grace_core::{Action, DeleteOptions, Name, Phase, Record, Stage};
 use grace_std::clock::{Clock, SystemClock};
-use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
+use grace_std::runtime::{ActionError, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
+
+mod common;
+
+use common::actuators::Probe;
 
 const WORKER_ENV: &str = "GRACE_CRASH_DB";
 const OBJECTS: usize = 10;
@@ -53,15 +58,19 @@ impl World {
     }
 }
 
-impl Actuator for World {
-    fn perform(
+impl World {
+    /// Carries out `action` in the world (the actuator: a [`Probe`] that
+    /// calls this).
+    fn act(
         &mut self,
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let now = SystemClock::new().now().mono.as_millis();
-        let i: usize = object[1..].parse().map_err(|_| "bad name".to_string())?;
+        let i: usize = object[1..]
+            .parse()
+            .map_err(|e| ActionError::new(action, e))?;
         let (_, _, exits_on_term) = spec(i);
         // The decision as persisted before this action (write-ahead): its
         // instants are the machine's, not this call's.
@@ -76,7 +85,10 @@ impl Actuator for World {
         match action {
             Action::SendStopSignal { .. } => {
                 let Some(Stage::Stopping { .. }) = stage else {
-                    return Err("SIGTERM owed but not persisted as Stopping".into());
+                    return Err(ActionError::new(
+                        action,
+                        "SIGTERM owed but not persisted as Stopping",
+                    ));
                 };
                 let since = decided
                     .as_ref()
@@ -93,14 +105,19 @@ impl Actuator for World {
             }
             Action::RunPreStop { .. } => {
                 let Some(Stage::PreStop { cutoff }) = stage else {
-                    return Err("pre-stop owed but not persisted".into());
+                    return Err(ActionError::new(action, "pre-stop owed but not persisted"));
                 };
                 self.line(&format!("prestop {object} {}", cutoff.as_millis()));
             }
             Action::RemoveEndpoints => self.line(&format!("endpoints {object}")),
             Action::ContainerStopped { .. } => self.line(&format!("stopped {object}")),
             Action::Remove { .. } => {}
-            other => return Err(format!("an action this test does not know: {other:?}")),
+            other => {
+                return Err(ActionError::new(
+                    action,
+                    format!("an action this test does not know: {other:?}"),
+                ));
+            }
         }
         Ok(())
     }
@@ -112,14 +129,24 @@ fn worker(dir: &Path) {
         .append(true)
         .open(dir.join("log"))
         .expect("log opens");
-    let mut world = World {
+    let world = Arc::new(Mutex::new(World {
         log,
         exits: Vec::new(),
-    };
-    world.line("start");
+    }));
+    let line = |text: &str| world.lock().expect("not poisoned").line(text);
+    line("start");
     let history = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
     let store = RedbStore::open(dir.join("grace.redb")).expect("store opens");
-    let mut rt = Runtime::open(store, SystemClock::new(), world, Recovery::default())
+    let actuator = Probe({
+        let world = Arc::clone(&world);
+        move |object: &str, stored: &StoredObject, action: &Action| {
+            world
+                .lock()
+                .expect("not poisoned")
+                .act(object, stored, action)
+        }
+    });
+    let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())
         .expect("runtime opens");
     let transitions = rt.subscribe();
 
@@ -129,7 +156,7 @@ fn worker(dir: &Path) {
         if let Some((o, _)) = rt.store().get(&n).expect("readable") {
             let ts = o.record.deletion_timestamp.map(|t| t.as_unix_seconds());
             let wall = rt.clock().now().wall.as_unix_millis() / 1000;
-            rt.actuator().line(&format!("observed {n} {ts:?} {wall}"));
+            line(&format!("observed {n} {ts:?} {wall}"));
         }
         // The workload of a killed process is gone; tell the runtime.
         let killed = rt
@@ -142,7 +169,7 @@ fn worker(dir: &Path) {
         let was_created = history.contains(&format!(" created {n}\n"));
         if was_created && !exists && !history.contains(&format!(" removed {n}\n")) {
             // Removed just before the last crash, before it was logged.
-            rt.actuator().line(&format!("removed {n}"));
+            line(&format!("removed {n}"));
         }
         if !exists && !was_created {
             let (_, hook, _) = spec(i);
@@ -156,7 +183,7 @@ fn worker(dir: &Path) {
                 ..StoredContainer::default()
             }];
             rt.create(&n, object).expect("created");
-            rt.actuator().line(&format!("created {n}"));
+            line(&format!("created {n}"));
         }
         if rt.lifecycle(&n).is_some_and(|l| l.phase() == Phase::Live) {
             let (grace, _, _) = spec(i);
@@ -167,7 +194,7 @@ fn worker(dir: &Path) {
                 .record
                 .deletion_timestamp
                 .map(|t| t.as_unix_seconds());
-            rt.actuator().line(&format!("accepted {n} {ts:?}"));
+            line(&format!("accepted {n} {ts:?}"));
         }
         if rt.lifecycle(&n).is_some() {
             let _ = rt.handle_agent_sync(&n);
@@ -177,7 +204,7 @@ fn worker(dir: &Path) {
     loop {
         let now = rt.clock().now().mono.as_millis();
         let due: Vec<String> = {
-            let exits = &mut rt.actuator().exits;
+            let exits = &mut world.lock().expect("not poisoned").exits;
             let (due, later): (Vec<_>, Vec<_>) = exits.drain(..).partition(|(t, _)| *t <= now);
             *exits = later;
             due.into_iter().map(|(_, n)| n).collect()
@@ -188,11 +215,11 @@ fn worker(dir: &Path) {
         rt.handle_timeouts().expect("timeouts");
         for t in transitions.try_iter() {
             if let grace_std::runtime::Change::Action(Action::Remove { .. }) = t.change {
-                rt.actuator().line(&format!("removed {}", t.object));
+                line(&format!("removed {}", t.object));
             }
         }
         if rt.names().next().is_none() {
-            rt.actuator().line("done");
+            line("done");
             return;
         }
         std::thread::sleep(StdDuration::from_millis(5));

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::Recorder;
+use common::actuators::Recorder;
 use grace_core::{Action, DeleteOptions, Name, Record};
 use grace_std::api_server;
 use grace_std::clock::{Clock, ManualClock};

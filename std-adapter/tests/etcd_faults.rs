@@ -8,6 +8,8 @@
 //! installed, by the kernel if the test thread dies first).
 #![cfg(feature = "etcd")]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write as _};
 use std::net::{TcpListener, TcpStream};
@@ -17,12 +19,15 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::actuators::Probe;
 use grace_core::{
     Action, DeleteOptions, Duration as GraceDuration, Handled, Name, Now, Phase, Record, Stage,
     Timestamp,
 };
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError};
+use grace_std::runtime::{
+    ActionError, KillRecord, ObjectLifecycle, Recovery, Runtime, RuntimeError,
+};
 use grace_std::store::{
     EtcdOptions, EtcdStore, Event, EventKind, FINALIZERS, Listing, Revision, Store, StoreError,
     StorePreconditions, StoredContainer, StoredObject, Watch, Write,
@@ -478,21 +483,15 @@ impl Journal {
     }
 }
 
-/// Records every action with its time; kills etcd at the chosen SIGKILL.
-struct Recorder {
-    clock: Arc<ManualClock>,
-    journal: Arc<Mutex<Journal>>,
-}
+/// The tests' probe actuator ([`Probe`]) with the code of [`recorder`].
+type Recorder =
+    Probe<Box<dyn FnMut(&str, &StoredObject, &Action) -> Result<(), ActionError> + Send>>;
 
-impl Actuator for Recorder {
-    fn perform(
-        &mut self,
-        object: &str,
-        stored: &StoredObject,
-        action: &Action,
-    ) -> Result<(), String> {
-        let at = self.clock.now().mono.as_millis();
-        let mut journal = self.journal.lock().expect("not poisoned");
+/// Records every action with its time; kills etcd at the chosen SIGKILL.
+fn recorder(clock: Arc<ManualClock>, journal: Arc<Mutex<Journal>>) -> Recorder {
+    Probe(Box::new(move |object, stored, action| {
+        let at = clock.now().mono.as_millis();
+        let mut journal = journal.lock().expect("not poisoned");
         let seq = journal.next_seq();
         journal.done.push(Done {
             seq,
@@ -511,7 +510,7 @@ impl Actuator for Recorder {
             }
         }
         Ok(())
-    }
+    }))
 }
 
 type TestRuntime = Runtime<EtcdStore, TestClock, Recorder>;
@@ -806,10 +805,7 @@ fn etcd_outages_in_a_run_of_many_deletions_lose_nothing_and_repeat_nothing_unsaf
     );
     let clock = Arc::new(ManualClock::at_unix_millis(1_700_000_000_000));
     let journal = Arc::new(Mutex::new(Journal::default()));
-    let recorder = Recorder {
-        clock: Arc::clone(&clock),
-        journal: Arc::clone(&journal),
-    };
+    let recorder = recorder(Arc::clone(&clock), Arc::clone(&journal));
     let rt = Runtime::open(
         server.client(prefix),
         TestClock(Arc::clone(&clock)),

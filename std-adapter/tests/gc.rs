@@ -8,7 +8,8 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{Recorder, pod};
+use common::actuators::Recorder;
+use common::pod;
 use grace_core::{
     DeleteOptions, Duration, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, GcPolicy, Kind, Name,
     Propagation, Strategy,

@@ -8,7 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{Recorder, pod};
+use common::actuators::Recorder;
+use common::pod;
 use grace_core::{DeleteOptions, Timestamp};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};

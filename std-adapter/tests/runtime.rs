@@ -6,10 +6,11 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Recorder, pod};
+use common::actuators::{Probe, Recorder, WorldActuator};
+use common::pod;
 use grace_core::{Action, DeleteOptions, Duration, Phase};
 use grace_std::clock::ManualClock;
-use grace_std::runtime::{Actuator, Change, Recovery, Runtime};
+use grace_std::runtime::{ActionError, Change, Recovery, Runtime};
 use grace_std::store::{
     BatchError, Listing, MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject, Watch,
     Write,
@@ -265,35 +266,26 @@ fn accepted_deletion_is_durable_before_any_action() {
 
     // The actuator checks the store it shares with the runtime: by the time
     // an action runs, the deletion it follows from is already written.
-    #[derive(Clone)]
-    struct Check {
-        store: Arc<RedbStore>,
-        /// Each action, with the deletion timestamp stored when it ran.
-        seen: Arc<Mutex<Seen>>,
-    }
-    impl Actuator for Check {
-        fn perform(
-            &mut self,
-            object: &str,
-            _: &StoredObject,
-            action: &Action,
-        ) -> Result<(), String> {
-            let stored = self.store.get(object).map_err(|e| e.to_string())?;
+    let store = Arc::new(RedbStore::open(&path).expect("opens"));
+    let reader = Arc::clone(&store);
+    // Each action, with the deletion timestamp stored when it ran.
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let check = Probe({
+        let seen = Arc::clone(&seen);
+        move |object: &str, _: &StoredObject, action: &Action| {
+            let stored = reader
+                .get(object)
+                .map_err(|e| ActionError::new(action, e))?;
             let ts =
                 stored.and_then(|(o, _)| o.record.deletion_timestamp.map(|t| t.as_unix_seconds()));
-            self.seen.lock().expect("not poisoned").push((*action, ts));
+            seen.lock().expect("not poisoned").push((*action, ts));
             Ok(())
         }
-    }
-    let store = Arc::new(RedbStore::open(&path).expect("opens"));
-    let check = Check {
-        store: Arc::clone(&store),
-        seen: Arc::default(),
-    };
+    });
     let mut rt = Runtime::open(
         Arc::clone(&store),
         clock.clone(),
-        check.clone(),
+        check,
         Recovery::default(),
     )
     .expect("opens");
@@ -301,7 +293,7 @@ fn accepted_deletion_is_durable_before_any_action() {
     let _ = rt
         .handle_delete("web-0", &DeleteOptions::with_grace(10))
         .expect("accepted");
-    let seen = check.seen.lock().expect("not poisoned").clone();
+    let seen = seen.lock().expect("not poisoned").clone();
     assert_eq!(seen, [(Action::RemoveEndpoints, Some(1_010))]);
 }
 
@@ -382,40 +374,23 @@ impl Counting {
     }
 }
 
-/// Records, for every action, the store's revision when it was carried out.
-#[derive(Clone)]
-struct RevisionAtAction {
-    store: MemoryStore,
-    seen: Arc<Mutex<Vec<(Action, Revision)>>>,
-}
-
-impl Actuator for RevisionAtAction {
-    fn perform(&mut self, _: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-        let revision = self.store.revision().map_err(|e| e.to_string())?;
-        self.seen
-            .lock()
-            .expect("not poisoned")
-            .push((*action, revision));
-        Ok(())
-    }
-}
-
 #[test]
 fn deadlines_due_together_are_group_committed_write_ahead() {
     const N: usize = 50;
     let store = Counting::default();
     let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
-    let actuator = RevisionAtAction {
-        store: store.inner.clone(),
-        seen: Arc::default(),
-    };
-    let mut rt = Runtime::open(
-        store.clone(),
-        clock.clone(),
-        actuator.clone(),
-        Recovery::default(),
-    )
-    .expect("runtime opens");
+    // Records, for every action, the store's revision when it was carried out.
+    let seen: Arc<Mutex<Vec<(Action, Revision)>>> = Arc::default();
+    let actuator = Probe({
+        let (reader, seen) = (store.inner.clone(), Arc::clone(&seen));
+        move |_: &str, _: &StoredObject, action: &Action| {
+            let revision = reader.revision().map_err(|e| ActionError::new(action, e))?;
+            seen.lock().expect("not poisoned").push((*action, revision));
+            Ok(())
+        }
+    });
+    let mut rt = Runtime::open(store.clone(), clock.clone(), actuator, Recovery::default())
+        .expect("runtime opens");
     for i in 0..N {
         let name = format!("web-{i:02}");
         rt.create(&name, pod(&format!("u{i}"), false))
@@ -425,7 +400,7 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
             .expect("accepted");
         let _ = rt.handle_agent_sync(&name).expect("synced");
     }
-    actuator.seen.lock().expect("not poisoned").clear();
+    seen.lock().expect("not poisoned").clear();
     let _ = store.take();
     let before = store.inner.revision().expect("revision").get();
 
@@ -434,7 +409,7 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
 
     // Two batches for the whole round, not two writes per object.
     assert_eq!(store.take(), (2, 2 * N));
-    let kills = std::mem::take(&mut *actuator.seen.lock().expect("not poisoned"));
+    let kills = std::mem::take(&mut *seen.lock().expect("not poisoned"));
     assert_eq!(kills.len(), N);
     for (action, revision) in kills {
         assert_eq!(action, Action::SendKill { container: 0 });
@@ -500,37 +475,14 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
     );
 }
 
-/// An actuator whose stop signals take `delay` of the clock's time to go
-/// out (a loaded machine, a round of many actions).
-struct SlowStop {
-    clock: Arc<ManualClock>,
-    delay: Duration,
-    recorder: Recorder,
-}
-
-impl Actuator for SlowStop {
-    fn perform(
-        &mut self,
-        object: &str,
-        stored: &grace_std::store::StoredObject,
-        action: &Action,
-    ) -> Result<(), String> {
-        if matches!(action, Action::SendStopSignal { .. }) {
-            self.clock.advance(self.delay);
-        }
-        self.recorder.perform(object, stored, action)
-    }
-}
-
 #[test]
 fn r62_sigkill_counts_two_seconds_from_when_the_stop_signal_really_went_out() {
     let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
-    let recorder = Recorder::default();
-    let actuator = SlowStop {
-        clock: clock.clone(),
-        delay: Duration::from_millis(300),
-        recorder: recorder.clone(),
-    };
+    // Stop signals take 300 ms of the clock to go out (a loaded machine,
+    // a round of many actions).
+    let (mut actuator, _) = WorldActuator::new(clock.clone());
+    actuator.stop_takes = Duration::from_millis(300);
+    let recorder = actuator.recorder.clone();
     let mut rt = Runtime::open(
         grace_std::MemoryStore::new(),
         clock.clone(),

@@ -9,7 +9,8 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Recorder, pod};
+use common::actuators::Recorder;
+use common::pod;
 use grace_core::{DeleteError, DeleteOptions, Name, Phase, Preconditions, Record};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};

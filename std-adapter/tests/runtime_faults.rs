@@ -12,7 +12,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use common::{Recorder, pod};
+use common::actuators::Recorder;
+use common::pod;
 use grace_core::{Action, DeleteOptions, Duration, Phase};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};

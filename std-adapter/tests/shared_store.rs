@@ -10,7 +10,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::Recorder;
+use common::actuators::Recorder;
 use grace_core::{
     Action, DeleteOptions, Duration, FinalizerChange, Name, Phase, PodPhase, Record, Timestamp,
 };

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use grace_core::{Action, Now};
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::Actuator;
+use grace_std::runtime::{ActionError, Actuator};
 use grace_std::store::{
     BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredObject, Watch, Write,
 };
@@ -190,10 +190,10 @@ impl Actuator for Recorder {
         object: &str,
         stored: &StoredObject,
         action: &Action,
-    ) -> Result<(), String> {
+    ) -> Result<(), ActionError> {
         let mut world = lock(&self.world);
         if !world.alive() {
-            return Err("injected: the process has crashed".into());
+            return Err(ActionError::new(action, "injected: the process has crashed"));
         }
         world.events.push(Event::Acted {
             object: object.to_owned(),

@@ -65,6 +65,40 @@ pub struct AgentOptions {
     pub allow_group: Option<AllowGroup>,
     /// How big each container's log may grow.
     pub log_limits: LogLimits,
+    /// What SIGTERM or SIGINT does with the workloads.
+    pub on_exit: OnExit,
+}
+
+/// What the agent does with its workloads when SIGTERM or SIGINT stops it
+/// (`--on-exit`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnExit {
+    /// Leave them running, their records as they are: the next agent
+    /// adopts them (as the kubelet leaves its containers).
+    #[default]
+    Leave,
+    /// Stop each one the Kubernetes way first, as the kubelet's graceful
+    /// node shutdown does (R84): every object bound here that runs and is
+    /// not being deleted yet is evicted with its own grace (pre-stop hook,
+    /// stop signal, SIGKILL when the grace is spent and never sooner than
+    /// 2 s after the stop signal); deletions in progress go on as they
+    /// are. The agent exits once none of their processes is left. The
+    /// objects stay, their containers stopped; workloads whose object is
+    /// gone are left running.
+    Stop,
+}
+
+impl std::str::FromStr for OnExit {
+    type Err = String;
+
+    /// `leave` or `stop`.
+    fn from_str(arg: &str) -> Result<Self, String> {
+        match arg {
+            "leave" => Ok(OnExit::Leave),
+            "stop" => Ok(OnExit::Stop),
+            other => Err(format!("`{other}`: expected `leave` or `stop`")),
+        }
+    }
 }
 
 /// The directory of the container logs in a data directory.
@@ -381,9 +415,12 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
         &mut rt,
         &inputs,
         &transitions,
-        &options.node,
-        &logs,
-        batching,
+        Serving {
+            node: &options.node,
+            logs: &logs,
+            batching,
+            on_exit: options.on_exit,
+        },
         log,
     );
     let removed = log_transitions(&transitions, log);
@@ -445,40 +482,146 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
         })
 }
 
-/// The runtime thread's loop; `batching`: change requests that wait
-/// together are committed together (see [`batched`]).
+/// How the runtime thread serves.
+struct Serving<'a> {
+    node: &'a str,
+    logs: &'a ContainerLogs,
+    /// Change requests that wait together are committed together (see
+    /// [`batched`]).
+    batching: bool,
+    on_exit: OnExit,
+}
+
+/// The runtime thread's loop, until SIGTERM or SIGINT (with
+/// [`OnExit::Stop`]: until the workloads are stopped too).
 fn serve(
     rt: &mut AgentRuntime,
     inputs: &mpsc::Receiver<Input>,
     transitions: &mpsc::Receiver<Transition>,
-    node: &str,
-    logs: &ContainerLogs,
-    batching: bool,
+    serving: Serving<'_>,
     log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
+    let Serving {
+        node,
+        logs,
+        batching,
+        on_exit,
+    } = serving;
     let mut next = None;
+    // With `OnExit::Stop`, once stopping: the objects whose processes are
+    // awaited.
+    let mut stopping: Option<Vec<String>> = None;
     loop {
         let removed = log_transitions(transitions, log);
         remove_logs(rt, logs, &removed);
+        if let Some(awaited) = &mut stopping {
+            awaited.retain(|name| rt.actuator().holds(name));
+            if awaited.is_empty() {
+                return Ok(());
+            }
+        }
         let wait = wait_for_next(rt);
         let input = match next.take() {
             Some(input) => Ok(input),
             None => inputs.recv_timeout(wait),
         };
         match input {
-            Ok(Input::Request(request, reply)) if batching && batched::batchable(&request) => {
+            // Nothing new starts while the workloads are being stopped.
+            Ok(Input::Request(request @ (Request::Apply { .. } | Request::Put { .. }), reply))
+                if stopping.is_some() =>
+            {
+                let _ = reply.send(Reply::Error(ApiError {
+                    kind: ErrorKind::Internal,
+                    message: format!(
+                        "the agent is stopping its workloads (--on-exit=stop): {} refused",
+                        request_name(&request)
+                    ),
+                }));
+            }
+            // One at a time while stopping: each passes the check above.
+            Ok(Input::Request(request, reply))
+                if batching && stopping.is_none() && batched::batchable(&request) =>
+            {
                 next = batched::serve_batch(rt, (request, reply), inputs, node);
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
             Ok(Input::World(event)) => rt.handle_world_event(event)?,
+            Ok(Input::Stop) if on_exit == OnExit::Stop => {
+                if stopping.is_none() {
+                    stopping = Some(stop_workloads(rt, node, log));
+                }
+            }
             Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         rt.handle_timeouts()?;
     }
 }
+
+/// The name a change request is about.
+fn request_name(request: &Request) -> &str {
+    match request {
+        Request::Apply { name, .. }
+        | Request::Put { name, .. }
+        | Request::Delete { name, .. }
+        | Request::RemoveFinalizer { name, .. } => name,
+        Request::Get { name } => name.as_deref().unwrap_or(""),
+        Request::Watch => "",
+    }
+}
+
+/// [`OnExit::Stop`]: evicts every object bound here whose containers run
+/// and whose kill has not begun, with its own grace (R84: the kubelet's
+/// graceful node shutdown kills through the eviction path). Returns the
+/// objects to wait for: those evicted and those being deleted already. One
+/// that cannot be evicted (the store refused the write) is named in the
+/// log and left running: it is not waited for.
+fn stop_workloads(rt: &mut AgentRuntime, node: &str, log: &mut impl Write) -> Vec<String> {
+    let names: Vec<String> = rt
+        .names()
+        .map(str::to_owned)
+        .filter(|name| bound_here(rt, name, node))
+        .collect();
+    let mut awaited = Vec::new();
+    let mut evicted = 0_usize;
+    for name in names {
+        let Some(lifecycle) = rt.lifecycle(&name) else {
+            continue;
+        };
+        if lifecycle.agent().killing {
+            // Its deletion goes on as it is.
+            awaited.push(name);
+            continue;
+        }
+        let grace = lifecycle
+            .record()
+            .termination_grace_period_seconds
+            .unwrap_or(DEFAULT_GRACE_SECONDS);
+        match rt.handle_evict(&name, grace) {
+            Ok(grace_core::Handled::Applied) => {
+                evicted = evicted.saturating_add(1);
+                awaited.push(name);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let _ = writeln!(
+                    log,
+                    "grace agent: {name}: cannot stop it: {e} (left running)"
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        log,
+        "grace agent: stopping: {evicted} object(s) evicted with their grace (--on-exit=stop)"
+    );
+    awaited
+}
+
+/// The grace of an object that names none (R18).
+const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 fn bound_here(rt: &AgentRuntime, name: &str, node: &str) -> bool {
     rt.object(name)

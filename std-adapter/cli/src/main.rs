@@ -30,7 +30,8 @@ enum Command {
     /// Run the node agent: serve the store in the data directory to the
     /// other commands, run the objects bound to this node, and carry out
     /// their deletions. Stops on SIGTERM or SIGINT, leaving its workloads
-    /// running: the next agent on the same data directory adopts them.
+    /// running: the next agent on the same data directory adopts them
+    /// (unless --on-exit=stop).
     Agent(AgentArgs),
     /// Print a container's output (stdout and stderr), as the agent of
     /// this machine kept it.
@@ -178,6 +179,13 @@ struct AgentArgs {
     /// rotated copies (2 to 100).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(2..=100))]
     log_max_files: u32,
+    /// What SIGTERM or SIGINT does with the workloads: `leave` them
+    /// running for the next agent to adopt, or `stop` each one the
+    /// Kubernetes way first, as a node's graceful shutdown does (its
+    /// grace: pre-stop hook, stop signal, SIGKILL no sooner than 2 s
+    /// after it), then exit. The objects stay. Without --etcd only.
+    #[arg(long, default_value = "leave", value_name = "leave|stop")]
+    on_exit: grace_cli::agent::OnExit,
 }
 
 // The arguments of `grace delete`.
@@ -608,6 +616,7 @@ fn agent(args: AgentArgs) -> ExitCode {
         lease_ttl,
         log_max_size,
         log_max_files,
+        on_exit,
     } = args;
     let options = grace_cli::agent::AgentOptions {
         data_dir: store.data_dir.clone(),
@@ -622,6 +631,7 @@ fn agent(args: AgentArgs) -> ExitCode {
             max_bytes: log_max_size,
             max_files: log_max_files,
         },
+        on_exit,
     };
     if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
         eprintln!("grace agent: {e}");
@@ -630,6 +640,12 @@ fn agent(args: AgentArgs) -> ExitCode {
     if store.etcd.is_some() {
         if options.allow_group.is_some() {
             eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
+            return ExitCode::from(2);
+        }
+        if options.on_exit != grace_cli::agent::OnExit::Leave {
+            eprintln!(
+                "grace agent: --on-exit=stop: not with --etcd (its agent leaves its workloads running)"
+            );
             return ExitCode::from(2);
         }
         return shared_agent(&store, options, lease_ttl);

@@ -31,7 +31,7 @@ pub struct Scenario {
     /// Its containers, in declaration order.
     pub containers: Vec<ContainerDef>,
     /// The timed inputs, in time order.
-    pub events: Vec<Event>,
+    pub events: Vec<ScenarioEvent>,
     /// Simulate deadlines up to this time (unix milliseconds).
     pub until_ms: Option<i64>,
 }
@@ -62,16 +62,16 @@ impl ContainerDef {
 
 /// One timed input.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Event {
+pub struct ScenarioEvent {
     /// When, in unix milliseconds.
     pub at_ms: i64,
     /// What.
-    pub kind: EventKind,
+    pub kind: ScenarioEventKind,
 }
 
 /// The inputs a scenario can contain.
 #[derive(Clone, Debug, PartialEq)]
-pub enum EventKind {
+pub enum ScenarioEventKind {
     /// An API delete request; `None`: no body.
     Delete(DeleteRequest),
     /// The agent observes the record.
@@ -98,20 +98,20 @@ pub enum EventKind {
     Get,
 }
 
-impl EventKind {
+impl ScenarioEventKind {
     /// The event's name in the scenario format.
     pub fn name(&self) -> &'static str {
         match self {
-            EventKind::Delete(_) => "delete",
-            EventKind::AgentSync => "agent_sync",
-            EventKind::Evict { .. } => "evict",
-            EventKind::Finalizer(FinalizerChange::Add(_)) => "add_finalizer",
-            EventKind::Finalizer(FinalizerChange::Remove(_)) => "remove_finalizer",
-            EventKind::ContainerExit { .. } => "container_exit",
-            EventKind::NodeLost => "node_lost",
-            EventKind::NodeReady => "node_ready",
-            EventKind::NodeFenced => "node_fenced",
-            EventKind::Get => "get",
+            ScenarioEventKind::Delete(_) => "delete",
+            ScenarioEventKind::AgentSync => "agent_sync",
+            ScenarioEventKind::Evict { .. } => "evict",
+            ScenarioEventKind::Finalizer(FinalizerChange::Add(_)) => "add_finalizer",
+            ScenarioEventKind::Finalizer(FinalizerChange::Remove(_)) => "remove_finalizer",
+            ScenarioEventKind::ContainerExit { .. } => "container_exit",
+            ScenarioEventKind::NodeLost => "node_lost",
+            ScenarioEventKind::NodeReady => "node_ready",
+            ScenarioEventKind::NodeFenced => "node_fenced",
+            ScenarioEventKind::Get => "get",
         }
     }
 }
@@ -636,7 +636,7 @@ fn check_events(
     raw_events: Vec<RawEvent>,
     lines: &EventLines,
     containers: &[ContainerDef],
-) -> Result<Vec<Event>, ScenarioError> {
+) -> Result<Vec<ScenarioEvent>, ScenarioError> {
     let mut events = Vec::with_capacity(raw_events.len());
     let mut previous: Option<i64> = None;
     for (i, raw) in raw_events.into_iter().enumerate() {
@@ -654,7 +654,7 @@ fn check_events(
         }
         previous = Some(at_ms);
         let kind = raw.into_kind(&field, containers).map_err(located)?;
-        events.push(Event { at_ms, kind });
+        events.push(ScenarioEvent { at_ms, kind });
     }
     Ok(events)
 }
@@ -677,30 +677,30 @@ impl RawEvent {
         self,
         field: &str,
         containers: &[ContainerDef],
-    ) -> Result<EventKind, ScenarioError> {
-        let mut kinds: Vec<EventKind> = Vec::new();
+    ) -> Result<ScenarioEventKind, ScenarioError> {
+        let mut kinds: Vec<ScenarioEventKind> = Vec::new();
         if let Some(options) = self.delete {
-            kinds.push(EventKind::Delete(delete_request(
+            kinds.push(ScenarioEventKind::Delete(delete_request(
                 options.unwrap_or_default(),
                 &format!("{field}.delete"),
             )?));
         }
         if self.agent_sync.is_some() {
-            kinds.push(EventKind::AgentSync);
+            kinds.push(ScenarioEventKind::AgentSync);
         }
         if let Some(evict) = self.evict {
-            kinds.push(EventKind::Evict {
+            kinds.push(ScenarioEventKind::Evict {
                 grace_period_seconds: evict.grace_period_seconds,
             });
         }
         if let Some(f) = self.remove_finalizer {
-            kinds.push(EventKind::Finalizer(FinalizerChange::Remove(name(
+            kinds.push(ScenarioEventKind::Finalizer(FinalizerChange::Remove(name(
                 &f,
                 &format!("{field}.remove_finalizer"),
             )?)));
         }
         if let Some(f) = self.add_finalizer {
-            kinds.push(EventKind::Finalizer(FinalizerChange::Add(name(
+            kinds.push(ScenarioEventKind::Finalizer(FinalizerChange::Add(name(
                 &f,
                 &format!("{field}.add_finalizer"),
             )?)));
@@ -715,19 +715,19 @@ impl RawEvent {
                         format!("no container named `{}`", c.container),
                     )
                 })?;
-            kinds.push(EventKind::ContainerExit { container });
+            kinds.push(ScenarioEventKind::ContainerExit { container });
         }
         if self.node_lost.is_some() {
-            kinds.push(EventKind::NodeLost);
+            kinds.push(ScenarioEventKind::NodeLost);
         }
         if self.node_ready.is_some() {
-            kinds.push(EventKind::NodeReady);
+            kinds.push(ScenarioEventKind::NodeReady);
         }
         if self.node_fenced.is_some() {
-            kinds.push(EventKind::NodeFenced);
+            kinds.push(ScenarioEventKind::NodeFenced);
         }
         if self.get.is_some() {
-            kinds.push(EventKind::Get);
+            kinds.push(ScenarioEventKind::Get);
         }
         let count = kinds.len();
         match (kinds.pop(), count) {

@@ -14,7 +14,9 @@ use grace_core::{
     Phase, UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
-use crate::scenario::{DeleteRequest, Event, EventKind, MAX_CONTAINERS, MAX_FINALIZERS, Scenario};
+use crate::scenario::{
+    DeleteRequest, MAX_CONTAINERS, MAX_FINALIZERS, Scenario, ScenarioEvent, ScenarioEventKind,
+};
 use crate::timeline::{ActionKind, Entry, EntryKind, EventEntry, Outcome, RecordView, Timeline};
 
 /// The lifecycle type the simulator drives.
@@ -302,7 +304,7 @@ impl<'a> Simulator<'a> {
     }
 
     /// Applies one scenario input and records its line, then its effects.
-    fn input(&mut self, event: &Event) {
+    fn input(&mut self, event: &ScenarioEvent) {
         let at = event.at_ms;
         let now = self.now(at);
         let was_stored = self.machine.is_stored();
@@ -319,16 +321,16 @@ impl<'a> Simulator<'a> {
             state: self.machine.phase(),
         };
         match &event.kind {
-            EventKind::Delete(request) => self.delete(now, request, &mut entry),
-            EventKind::AgentSync => {
+            ScenarioEventKind::Delete(request) => self.delete(now, request, &mut entry),
+            ScenarioEventKind::AgentSync => {
                 entry.outcome = handled(self.machine.handle_agent_sync(now));
             }
-            EventKind::Evict {
+            ScenarioEventKind::Evict {
                 grace_period_seconds,
             } => {
                 entry.outcome = handled(self.machine.handle_evict(now, *grace_period_seconds));
             }
-            EventKind::Finalizer(change) => {
+            ScenarioEventKind::Finalizer(change) => {
                 match self.machine.handle_finalizer_update(now, change) {
                     Ok(UpdateOutcome::Deleted { force }) => {
                         entry.outcome = Outcome::Deleted;
@@ -342,7 +344,7 @@ impl<'a> Simulator<'a> {
                     }
                 }
             }
-            EventKind::ContainerExit { container } => {
+            ScenarioEventKind::ContainerExit { container } => {
                 entry.container = Some(*container);
                 if let Some(w) = self.world.get_mut(*container) {
                     *w = World::default();
@@ -352,15 +354,19 @@ impl<'a> Simulator<'a> {
                     Err(_) => Outcome::Ignored,
                 };
             }
-            EventKind::NodeLost => entry.outcome = handled(self.machine.handle_node_lost(now)),
-            EventKind::NodeReady => entry.outcome = handled(self.machine.handle_node_ready(now)),
-            EventKind::NodeFenced => {
+            ScenarioEventKind::NodeLost => {
+                entry.outcome = handled(self.machine.handle_node_lost(now))
+            }
+            ScenarioEventKind::NodeReady => {
+                entry.outcome = handled(self.machine.handle_node_ready(now))
+            }
+            ScenarioEventKind::NodeFenced => {
                 entry.outcome = handled(self.machine.handle_node_fenced(now));
                 if was_stored && !self.machine.is_stored() {
                     entry.outcome = Outcome::Deleted;
                 }
             }
-            EventKind::Get => {
+            ScenarioEventKind::Get => {
                 entry.outcome = if was_stored {
                     Outcome::Ok
                 } else {
@@ -446,9 +452,9 @@ fn handled(h: Handled) -> Outcome {
 }
 
 /// The input's payload in words, for the text timeline.
-fn describe(kind: &EventKind, scenario: &Scenario) -> String {
+fn describe(kind: &ScenarioEventKind, scenario: &Scenario) -> String {
     match kind {
-        EventKind::Delete(request) => {
+        ScenarioEventKind::Delete(request) => {
             let o = &request.options;
             let mut parts = Vec::new();
             match o.grace_period_seconds {
@@ -475,20 +481,20 @@ fn describe(kind: &EventKind, scenario: &Scenario) -> String {
             }
             format!("({})", parts.join(", "))
         }
-        EventKind::Evict {
+        ScenarioEventKind::Evict {
             grace_period_seconds,
         } => format!("(grace {grace_period_seconds})"),
-        EventKind::Finalizer(grace_core::FinalizerChange::Add(n))
-        | EventKind::Finalizer(grace_core::FinalizerChange::Remove(n)) => n.to_string(),
-        EventKind::ContainerExit { container } => scenario
+        ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Add(n))
+        | ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Remove(n)) => n.to_string(),
+        ScenarioEventKind::ContainerExit { container } => scenario
             .containers
             .get(*container)
             .map(|c| c.name.clone())
             .unwrap_or_default(),
-        EventKind::AgentSync
-        | EventKind::NodeLost
-        | EventKind::NodeReady
-        | EventKind::NodeFenced
-        | EventKind::Get => String::new(),
+        ScenarioEventKind::AgentSync
+        | ScenarioEventKind::NodeLost
+        | ScenarioEventKind::NodeReady
+        | ScenarioEventKind::NodeFenced
+        | ScenarioEventKind::Get => String::new(),
     }
 }

@@ -112,7 +112,7 @@ impl Cluster {
             format!(
                 r#"{{"metadata":{{"name":"{name}"}},
                     "spec":{{"nodeName":"{node}","terminationGracePeriodSeconds":{grace},
-                            "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; trap '' TERM; while :; do sleep 0.05; done"]}}]}}}}"#,
+                            "containers":[{{"name":"app","command":["sh","-c","trap '' TERM; echo $$ > {pid}; while :; do sleep 0.05; done"]}}]}}}}"#,
                 pid = pid.display()
             ),
         )

@@ -21,9 +21,14 @@ const DRAIN_EVERY: StdDuration = StdDuration::from_millis(10);
 /// missed: the pidfd stays readable).
 const TAKE_EVERY: StdDuration = StdDuration::from_millis(50);
 
+/// The old name of [`WatchedProcess`], which said the same as
+/// [`store::Watch`](crate::store::Watch) (a store's change stream).
+#[deprecated(note = "renamed WatchedProcess (store::Watch is a store's change stream)")]
+pub type Watch = WatchedProcess;
+
 /// One process to watch.
 #[derive(Clone, Debug)]
-pub struct Watch {
+pub struct WatchedProcess {
     /// The object.
     pub object: String,
     /// The container's index.
@@ -45,7 +50,7 @@ pub struct Watch {
 /// A watch and its pidfd, as the thread holds it.
 #[derive(Debug)]
 struct Live {
-    watch: Watch,
+    watch: WatchedProcess,
     pidfd: OwnedFd,
 }
 
@@ -55,7 +60,7 @@ enum Msg {
     /// A process to watch.
     Live(Live),
     /// A process already gone: its group is emptied and its exit reported.
-    Gone(Watch),
+    Gone(WatchedProcess),
 }
 
 /// The handle to the reaper thread; dropping it ends the thread.
@@ -73,7 +78,7 @@ impl Reaper {
     }
 
     /// Watches a process. One that is already gone is reported at once.
-    pub fn watch(&mut self, watch: Watch) {
+    pub fn watch(&mut self, watch: WatchedProcess) {
         let pidfd = i32::try_from(watch.pid)
             .ok()
             .and_then(Pid::from_raw)
@@ -89,7 +94,7 @@ impl Reaper {
         // is ours alone) is still signalled.
         let msg = match pidfd {
             Some(pidfd) => Msg::Live(Live { watch, pidfd }),
-            None => Msg::Gone(Watch {
+            None => Msg::Gone(WatchedProcess {
                 group: Group {
                     pgid: 0,
                     ..watch.group.clone()
@@ -103,7 +108,7 @@ impl Reaper {
 
 fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>) {
     let mut live: Vec<Live> = Vec::new();
-    let mut draining: Vec<(Watch, Option<i32>)> = Vec::new();
+    let mut draining: Vec<(WatchedProcess, Option<i32>)> = Vec::new();
     let timespec = |d: StdDuration| Timespec {
         tv_sec: 0,
         tv_nsec: i64::from(d.subsec_nanos()),
@@ -182,7 +187,7 @@ fn exit_code(pidfd: &OwnedFd) -> Option<i32> {
         .or_else(|| status.terminating_signal().map(|s| s.saturating_add(128)))
 }
 
-fn event(watch: &Watch, code: Option<i32>) -> WorldEvent {
+fn event(watch: &WatchedProcess, code: Option<i32>) -> WorldEvent {
     if watch.hook {
         WorldEvent::PreStopFinished {
             object: watch.object.clone(),

@@ -67,18 +67,23 @@ impl WorkloadRecord {
     }
 }
 
-/// The table's directory.
+/// The old name of [`WorkloadTable`], which said the same as
+/// `grace_core::Table` (the lifecycles' table).
+#[deprecated(note = "renamed WorkloadTable (grace_core::Table is the lifecycles' table)")]
+pub type Table = WorkloadTable;
+
+/// The workload table: its directory.
 #[derive(Clone, Debug)]
-pub struct Table {
+pub struct WorkloadTable {
     dir: PathBuf,
 }
 
-impl Table {
+impl WorkloadTable {
     /// The table in `dir`, created if missing; private (`0700`, its files
     /// `0600`) whatever the umask: it says which processes to signal.
-    pub fn open(dir: &Path) -> io::Result<Table> {
+    pub fn open(dir: &Path) -> io::Result<WorkloadTable> {
         crate::private::private_dir(dir, 0o700).map_err(io::Error::other)?;
-        Ok(Table {
+        Ok(WorkloadTable {
             dir: dir.to_owned(),
         })
     }
@@ -147,7 +152,7 @@ mod tests {
     #[test]
     fn a_record_written_is_loaded_until_removed() {
         let dir = tempfile::tempdir().expect("tmp");
-        let table = Table::open(&dir.path().join("w")).expect("open");
+        let table = WorkloadTable::open(&dir.path().join("w")).expect("open");
         let record = WorkloadRecord {
             object: "web/1 ü".into(),
             container: 2,

@@ -16,13 +16,13 @@ use grace_core::{
     ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
 };
 
+use super::commit::Written;
+use super::inputs;
 use super::objects::Id;
-use super::{
-    Actuator, Change, DeleteAnswer, ObjectLifecycle, RoundFailure, Runtime, RuntimeError, Spec,
-    delete_input, fresh,
-};
+use super::stored::Spec;
+use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{KillState, Revision, Store, StorePreconditions, StoredObject, Write};
+use crate::store::{Revision, Store, StorePreconditions, StoredObject, Write};
 
 /// Inputs decided in memory and made durable together by
 /// [`commit`](Batch::commit) (see the module docs).
@@ -133,16 +133,9 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
 
     /// [`Runtime::create`], in the batch.
     pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
-        if self.rt.unsure.contains(name) {
-            self.rt.resync(name)?;
-        }
-        if self.rt.objects.id(name).is_some() {
-            return Err(RuntimeError::AlreadyExists(name.to_owned()));
-        }
+        // Refused now whatever `create` would refuse, its kill state too.
+        let (lifecycle, _) = self.rt.new_lifecycle(name, &object)?;
         self.room()?;
-        let lifecycle = fresh(&object, &[])?;
-        // Refused now if its kill state cannot be written, as `create` is.
-        self.rt.agent_record(&lifecycle)?;
         // A placeholder revision, so that the write-ahead writes it; the
         // store's is noted once it is created.
         let phase = lifecycle.phase();
@@ -165,7 +158,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         name: &str,
         options: &DeleteOptions,
     ) -> Result<DeleteAnswer, RuntimeError> {
-        self.input(name, |l, now| delete_input(l, now, options))
+        self.input(name, inputs::delete(options))
     }
 
     /// [`Runtime::handle_finalizer_update`], in the batch.
@@ -174,15 +167,12 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         name: &str,
         change: &FinalizerChange,
     ) -> Result<UpdateOutcome, RuntimeError> {
-        self.input(name, |l, now| {
-            l.handle_finalizer_update(now, change)
-                .map_err(RuntimeError::Update)
-        })
+        self.input(name, inputs::finalizer_update(change))
     }
 
     /// [`Runtime::handle_agent_sync`], in the batch.
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| Ok(l.handle_agent_sync(now)))
+        self.input(name, inputs::agent_sync)
     }
 
     /// [`Runtime::handle_container_exited`], in the batch.
@@ -191,14 +181,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         name: &str,
         container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
-        let container = container.into().get();
-        self.input(name, |l, now| {
-            l.handle_container_exited(now, container)
-                .map_err(|_| RuntimeError::UnknownContainer {
-                    object: name.to_owned(),
-                    container,
-                })
-        })
+        self.input(name, inputs::container_exited(name, container.into()))
     }
 
     /// Makes every input of the batch durable and carries out what they
@@ -214,7 +197,14 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
             return Ok(());
         }
         let now = rt.clock.now();
-        let done = match rt.write_ahead_batch(&touched) {
+        let ids = touched.iter().map(|t| {
+            let how = match t.before {
+                Some(_) => Written::Update,
+                None => Written::Create,
+            };
+            (t.id, how)
+        });
+        let done = match rt.write_ahead(ids) {
             Ok(written) => {
                 // Named now: a finished object is forgotten by `act_round`.
                 let names: Vec<_> = touched.iter().map(|t| rt.name(t.id)).collect();
@@ -248,9 +238,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         name: &str,
         f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
-        if self.rt.unsure.contains(name) {
-            self.rt.resync(name)?;
-        }
+        self.rt.settle(name)?;
         let not_found = || RuntimeError::NotFound(name.to_owned());
         let id = self.rt.objects.id(name).ok_or_else(not_found)?;
         let first = !self.ids.contains(&id);
@@ -264,12 +252,10 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         } else {
             (self.rt.objects.open(id)?.ok_or_else(not_found)?, None)
         };
-        let before = lifecycle.clone();
-        let result = f(lifecycle, now);
-        if result.is_err() || *lifecycle == before {
-            *lifecycle = before;
-            return result;
-        }
+        let (answer, before) = inputs::decide(lifecycle, now, f)?;
+        let Some(before) = before else {
+            return Ok(answer);
+        };
         let (from, to) = (before.phase(), lifecycle.phase());
         if first {
             self.ids.insert(id);
@@ -284,7 +270,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         {
             t.phases.push(to);
         }
-        result
+        Ok(answer)
     }
 
     /// Refuses an input on one more object if the batch is full.
@@ -343,47 +329,5 @@ fn undo<S: Store, C: Clock, A: Actuator>(rt: &mut Runtime<S, C, A>, touched: Vec
                 rt.objects.remove(t.id);
             }
         }
-    }
-}
-
-impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
-    /// The write-ahead of a batch: every object `touched`, created or
-    /// updated, with one store batch. Returns the kill state written for
-    /// each (`None`: not written).
-    fn write_ahead_batch(
-        &mut self,
-        touched: &[Touched],
-    ) -> Result<Vec<Option<KillState>>, RoundFailure> {
-        let mut writes = self.take_writes(touched.len());
-        let mut states = Vec::with_capacity(touched.len());
-        for t in touched {
-            let created = t.before.is_none();
-            let state = self.record_write(t.id, None, |name, object, expected| {
-                let state = object.agent.clone();
-                writes.push(if created {
-                    Write::Create { name, object }
-                } else {
-                    Write::Update {
-                        name,
-                        object,
-                        expected,
-                    }
-                });
-                state
-            });
-            match state {
-                Ok(state) => states.push(state.flatten()),
-                Err(error) => {
-                    self.give_back(writes);
-                    return Err(RoundFailure { index: None, error });
-                }
-            }
-        }
-        let written = touched
-            .iter()
-            .zip(&states)
-            .map(|(t, s)| (t.id, s.is_some()));
-        self.send(&mut writes, written)?;
-        Ok(states)
     }
 }

@@ -1,43 +1,16 @@
-//! What several test files share: an actuator that records what it is
-//! asked to do, a one-container pod, and waiting on real processes and
-//! their output.
+//! What several test files share: the tests' actuators ([`actuators`]),
+//! a one-container pod, and waiting on real processes and their output.
 #![allow(dead_code)] // each test file uses its own part
+
+pub mod actuators;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use grace_core::{Action, Name, Record};
-use grace_std::runtime::Actuator;
+use grace_core::{Name, Record};
 use grace_std::store::{StoredContainer, StoredObject};
-
-/// Records the actions it is asked to carry out, with the object's name.
-#[derive(Clone, Default)]
-pub struct Recorder(Arc<Mutex<Vec<(String, Action)>>>);
-
-impl Actuator for Recorder {
-    fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), String> {
-        self.0
-            .lock()
-            .expect("not poisoned")
-            .push((object.to_owned(), *action));
-        Ok(())
-    }
-}
-
-impl Recorder {
-    /// What was recorded since the last take, with the objects' names.
-    pub fn take(&self) -> Vec<(String, Action)> {
-        std::mem::take(&mut *self.0.lock().expect("not poisoned"))
-    }
-
-    /// What was recorded since the last take, the actions alone.
-    pub fn take_actions(&self) -> Vec<Action> {
-        self.take().into_iter().map(|(_, a)| a).collect()
-    }
-}
 
 /// A pod with uid `uid` on node-a, with one container `app` (with a
 /// pre-stop hook of `sleep 100` if `pre_stop`).
@@ -119,7 +92,7 @@ impl Lines {
 /// tests that are done with them. Only processes that are still the ones
 /// recorded (same pid and start time) are signalled.
 pub fn kill_left_workloads(dir: &Path) {
-    let Ok(table) = grace_std::process::table::Table::open(dir) else {
+    let Ok(table) = grace_std::process::table::WorkloadTable::open(dir) else {
         return;
     };
     let Ok((records, _)) = table.load() else {

@@ -1,0 +1,269 @@
+//! The runtime's two ways to the world: an [`Actuator`] carries out what
+//! the machine decides, and [`WorldEvent`]s report back what then happened
+//! there (a pre-stop hook returned, a container's processes exited).
+
+use std::error::Error;
+use std::fmt;
+
+use grace_core::Action;
+
+use super::{Runtime, RuntimeError};
+use crate::clock::Clock;
+use crate::store::{ContainerStatus, Store, StoredObject};
+
+/// Carries out what the machine decides. The runtime calls it only after
+/// the decision is durable.
+///
+/// Contract:
+/// - Every method MUST be idempotent: after a crash the runtime repeats
+///   the actions that were owed when it stopped, which may have been done.
+/// - It MUST NOT block for long: a pre-stop hook is *started* here. What
+///   happens afterwards (the hook returns, the process exits) is reported
+///   as a [`WorldEvent`] to [`Runtime::handle_world_event`], typically from
+///   a thread of the actuator's own through a channel the program's loop
+///   reads (see [`WorldEvent`]).
+/// - A failure is an [`ActionError`]: it is reported as a
+///   [`Change::ActionFailed`](super::Change::ActionFailed) and the action is
+///   not retried by the runtime (the next input or restart may owe it
+///   again).
+pub trait Actuator: Send {
+    /// Performs `action` for `object` (`stored` holds its containers'
+    /// commands). `Action::Remove` is the runtime's own (a store delete)
+    /// and is never passed here.
+    fn perform(
+        &mut self,
+        object: &str,
+        stored: &StoredObject,
+        action: &Action,
+    ) -> Result<(), ActionError>;
+
+    /// Told of each event given to [`Runtime::handle_world_event`] before
+    /// the runtime takes it, so that the actions it owes next meet the
+    /// world as it is (a hook that returned is not cut off). Returns the
+    /// events the runtime takes now, in order: by default the event
+    /// itself. An actuator may hold one back until its world settles and
+    /// give it with a later one — [`ProcessActuator`](crate::process::ProcessActuator)
+    /// holds a container's exit while its pre-stop hook still runs, since
+    /// a stopped container may end the object's deletion.
+    fn world_event(&mut self, event: WorldEvent) -> Vec<WorldEvent> {
+        vec![event]
+    }
+
+    /// Told of each event once the runtime has taken it (its input is
+    /// durable), to forget what the event ended: the order keeps a crash in
+    /// between from losing track of a workload. Does nothing unless
+    /// implemented.
+    fn world_event_taken(&mut self, event: &WorldEvent) {
+        let _ = event;
+    }
+}
+
+/// An action an [`Actuator`] could not carry out, and why.
+///
+/// ```
+/// use grace_core::Action;
+/// use grace_std::runtime::ActionError;
+///
+/// let error = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+/// let failed = ActionError::new(&Action::SendKill { container: 0 }, error);
+/// assert_eq!(failed.action(), Action::SendKill { container: 0 });
+/// assert_eq!(failed.to_string(), "container 0: SIGKILL: permission denied");
+/// assert!(std::error::Error::source(&failed).is_some());
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct ActionError {
+    action: Action,
+    error: Box<dyn Error + Send + Sync>,
+}
+
+impl ActionError {
+    /// `action` failed with `error`: any error, or a message (a `&str` or
+    /// `String` becomes one).
+    pub fn new(action: &Action, error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        ActionError {
+            action: *action,
+            error: error.into(),
+        }
+    }
+
+    /// The action that could not be carried out.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// Why, in the underlying error's words (without the action).
+    pub fn reason(&self) -> String {
+        self.error.to_string()
+    }
+}
+
+impl fmt::Display for ActionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.action, self.error)
+    }
+}
+
+impl Error for ActionError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.error)
+    }
+}
+
+/// What happened in the world after an action, reported back to the
+/// runtime with [`Runtime::handle_world_event`] (which makes it durable
+/// before acting on it, as every input).
+///
+/// An actuator whose world reports asynchronously (a hook that runs for a
+/// while, a process that exits one day) hands these to the program's loop,
+/// usually through a channel:
+///
+/// ```
+/// use std::sync::mpsc;
+/// use grace_core::{Action, DeleteOptions, Record, Stage};
+/// use grace_std::clock::ManualClock;
+/// use grace_std::runtime::{ActionError, Actuator, Runtime, WorldEvent};
+/// use grace_std::store::{MemoryStore, StoredContainer, StoredObject};
+///
+/// /// Pre-stop hooks that return at once; the loop feeds what they did
+/// /// back to the runtime.
+/// struct Hooks(mpsc::Sender<WorldEvent>);
+///
+/// impl Actuator for Hooks {
+///     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), ActionError> {
+///         if let Action::RunPreStop { container, .. } = *action {
+///             let returned = WorldEvent::PreStopFinished {
+///                 object: object.to_owned(),
+///                 container: usize::from(container),
+///             };
+///             self.0.send(returned).map_err(|e| ActionError::new(action, e))?;
+///         }
+///         Ok(())
+///     }
+/// }
+///
+/// let (world, events) = mpsc::channel();
+/// let clock = ManualClock::at_unix_millis(1_700_000_000_000);
+/// let mut runtime = Runtime::builder(MemoryStore::new(), clock, Hooks(world)).open()?;
+/// let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
+/// let mut app = StoredContainer::new("app", ["sleep", "1000"]);
+/// app.pre_stop = Some("sleep 5".into());
+/// web.containers.push(app);
+/// runtime.create("web-0", web)?;
+/// runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?;
+/// runtime.handle_agent_sync("web-0")?; // the hook starts, and returns
+///
+/// // The program's loop (a real one waits with `recv_timeout` until
+/// // `poll_timeout`, then calls `handle_timeouts`).
+/// for event in events.try_iter() {
+///     runtime.handle_world_event(event)?;
+/// }
+/// let pod = runtime.lifecycle("web-0").ok_or("tracked")?;
+/// assert!(matches!(pod.containers()[0].stage(), Stage::Stopping { .. }));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WorldEvent {
+    /// A pre-stop hook returned (on its own, not cut off): the stop signal
+    /// goes now rather than when the hook's budget is spent, and the
+    /// hook's time is charged in whole seconds ([R60], [R61]).
+    ///
+    /// [R60]: grace_core::rules#r60
+    /// [R61]: grace_core::rules#r61
+    PreStopFinished {
+        /// The object.
+        object: String,
+        /// The container's index.
+        container: usize,
+    },
+    /// A container's process exited, and nothing of it is left: the
+    /// container is stopped and gets no SIGKILL ([R63]).
+    ///
+    /// [R63]: grace_core::rules#r63
+    Exited {
+        /// The object.
+        object: String,
+        /// The container's index.
+        container: usize,
+        /// Its status as a shell reports it: the exit code, or 128 + the
+        /// signal that ended it; `None` if it could not be read.
+        code: Option<i32>,
+    },
+}
+
+impl WorldEvent {
+    /// The object the event is about.
+    pub fn object(&self) -> &str {
+        match self {
+            WorldEvent::PreStopFinished { object, .. } | WorldEvent::Exited { object, .. } => {
+                object
+            }
+        }
+    }
+
+    /// The container the event is about.
+    pub fn container(&self) -> usize {
+        match *self {
+            WorldEvent::PreStopFinished { container, .. }
+            | WorldEvent::Exited { container, .. } => container,
+        }
+    }
+}
+
+impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// Takes what happened in the world, as an input: the actuator hears it
+    /// first ([`Actuator::world_event`], which may hold it back); a
+    /// returned hook is then
+    /// [`handle_pre_stop_finished`](Self::handle_pre_stop_finished), an exit
+    /// the container's status ([`ContainerStatus::exited`], written at once)
+    /// and [`handle_container_exited`](Self::handle_container_exited). Each
+    /// is durable before the actions it owes are carried out, and before
+    /// [`Actuator::world_event_taken`].
+    ///
+    /// An event about an object the runtime no longer tracks is no error:
+    /// events race with removals (a force delete removes the record while
+    /// its processes still stop; a crash between the record's removal and
+    /// the actuator's own bookkeeping), and such an event has nothing left
+    /// to tell.
+    pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+        // Every event the actuator gives is taken even if one before it
+        // failed: a held exit released with a hook's end is the last word
+        // on it. The first failure is returned.
+        let mut result = Ok(());
+        for event in self.actuator.world_event(event) {
+            let taken = self.take_world_event(&event);
+            if taken.is_ok() {
+                self.actuator.world_event_taken(&event);
+            }
+            result = result.and(taken);
+        }
+        result
+    }
+
+    /// One event as the runtime's input.
+    fn take_world_event(&mut self, event: &WorldEvent) -> Result<(), RuntimeError> {
+        match event {
+            WorldEvent::PreStopFinished { object, container } => {
+                unless_gone(self.handle_pre_stop_finished(object, *container))
+            }
+            WorldEvent::Exited {
+                object,
+                container,
+                code,
+            } => {
+                self.set_container_status(object, *container, ContainerStatus::exited(*code))?;
+                unless_gone(self.handle_container_exited(object, *container))
+            }
+        }
+    }
+}
+
+/// An input's result, where an object the runtime no longer tracks is no
+/// error (see [`Runtime::handle_world_event`]).
+fn unless_gone(result: Result<grace_core::Handled, RuntimeError>) -> Result<(), RuntimeError> {
+    match result {
+        Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}

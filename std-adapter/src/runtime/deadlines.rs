@@ -1,0 +1,190 @@
+//! The deadline queue: when the runtime is next due
+//! ([`Runtime::poll_timeout`]), and the objects whose deadline has passed,
+//! handled in group-committed rounds ([`Runtime::handle_timeouts`]).
+
+use std::sync::Arc;
+
+use grace_core::{Instant, Now, Stage};
+
+use super::commit::Written;
+use super::objects::Id;
+use super::{Actuator, Runtime, RuntimeError, store_down};
+use crate::clock::Clock;
+use crate::store::Store;
+
+impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// The earliest deadline of all objects, or the next attempt to read
+    /// back objects the store could not answer for.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let next = self.deadlines.first().map(|&(t, _)| t);
+        match (next, self.retry_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles every object whose deadline has passed, earliest first.
+    ///
+    /// Group commit: the objects due together are handled in rounds of up
+    /// to [`ROUND`](super::ROUND). A round's write-ahead records are written with one
+    /// [`Store::batch`] (one fsync on [`RedbStore`](crate::store::RedbStore))
+    /// before any of its actions is carried out; the records after the
+    /// actions are written with a second batch. If the first batch is
+    /// refused because of one object (a conflict, say), the round is undone
+    /// and handled one object at a time, so that object holds back no other.
+    ///
+    /// Objects whose stored state is unknown are read back first when their
+    /// retry ([`RETRY`](super::RETRY)) is due; if the store does not answer one of them,
+    /// this call stops there and asks it nothing more. A failed round stops
+    /// this call (its objects stay due, or are read back later) and its
+    /// first error is returned.
+    pub fn handle_timeouts(&mut self) -> Result<(), RuntimeError> {
+        let now = self.clock.now();
+        let mut failed = None;
+        if self.retry_at.is_some_and(|t| t <= now.mono) {
+            self.retry_at = None;
+            let names: Vec<String> = self.unsure.iter().cloned().collect();
+            for name in names {
+                match self.resync(&name) {
+                    // A store that does not answer would not answer for
+                    // the others or take a round's batch either (and on
+                    // etcd each request waits out a timeout): the rest
+                    // waits for the next retry.
+                    Err(e) if store_down(&e) => {
+                        self.objects.close();
+                        return Err(e);
+                    }
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                    Ok(()) => {}
+                }
+            }
+            self.objects.close();
+        }
+        loop {
+            let Some(first) = self.deadlines.first().copied() else {
+                return failed.map_or(Ok(()), Err);
+            };
+            if first.0 > now.mono {
+                return failed.map_or(Ok(()), Err);
+            }
+            let due: Vec<Id> = self
+                .deadlines
+                .iter()
+                .take_while(|&&(t, _)| t <= now.mono)
+                .take(self.round_size())
+                .map(|&(_, id)| id)
+                .collect();
+            let done = self.timeout_round(now, due);
+            self.objects.close();
+            if let Err(e) = done {
+                return Err(failed.unwrap_or(e));
+            }
+            // A lifecycle always moves a handled deadline past now; if one
+            // did not, stop rather than spin.
+            if self.deadlines.first() == Some(&first) {
+                return failed.map_or(Ok(()), Err);
+            }
+        }
+    }
+
+    /// One round of [`handle_timeouts`](Self::handle_timeouts).
+    fn timeout_round(&mut self, now: Now, due: Vec<Id>) -> Result<(), RuntimeError> {
+        // The packed lifecycles from before the round: to go back to.
+        let mut befores = Vec::with_capacity(due.len());
+        let mut round = Vec::with_capacity(due.len());
+        for id in due {
+            let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
+                continue;
+            };
+            // Only a deadline that has passed changes a lifecycle (an early
+            // call is a no-op), and handling one always moves it on: the
+            // deadline says whether anything changed, without a copy of the
+            // whole lifecycle to compare with.
+            if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
+                continue;
+            }
+            let from = lifecycle.phase();
+            lifecycle.handle_timeout(now);
+            round.push((id, Some(from)));
+            befores.push(packed);
+        }
+        let ids = round.iter().map(|&(id, _)| (id, Written::Update));
+        match self.write_ahead(ids) {
+            Ok(written) => self.act_round(now, round, written),
+            Err(failure) => {
+                // Refused, or applied with its answer lost: take the
+                // store's state (the last one known while it cannot be read).
+                let one_object = failure.index.is_some();
+                let mut names = Vec::with_capacity(round.len());
+                for (&(id, _), before) in round.iter().zip(befores) {
+                    let name = self.objects.get(id).map(|e| Arc::clone(&e.name));
+                    self.objects.revert(id, before);
+                    names.extend(name);
+                }
+                self.resync_each(&names);
+                if !one_object || round.len() < 2 {
+                    return Err(failure.error);
+                }
+                let mut first_error = None;
+                for name in names {
+                    let handled = self.input(&name, |l, now| {
+                        l.handle_timeout(now);
+                        Ok(())
+                    });
+                    if let Err(e) = handled {
+                        first_error.get_or_insert(e);
+                    }
+                }
+                first_error.map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    /// Takes the object's deadline out of the queue.
+    pub(super) fn unschedule(&mut self, name: &str) {
+        if let Some(id) = self.objects.id(name) {
+            self.unschedule_id(id);
+        }
+    }
+
+    pub(super) fn unschedule_id(&mut self, id: Id) {
+        if let Some(old) = self.objects.get_mut(id).and_then(|e| e.deadline.take()) {
+            self.deadlines.remove(&(old, id));
+        }
+    }
+
+    /// Brings the deadline queue up to date; forgets a finished object.
+    pub(super) fn reschedule(&mut self, name: &str) {
+        if let Some(id) = self.objects.id(name) {
+            self.reschedule_id(id);
+        }
+    }
+
+    pub(super) fn reschedule_id(&mut self, id: Id) {
+        self.unschedule_id(id);
+        let Ok(Some((next, finished))) = self.objects.read(id, |entry, lifecycle| {
+            let next = lifecycle.poll_timeout();
+            let finished = entry.revision.is_none()
+                && next.is_none()
+                && lifecycle
+                    .containers()
+                    .iter()
+                    .all(|c| c.stage() == Stage::Stopped);
+            (next, finished)
+        }) else {
+            return;
+        };
+        if finished {
+            self.objects.remove(id);
+            return;
+        }
+        if let Some(entry) = self.objects.get_mut(id) {
+            entry.deadline = next;
+        }
+        if let Some(t) = next {
+            self.deadlines.insert((t, id));
+        }
+    }
+}

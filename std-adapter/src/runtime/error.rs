@@ -1,0 +1,168 @@
+//! Why an input was refused: [`RuntimeError`].
+
+use std::fmt;
+
+use grace_core::{DeleteError, UpdateError};
+
+use super::{CONTAINERS, KillStateError};
+use crate::store::StoreError;
+
+/// Why an input was refused. Nothing was changed.
+///
+/// Each variant carries what went wrong as data; [`source`](std::error::Error::source)
+/// is the underlying error where there is one. More variants may come.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    /// The store failed.
+    Store(StoreError),
+    /// No object of that name is tracked.
+    NotFound(String),
+    /// An object of that name exists.
+    AlreadyExists(String),
+    /// The delete was refused (invalid options, a failed precondition).
+    Delete(DeleteError),
+    /// The update was refused.
+    Update(UpdateError),
+    /// An input named a container the object does not have.
+    UnknownContainer {
+        /// The object's name.
+        object: String,
+        /// The index given.
+        container: usize,
+    },
+    /// The object has more containers than the runtime tracks
+    /// ([`CONTAINERS`]).
+    TooManyContainers {
+        /// The object's uid.
+        uid: String,
+        /// How many it has.
+        containers: usize,
+    },
+    /// A name is not valid where it is used (a DNS-1123 label for an
+    /// object's name, see [`check_name`](crate::api_server::check_name)).
+    InvalidName {
+        /// The field, e.g. `metadata.name`.
+        field: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A kill state could not be encoded, or the runtime's own packed
+    /// lifecycle did not decode (a bug).
+    KillState {
+        /// The object's name (or uid, where the name is not known).
+        object: String,
+        /// Why.
+        error: KillStateError,
+    },
+    /// An input the caller gave is invalid (an option of a program built
+    /// on the runtime); the message names the field.
+    InvalidInput(String),
+    /// Fencing was refused: the node is alive (its agent holds its lease),
+    /// so there is no proof that it is gone (D7).
+    NodeAlive {
+        /// The node.
+        node: String,
+    },
+    /// A file or directory that must be private to this user is not, or
+    /// cannot be made so: a program built on the runtime refuses to start.
+    Private(crate::private::PrivateError),
+    /// An operating-system operation around the runtime failed: a
+    /// directory, a socket, a signal handler, a process to start.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        error: std::io::Error,
+    },
+}
+
+impl RuntimeError {
+    /// An [`Io`](RuntimeError::Io) error while doing `context`.
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> Self {
+        RuntimeError::Io {
+            context: context.into(),
+            error,
+        }
+    }
+}
+
+impl fmt::Display for RuntimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RuntimeError::Store(e) => write!(f, "store: {e}"),
+            RuntimeError::NotFound(name) => write!(f, "{name}: not found"),
+            RuntimeError::AlreadyExists(name) => write!(f, "{name}: already exists"),
+            RuntimeError::Delete(e) => write!(f, "delete refused: {e}"),
+            RuntimeError::Update(e) => write!(f, "update refused: {e}"),
+            RuntimeError::UnknownContainer { object, container } => {
+                write!(f, "{object}: no container {container}")
+            }
+            RuntimeError::TooManyContainers { uid, containers } => {
+                write!(f, "{uid}: {containers} containers, more than {CONTAINERS}")
+            }
+            RuntimeError::InvalidName { field, reason } => write!(f, "{field}: {reason}"),
+            RuntimeError::InvalidInput(message) => f.write_str(message),
+            RuntimeError::KillState { object, error } => write!(f, "{object}: {error}"),
+            RuntimeError::NodeAlive { node } => write!(
+                f,
+                "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
+            ),
+            RuntimeError::Private(e) => write!(f, "refusing to start: {e}"),
+            RuntimeError::Io { context, error } => write!(f, "{context}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for RuntimeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RuntimeError::Store(e) => Some(e),
+            RuntimeError::Delete(e) => Some(e),
+            RuntimeError::Update(e) => Some(e),
+            RuntimeError::KillState { error, .. } => Some(error),
+            RuntimeError::Io { error, .. } => Some(error),
+            RuntimeError::Private(e) => Some(e),
+            RuntimeError::NotFound(_)
+            | RuntimeError::AlreadyExists(_)
+            | RuntimeError::UnknownContainer { .. }
+            | RuntimeError::TooManyContainers { .. }
+            | RuntimeError::InvalidName { .. }
+            | RuntimeError::InvalidInput(_)
+            | RuntimeError::NodeAlive { .. } => None,
+        }
+    }
+}
+
+impl From<StoreError> for RuntimeError {
+    fn from(e: StoreError) -> Self {
+        RuntimeError::Store(e)
+    }
+}
+
+impl From<DeleteError> for RuntimeError {
+    fn from(e: DeleteError) -> Self {
+        RuntimeError::Delete(e)
+    }
+}
+
+impl From<UpdateError> for RuntimeError {
+    fn from(e: UpdateError) -> Self {
+        RuntimeError::Update(e)
+    }
+}
+
+/// Whether `e` says the store did not answer (rather than answering no).
+pub(super) fn store_down(e: &RuntimeError) -> bool {
+    matches!(
+        e,
+        RuntimeError::Store(StoreError::Unavailable(_) | StoreError::Io(_))
+    )
+}
+
+pub(super) fn cannot_encode(object: &str, e: KillStateError) -> RuntimeError {
+    RuntimeError::KillState {
+        object: object.to_owned(),
+        error: e,
+    }
+}

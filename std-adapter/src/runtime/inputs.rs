@@ -1,0 +1,362 @@
+//! The inputs a runtime takes one at a time: each decided on the object's
+//! lifecycle, made durable, then acted on ([`Runtime::commit`]).
+
+use std::collections::BTreeMap;
+
+use grace_core::{
+    ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now, Record,
+    UpdateError, UpdateOutcome, decide_delete,
+};
+
+use super::stored::{Spec, fresh};
+use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
+use crate::clock::Clock;
+use crate::store::{ContainerStatus, FINALIZERS, KillState, Store, StoreError, StoredObject};
+
+/// The answer to a delete request (the REST response, R33).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeleteAnswer {
+    /// Graceful, pending or deleted; dry run; force.
+    pub response: DeleteResponse,
+    /// The object as written (when removed, the last state written before
+    /// removal), or for a dry run as the same decision would write it.
+    pub record: Record<FINALIZERS>,
+}
+
+impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
+    /// Stores and tracks a new object.
+    pub fn create(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        let done = self.create_open(name, object);
+        self.objects.close();
+        done
+    }
+
+    fn create_open(&mut self, name: &str, object: StoredObject) -> Result<(), RuntimeError> {
+        let (lifecycle, state) = self.new_lifecycle(name, &object)?;
+        let spec = Spec::of(object);
+        let written = spec.object(&lifecycle, Some(state));
+        let revision = match self.store.create(name, written) {
+            Ok(r) => r,
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(RuntimeError::AlreadyExists(name.to_owned()));
+            }
+            Err(e) => {
+                // Stored or not: take whatever the store holds.
+                let _ = self.resync(name);
+                return Err(e.into());
+            }
+        };
+        let mut lifecycle = lifecycle;
+        lifecycle.stored_at(revision.get());
+        self.objects.insert(name, lifecycle, spec, Some(revision));
+        Ok(())
+    }
+
+    /// The lifecycle of a new object `name` and its kill state, refused as
+    /// [`create`](Self::create) refuses it: the name is taken, the object
+    /// has too many containers, or its kill state cannot be written.
+    pub(super) fn new_lifecycle(
+        &mut self,
+        name: &str,
+        object: &StoredObject,
+    ) -> Result<(ObjectLifecycle, KillState), RuntimeError> {
+        self.settle(name)?;
+        if self.objects.id(name).is_some() {
+            return Err(RuntimeError::AlreadyExists(name.to_owned()));
+        }
+        let lifecycle = fresh(object, &[])?;
+        let state = self.agent_record(&lifecycle)?;
+        Ok((lifecycle, state))
+    }
+
+    /// A delete request (R1–R44, D4): the core's
+    /// [`Lifecycle::handle_delete`](grace_core::Lifecycle::handle_delete) on the named object, made durable.
+    pub fn handle_delete(
+        &mut self,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<DeleteAnswer, RuntimeError> {
+        self.input(name, delete(options))
+    }
+
+    /// An update of the finalizer list (R45, R46): the core's
+    /// [`Lifecycle::handle_finalizer_update`](grace_core::Lifecycle::handle_finalizer_update) on the named object.
+    pub fn handle_finalizer_update(
+        &mut self,
+        name: &str,
+        change: &FinalizerChange,
+    ) -> Result<UpdateOutcome, RuntimeError> {
+        self.input(name, finalizer_update(change))
+    }
+
+    /// The garbage collector's step ([`crate::gc`]): removes the `orphan`
+    /// and `foregroundDeletion` finalizers of an object marked for
+    /// deletion, one finalizer update each (R45: the last one may remove
+    /// the object). Returns the finalizers removed; none if the object is
+    /// not being deleted, has neither, or is gone.
+    pub fn collect_garbage(&mut self, name: &str) -> Result<Vec<Name>, RuntimeError> {
+        let Some(lifecycle) = self.lifecycle(name) else {
+            return Ok(Vec::new());
+        };
+        let due = crate::gc::finalizers_to_remove(lifecycle.record());
+        let mut removed = Vec::with_capacity(due.len());
+        for finalizer in due {
+            match self.handle_finalizer_update(name, &FinalizerChange::Remove(finalizer.clone())) {
+                Ok(_) => removed.push(finalizer),
+                // Removed meanwhile (by the removal before): nothing left.
+                Err(RuntimeError::NotFound(_) | RuntimeError::Update(UpdateError::NotFound)) => {
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(removed)
+    }
+
+    /// Replaces the object's labels (`metadata.labels`; allowed at any
+    /// time, deleting or not, as Kubernetes allows). Writes nothing if they
+    /// are unchanged.
+    pub fn update_labels(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.update_labels_open(name, labels);
+        self.objects.close();
+        done
+    }
+
+    fn update_labels_open(
+        &mut self,
+        name: &str,
+        labels: BTreeMap<String, String>,
+    ) -> Result<(), RuntimeError> {
+        self.settle(name)?;
+        let now = self.clock.now();
+        let entry = self
+            .objects
+            .named_mut(name)
+            .filter(|e| e.revision.is_some())
+            .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
+        if entry.spec.labels == labels {
+            return Ok(());
+        }
+        let before = std::mem::replace(&mut entry.spec.labels, labels);
+        if let Err(e) = self.commit(name, now, None) {
+            // As for any input: take the store's state, or else show the
+            // last state known to be stored.
+            if self.resync(name).is_err()
+                && let Some(entry) = self.objects.named_mut(name)
+            {
+                entry.spec.labels = before;
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// The agent observes the object (and starts or shortens its kill):
+    /// [`Lifecycle::handle_agent_sync`](grace_core::Lifecycle::handle_agent_sync).
+    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
+        self.input(name, agent_sync)
+    }
+
+    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`](grace_core::Lifecycle::handle_evict).
+    pub fn handle_evict(
+        &mut self,
+        name: &str,
+        grace_period_seconds: i64,
+    ) -> Result<Handled, RuntimeError> {
+        self.input(name, |l, now| Ok(l.handle_evict(now, grace_period_seconds)))
+    }
+
+    /// A container's pre-stop hook returned:
+    /// [`Lifecycle::handle_pre_stop_finished`](grace_core::Lifecycle::handle_pre_stop_finished).
+    pub fn handle_pre_stop_finished(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.input(name, pre_stop_finished(name, container.into()))
+    }
+
+    /// A container's process exited:
+    /// [`Lifecycle::handle_container_exited`](grace_core::Lifecycle::handle_container_exited).
+    pub fn handle_container_exited(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.input(name, container_exited(name, container.into()))
+    }
+
+    /// Records what the agent sees of a container (running, exited with a
+    /// code, could not start): written to the store at once, as the
+    /// kubelet updates a pod's status. Nothing happens if the object is
+    /// gone (or its record removed) or the status is already `status`.
+    pub fn set_container_status(
+        &mut self,
+        name: &str,
+        container: usize,
+        status: ContainerStatus,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = self.objects.id(name) else {
+            return Ok(());
+        };
+        let Some(entry) = self.objects.get_mut(id) else {
+            return Ok(());
+        };
+        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+            return Ok(());
+        }
+        let waiting = ContainerStatus::Waiting {
+            reason: "ContainerCreating".to_owned(),
+        };
+        let count = entry.spec.containers.len();
+        if container >= count {
+            return Err(unknown_container(name, container));
+        }
+        entry.spec.status.resize(count, waiting);
+        if let Some(slot) = entry.spec.status.get_mut(container) {
+            *slot = status;
+        }
+        let done = self.persist(id);
+        self.objects.close();
+        done.map(|_| ())
+    }
+
+    /// Runs one input on one object, then makes it durable and acts on it.
+    pub(super) fn input<R>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
+        let done = self.input_open(name, f);
+        self.objects.close();
+        done
+    }
+
+    fn input_open<R>(
+        &mut self,
+        name: &str,
+        f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
+        self.settle(name)?;
+        let now = self.clock.now();
+        let lifecycle = self
+            .lifecycle_mut(name)?
+            .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
+        let (answer, before) = decide(lifecycle, now, f)?;
+        let Some(before) = before else {
+            return Ok(answer);
+        };
+        let from = before.phase();
+        if let Err(e) = self.commit(name, now, Some(from)) {
+            // The input may be durable, its actions partly done: take the
+            // store's state. Until it can be read, show the last state known
+            // to be stored.
+            if self.resync(name).is_err()
+                && let Ok(Some(lifecycle)) = self.lifecycle_mut(name)
+            {
+                *lifecycle = before;
+            }
+            return Err(e);
+        }
+        Ok(answer)
+    }
+
+    /// The lifecycle of `name`, opened to work on.
+    fn lifecycle_mut(&mut self, name: &str) -> Result<Option<&mut ObjectLifecycle>, RuntimeError> {
+        match self.objects.id(name) {
+            Some(id) => self.objects.open(id),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Runs the input `f` on `lifecycle` at `now`. A refused input, or one
+/// that changes nothing, leaves the lifecycle as it was; one that changes
+/// it also returns the lifecycle from before, to go back to.
+pub(super) fn decide<R>(
+    lifecycle: &mut ObjectLifecycle,
+    now: Now,
+    f: impl FnOnce(&mut ObjectLifecycle, Now) -> Result<R, RuntimeError>,
+) -> Result<(R, Option<ObjectLifecycle>), RuntimeError> {
+    let before = lifecycle.clone();
+    match f(lifecycle, now) {
+        Err(e) => {
+            *lifecycle = before;
+            Err(e)
+        }
+        Ok(answer) if *lifecycle == before => Ok((answer, None)),
+        Ok(answer) => Ok((answer, Some(before))),
+    }
+}
+
+// The inputs on one lifecycle, for the runtime's methods and a batch's.
+
+/// A delete request, and the answer to it.
+pub(super) fn delete(
+    options: &DeleteOptions,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<DeleteAnswer, RuntimeError> + '_ {
+    move |l, now| {
+        let response = l
+            .handle_delete(now, options)
+            .map_err(RuntimeError::Delete)?;
+        let record = if response.dry_run {
+            // Nothing changed: the same decision, not applied (R42).
+            decide_delete(l.record(), &l.strategy(), options, now.wall)
+                .map_err(RuntimeError::Delete)?
+                .record
+        } else {
+            l.record().clone()
+        };
+        Ok(DeleteAnswer { response, record })
+    }
+}
+
+/// An update of the finalizer list.
+pub(super) fn finalizer_update(
+    change: &FinalizerChange,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<UpdateOutcome, RuntimeError> + '_ {
+    move |l, now| {
+        l.handle_finalizer_update(now, change)
+            .map_err(RuntimeError::Update)
+    }
+}
+
+/// The agent observes the object.
+pub(super) fn agent_sync(l: &mut ObjectLifecycle, now: Now) -> Result<Handled, RuntimeError> {
+    Ok(l.handle_agent_sync(now))
+}
+
+/// A container's pre-stop hook returned (`object` names it in an error).
+pub(super) fn pre_stop_finished(
+    object: &str,
+    container: ContainerIndex,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
+    let container = container.get();
+    move |l, now| {
+        l.handle_pre_stop_finished(now, container)
+            .map_err(|_| unknown_container(object, container))
+    }
+}
+
+/// A container's process exited (`object` names it in an error).
+pub(super) fn container_exited(
+    object: &str,
+    container: ContainerIndex,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
+    let container = container.get();
+    move |l, now| {
+        l.handle_container_exited(now, container)
+            .map_err(|_| unknown_container(object, container))
+    }
+}
+
+fn unknown_container(object: &str, container: usize) -> RuntimeError {
+    RuntimeError::UnknownContainer {
+        object: object.to_owned(),
+        container,
+    }
+}
