@@ -548,6 +548,82 @@ impl<S: Store, C: Clock> Runtime<S, C, ProcessActuator> {
         }
         Ok(())
     }
+
+    /// [`handle_world_event`](Self::handle_world_event) for many events,
+    /// with one commit per [`Batch`](crate::runtime::Batch) of them rather
+    /// than two or three per event: thousands of workloads stopping
+    /// together are reported in a few commits. An event about an object
+    /// no longer tracked changes nothing; the first other error is
+    /// returned once the rest are done.
+    pub fn handle_world_events(
+        &mut self,
+        events: impl IntoIterator<Item = WorldEvent>,
+    ) -> Result<(), RuntimeError> {
+        let events: Vec<WorldEvent> = events.into_iter().collect();
+        for event in &events {
+            if let WorldEvent::PreStopFinished { object, container } = event {
+                self.actuator().hook_returned(object, *container);
+            }
+        }
+        let mut first_error = None;
+        let mut note = |result: Result<(), RuntimeError>| match result {
+            Ok(()) | Err(RuntimeError::NotFound(_)) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        };
+        let mut batch = self.open_batch();
+        for event in &events {
+            if batch.is_full() {
+                note(batch.commit());
+                batch = self.open_batch();
+            }
+            match event {
+                WorldEvent::PreStopFinished { object, container } => {
+                    note(batch.handle_pre_stop_finished(object, *container).map(drop));
+                }
+                WorldEvent::Exited {
+                    object,
+                    container,
+                    code,
+                } => {
+                    let status = ContainerStatus::exited(*code);
+                    note(batch.set_container_status(object, *container, status));
+                    note(batch.handle_container_exited(object, *container).map(drop));
+                }
+            }
+        }
+        note(batch.commit());
+        for event in events {
+            if let WorldEvent::Exited {
+                object, container, ..
+            } = event
+            {
+                self.actuator().reaped(&object, container);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Raises this process's soft limit of open files (`RLIMIT_NOFILE`) to its
+/// hard limit, as the Go runtime does at start, and returns the limits as
+/// they now are (`soft`, `hard`; `None`: unlimited). The reaper holds one
+/// pidfd per watched process, so an agent with thousands of workloads
+/// needs more than the usual soft limit of 1 024; processes started
+/// afterwards inherit the raised limit.
+pub fn raise_open_files_limit() -> std::io::Result<(Option<u64>, Option<u64>)> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        setrlimit(Resource::Nofile, raised)?;
+    }
+    let now = getrlimit(Resource::Nofile);
+    Ok((now.current, now.maximum))
 }
 
 /// Starts `command` (its streams set by [`Output`]) as the leader of a

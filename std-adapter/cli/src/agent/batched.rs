@@ -17,7 +17,7 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{Input, error, invalid, start};
+use super::{Input, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
 use crate::process::ProcessActuator;
@@ -179,6 +179,10 @@ fn answer<S: Store, C: Clock>(
     waiting: Vec<(mpsc::Sender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
 ) {
+    // Started together once every answer is known (one commit for their
+    // statuses); each apply is answered once its containers were started.
+    let mut to_start = Vec::new();
+    let mut answers = Vec::with_capacity(waiting.len());
     for (reply, decided) in waiting {
         let sent = match (decided, failed) {
             (Decided::Refused(refused), _) => refused,
@@ -195,11 +199,15 @@ fn answer<S: Store, C: Clock>(
             (Decided::Applied { name, start: go }, None) => {
                 let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
                 if go {
-                    start(rt, &name);
+                    to_start.push(name);
                 }
                 Reply::Applied { revision }
             }
         };
+        answers.push((reply, sent));
+    }
+    start_all(rt, to_start.iter().map(String::as_str));
+    for (reply, sent) in answers {
         let _ = reply.send(sent);
     }
 }
