@@ -245,7 +245,7 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
     reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
 )]
 enum Input {
-    Request(Request, mpsc::Sender<Reply>),
+    Request(Request, mpsc::SyncSender<Reply>),
     World(WorldEvent),
     Stop,
 }

@@ -60,7 +60,7 @@ enum Decided {
 /// handles deadlines between batches however busy the clients keep it.
 pub(super) fn serve_batch<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
-    first: (Request, mpsc::Sender<Reply>),
+    first: (Request, mpsc::SyncSender<Reply>),
     inputs: &mpsc::Receiver<Input>,
     node: &str,
 ) -> Option<Input> {
@@ -176,7 +176,7 @@ fn decide<S: Store, C: Clock>(
 /// commit failed).
 fn answer<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
-    waiting: Vec<(mpsc::Sender<Reply>, Decided)>,
+    waiting: Vec<(mpsc::SyncSender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
 ) {
     // Started together once every answer is known (one commit for their
@@ -339,7 +339,7 @@ mod tests {
         let (tx, inputs) = mpsc::channel();
         let mut first = None;
         for (i, request) in requests.into_iter().enumerate() {
-            let (reply, rx) = mpsc::channel();
+            let (reply, rx) = mpsc::sync_channel(1);
             store
                 .clients
                 .lock()

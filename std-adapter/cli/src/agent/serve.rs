@@ -230,7 +230,9 @@ fn connection(
                 return;
             }
             Ok(change) => {
-                let (tx, rx) = mpsc::channel();
+                // One slot: an unbounded channel would allocate room for
+                // 31 replies of kilobytes each per request.
+                let (tx, rx) = mpsc::sync_channel(1);
                 if changes.send(Input::Request(change, tx)).is_err() {
                     return;
                 }
