@@ -293,8 +293,7 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
     let store = Counting::default();
     let (actuator, events) = ProcessActuator::new();
     let clock = std::sync::Arc::new(ManualClock::at_unix_millis(1_000_000));
-    let mut rt =
-        Runtime::open(store.clone(), clock, actuator, Recovery::default()).expect("opens");
+    let mut rt = Runtime::open(store.clone(), clock, actuator, Recovery::default()).expect("opens");
     let names: Vec<String> = (0..PODS).map(|i| format!("p{i}")).collect();
     for (i, name) in names.iter().enumerate() {
         let mut pod = object("exec sleep 100", None);
@@ -308,7 +307,11 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
     }
     // `sleep` ends at its SIGTERM: every exit is reported.
     let exits: Vec<WorldEvent> = (0..PODS)
-        .map(|_| events.recv_timeout(Duration::from_secs(10)).expect("exited"))
+        .map(|_| {
+            events
+                .recv_timeout(Duration::from_secs(10))
+                .expect("exited")
+        })
         .collect();
     let before = store.commits.load(std::sync::atomic::Ordering::SeqCst);
     rt.handle_world_events(exits).expect("handled");
@@ -318,7 +321,10 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
     assert!(commits <= 2, "{commits} commits for {PODS} exits");
     for name in &names {
         assert!(rt.lifecycle(name).is_none(), "{name} is still tracked");
-        assert!(store.get(name).expect("readable").is_none(), "{name} is stored");
+        assert!(
+            store.get(name).expect("readable").is_none(),
+            "{name} is stored"
+        );
         assert!(!rt.actuator().is_running(name, 0), "{name} runs");
     }
     // An exit of an object no longer tracked changes nothing.
