@@ -256,9 +256,12 @@ impl Client {
     /// Pipelines `requests`: sends them all (one write), then reads their
     /// answers, which come in the same order; a refused request is an
     /// `Err` in its place and does not stop the rest. The agent handles a
-    /// connection's requests one after another, each seeing the ones
-    /// before it, so this saves a round trip per request; requests that
-    /// other connections send meanwhile are committed with them.
+    /// connection's requests in order, each seeing the ones before it;
+    /// the change requests it finds waiting together (and those other
+    /// connections send meanwhile) are committed with one store
+    /// transaction. The answers are read only once every request is
+    /// written, so send at most a few hundred at once (the socket's
+    /// buffers hold what is not read yet).
     pub fn pipeline(
         &mut self,
         requests: &[Request],

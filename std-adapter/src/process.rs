@@ -598,6 +598,26 @@ impl Actuator for ProcessActuator {
     }
 }
 
+/// Raises this process's soft limit of open files (`RLIMIT_NOFILE`) to its
+/// hard limit, as the Go runtime does at start, and returns the limits as
+/// they now are (`soft`, `hard`; `None`: unlimited). The reaper holds one
+/// pidfd per watched process, so an agent with thousands of workloads
+/// needs more than the usual soft limit of 1 024; processes started
+/// afterwards inherit the raised limit.
+pub fn raise_open_files_limit() -> std::io::Result<(Option<u64>, Option<u64>)> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        setrlimit(Resource::Nofile, raised)?;
+    }
+    let now = getrlimit(Resource::Nofile);
+    Ok((now.current, now.maximum))
+}
+
 /// Starts `command` (its streams set by [`Output`]) as the leader of a
 /// new process group.
 fn spawn_group(mut command: Command) -> std::io::Result<Child> {

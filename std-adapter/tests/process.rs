@@ -246,3 +246,93 @@ fn actions_are_idempotent_after_the_process_is_gone() {
         assert!(done.is_ok(), "{action}: {done:?}");
     }
 }
+
+/// A memory store that counts its commits (batches and single writes).
+#[derive(Clone, Default)]
+struct Counting {
+    inner: std::sync::Arc<grace_std::store::MemoryStore>,
+    commits: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl grace_std::store::Store for Counting {
+    fn get(
+        &self,
+        name: &str,
+    ) -> Result<Option<(StoredObject, grace_std::store::Revision)>, grace_std::store::StoreError>
+    {
+        self.inner.get(name)
+    }
+    fn list(&self) -> Result<grace_std::store::Listing, grace_std::store::StoreError> {
+        self.inner.list()
+    }
+    fn revision(&self) -> Result<grace_std::store::Revision, grace_std::store::StoreError> {
+        self.inner.revision()
+    }
+    fn batch(
+        &self,
+        writes: Vec<grace_std::store::Write>,
+    ) -> Result<Vec<grace_std::store::Revision>, grace_std::store::BatchError> {
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.batch(writes)
+    }
+    fn watch(
+        &self,
+        from: grace_std::store::Revision,
+    ) -> Result<grace_std::store::Watch, grace_std::store::StoreError> {
+        self.inner.watch(from)
+    }
+}
+
+#[test]
+fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_deletion() {
+    use grace_std::clock::ManualClock;
+    use grace_std::runtime::{Recovery, Runtime};
+    use grace_std::store::Store as _;
+
+    const PODS: usize = 5;
+    let store = Counting::default();
+    let (actuator, events) = ProcessActuator::new();
+    let clock = std::sync::Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let mut rt = Runtime::open(store.clone(), clock, actuator, Recovery::default()).expect("opens");
+    let names: Vec<String> = (0..PODS).map(|i| format!("p{i}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        let mut pod = object("exec sleep 100", None);
+        pod.record.uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
+        rt.create(name, pod.clone()).expect("created");
+        rt.actuator().start(name, &pod).expect("started");
+        let _ = rt
+            .handle_delete(name, &grace_core::DeleteOptions::with_grace(30))
+            .expect("deleted");
+        let _ = rt.handle_agent_sync(name).expect("SIGTERM sent");
+    }
+    // `sleep` ends at its SIGTERM: every exit is reported.
+    let exits: Vec<WorldEvent> = (0..PODS)
+        .map(|_| {
+            events
+                .recv_timeout(Duration::from_secs(10))
+                .expect("exited")
+        })
+        .collect();
+    let before = store.commits.load(std::sync::atomic::Ordering::SeqCst);
+    rt.handle_world_events(exits).expect("handled");
+    let commits = store.commits.load(std::sync::atomic::Ordering::SeqCst) - before;
+    // One before the actions, one after (the removals): not two or three
+    // per exit.
+    assert!(commits <= 2, "{commits} commits for {PODS} exits");
+    for name in &names {
+        assert!(rt.lifecycle(name).is_none(), "{name} is still tracked");
+        assert!(
+            store.get(name).expect("readable").is_none(),
+            "{name} is stored"
+        );
+        assert!(!rt.actuator().is_running(name, 0), "{name} runs");
+    }
+    // An exit of an object no longer tracked changes nothing.
+    rt.handle_world_events([WorldEvent::Exited {
+        object: "gone".into(),
+        container: 0,
+        code: Some(0),
+    }])
+    .expect("nothing to do");
+}

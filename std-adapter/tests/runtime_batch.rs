@@ -15,7 +15,8 @@ use grace_core::{DeleteError, DeleteOptions, Name, Phase, Preconditions, Record}
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{
-    BatchError, Listing, RedbStore, Revision, Store, StoreError, StoredObject, Watch, Write,
+    BatchError, ContainerStatus, Listing, RedbStore, Revision, Store, StoreError, StoredObject,
+    Watch, Write,
 };
 
 /// A redb store that counts its commits (batches) and can refuse the next.
@@ -311,4 +312,59 @@ fn a_batch_dropped_without_commit_writes_nothing_and_is_undone() {
     assert_eq!(rt.lifecycle("a").map(|l| l.phase()), Some(Phase::Live));
     assert!(rt.lifecycle("new").is_none());
     assert!(rt.handle_delete("a", &DeleteOptions::default()).is_ok());
+}
+
+#[test]
+fn container_statuses_set_in_a_batch_are_one_commit_and_stored_as_set_alone() {
+    let (dir_a, dir_b) = (
+        tempfile::tempdir().expect("dir"),
+        tempfile::tempdir().expect("dir"),
+    );
+    let (batched, _, mut rt) = setup(&dir_a);
+    let (alone, _, mut rt_alone) = setup(&dir_b);
+    let before = batched.commits();
+    let mut batch = rt.open_batch();
+    for name in NAMES {
+        batch
+            .set_container_status(name, 0, ContainerStatus::Running)
+            .expect("set");
+        // Setting it again changes nothing.
+        batch
+            .set_container_status(name, 0, ContainerStatus::Running)
+            .expect("set");
+    }
+    assert!(
+        batch
+            .set_container_status("a", 1, ContainerStatus::Running)
+            .is_err(),
+        "no container 1"
+    );
+    assert_eq!(batched.commits(), before, "nothing written before commit");
+    batch.commit().expect("committed");
+    assert_eq!(batched.commits(), before + 1, "{:?}", batched.log);
+    for name in NAMES {
+        rt_alone
+            .set_container_status(name, 0, ContainerStatus::Running)
+            .expect("set");
+        let status = |s: &Counting| s.stored(name).map(|(o, _)| o.status);
+        assert_eq!(status(&batched), Some(vec![ContainerStatus::Running]));
+        assert_eq!(status(&batched), status(&alone), "{name}");
+        assert_eq!(stored_meta(&batched, name), stored_meta(&alone, name));
+    }
+}
+
+#[test]
+fn a_container_status_set_in_a_dropped_batch_is_undone() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, _, mut rt) = setup(&dir);
+    let before = store.commits();
+    {
+        let mut batch = rt.open_batch();
+        batch
+            .set_container_status("a", 0, ContainerStatus::exited(Some(0)))
+            .expect("set");
+    }
+    assert_eq!(store.commits(), before);
+    assert_eq!(rt.object("a").map(|o| o.status), Some(Vec::new()));
+    assert_eq!(store.stored("a").map(|(o, _)| o.status), Some(Vec::new()));
 }

@@ -150,6 +150,17 @@ pub(crate) fn open_actuator(
     dir: &Path,
     log: &mut impl Write,
 ) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), RuntimeError> {
+    // One pidfd per workload: thousands of them need more than the usual
+    // soft limit of open files.
+    match crate::process::raise_open_files_limit() {
+        Ok((soft, _)) => {
+            let soft = soft.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+            let _ = writeln!(log, "grace agent: open files limit {soft}");
+        }
+        Err(e) => {
+            let _ = writeln!(log, "grace agent: the open files limit stays as it is: {e}");
+        }
+    }
     let (actuator, world, adoption) =
         ProcessActuator::with_state_dir(dir).map_err(|e| RuntimeError::Io {
             context: format!("the workload table {}", dir.display()),
@@ -268,7 +279,7 @@ pub(crate) fn reconcile<S: Store, C: Clock>(
     reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
 )]
 enum Input {
-    Request(Request, mpsc::Sender<Reply>),
+    Request(Request, mpsc::SyncSender<Reply>),
     World(WorldEvent),
     Stop,
 }
@@ -464,10 +475,16 @@ pub(crate) fn remove_logs<S: Store, C: Clock>(
     logs: &ContainerLogs,
     removed: &[String],
 ) {
-    for name in removed {
-        let current = rt.object(name).map(|o| o.uid().to_owned());
-        logs.remove_object(name, current.as_deref());
-    }
+    let current: Vec<Option<String>> = removed
+        .iter()
+        .map(|name| rt.object(name).map(|o| o.uid().to_owned()))
+        .collect();
+    logs.remove_objects(
+        removed
+            .iter()
+            .zip(&current)
+            .map(|(name, uid)| (name.as_str(), uid.as_deref())),
+    );
 }
 
 /// How long an agent loop may wait for input: until the runtime's next
@@ -481,6 +498,10 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
             StdDuration::from_millis(d.as_millis().min(500))
         })
 }
+
+/// The most process events (exits, hooks returned) reported with one
+/// commit.
+const WORLD_BATCH: usize = 1024;
 
 /// How the runtime thread serves.
 struct Serving<'a> {
@@ -547,7 +568,21 @@ fn serve(
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
-            Ok(Input::World(event)) => rt.handle_world_event(event)?,
+            Ok(Input::World(event)) => {
+                // Every event already waiting, in one commit.
+                let mut events = vec![event];
+                while events.len() < WORLD_BATCH {
+                    match inputs.try_recv() {
+                        Ok(Input::World(event)) => events.push(event),
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                rt.handle_world_events(events)?;
+            }
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {
                     stopping = Some(stop_workloads(rt, node, log));
@@ -695,19 +730,42 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
 /// one's status: `Running`, or `ContainerCannotRun` with the reason, which
 /// counts as exited.
 pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
-    let Some(object) = rt.object(name) else {
-        return;
-    };
-    let failed = rt.actuator().start_each(name, &object);
-    for i in 0..object.containers.len() {
-        if rt.actuator().is_running(name, i) {
-            let _ = rt.set_container_status(name, i, ContainerStatus::Running);
+    start_all(rt, [name]);
+}
+
+/// [`start`] for many objects, their statuses written with one commit per
+/// batch rather than one per container.
+pub(crate) fn start_all<'a, S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    names: impl IntoIterator<Item = &'a str>,
+) {
+    // (name, running containers, containers that could not start)
+    let mut started = Vec::new();
+    for name in names {
+        let Some(object) = rt.object(name) else {
+            continue;
+        };
+        let failed = rt.actuator().start_each(name, &object);
+        let running: Vec<usize> = (0..object.containers.len())
+            .filter(|&i| rt.actuator().is_running(name, i))
+            .collect();
+        started.push((name, running, failed));
+    }
+    let mut batch = rt.open_batch();
+    for (name, running, failed) in started {
+        if batch.is_full() {
+            let _ = batch.commit();
+            batch = rt.open_batch();
+        }
+        for i in running {
+            let _ = batch.set_container_status(name, i, ContainerStatus::Running);
+        }
+        for (i, reason) in failed {
+            let _ = batch.set_container_status(name, i, ContainerStatus::cannot_run(reason));
+            let _ = batch.handle_container_exited(name, i);
         }
     }
-    for (i, reason) in failed {
-        let _ = rt.set_container_status(name, i, ContainerStatus::cannot_run(reason));
-        let _ = rt.handle_container_exited(name, i);
-    }
+    let _ = batch.commit();
 }
 
 fn invalid(message: String) -> Reply {

@@ -27,6 +27,7 @@
 //! Files are created `0600` in `0700` directories: output is the
 //! workload's own business.
 
+use std::collections::HashMap;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -211,18 +212,41 @@ impl ContainerLogs {
     /// Removes the logs of the object stored as `name`, except those of
     /// the object with uid `keep` (one that holds the name now).
     pub fn remove_object(&self, name: &str, keep: Option<&str>) {
-        let prefix = format!("{}_", path_safe(name));
-        let kept = keep.map(|uid| self.object_dir(name, uid));
+        self.remove_objects([(name, keep)]);
+    }
+
+    /// [`remove_object`](Self::remove_object) for many objects, with one
+    /// reading of the log directory (which holds a directory per object:
+    /// reading it once per removal would take time quadratic in the
+    /// number of objects).
+    pub fn remove_objects<'a>(
+        &self,
+        removed: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+    ) {
+        // Each removed name as it is written in paths → the directory kept.
+        let removed: HashMap<String, Option<PathBuf>> = removed
+            .into_iter()
+            .map(|(name, keep)| (path_safe(name), keep.map(|uid| self.object_dir(name, uid))))
+            .collect();
+        if removed.is_empty() {
+            return;
+        }
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
+            let file_name = entry.file_name();
+            let Some((name, uid)) = file_name.to_str().and_then(|n| n.split_once('_')) else {
+                continue;
+            };
+            if uid.is_empty() || uid.contains('_') {
+                continue;
+            }
+            let Some(kept) = removed.get(name) else {
+                continue;
+            };
             let path = entry.path();
-            let ours = entry.file_name().to_str().is_some_and(|n| {
-                n.strip_prefix(&prefix)
-                    .is_some_and(|uid| !uid.is_empty() && !uid.contains('_'))
-            });
-            if ours && kept.as_ref() != Some(&path) {
+            if kept.as_ref() != Some(&path) {
                 let _ = std::fs::remove_dir_all(&path);
             }
         }

@@ -7,7 +7,7 @@ use std::fmt;
 
 use grace_core::Action;
 
-use super::{Runtime, RuntimeError};
+use super::{Batch, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, Store, StoredObject};
 
@@ -227,34 +227,73 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// the actuator's own bookkeeping), and such an event has nothing left
     /// to tell.
     pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
-        // Every event the actuator gives is taken even if one before it
-        // failed: a held exit released with a hook's end is the last word
-        // on it. The first failure is returned.
-        let mut result = Ok(());
-        for event in self.actuator.world_event(event) {
-            let taken = self.take_world_event(&event);
-            if taken.is_ok() {
-                self.actuator.world_event_taken(&event);
-            }
-            result = result.and(taken);
-        }
-        result
+        self.handle_world_events([event])
     }
 
-    /// One event as the runtime's input.
-    fn take_world_event(&mut self, event: &WorldEvent) -> Result<(), RuntimeError> {
-        match event {
-            WorldEvent::PreStopFinished { object, container } => {
-                unless_gone(self.handle_pre_stop_finished(object, *container))
+    /// [`handle_world_event`](Self::handle_world_event) for many events,
+    /// with one commit per [`Batch`](super::Batch) of them rather than two
+    /// or three per event: thousands of workloads stopping together are
+    /// reported in a few commits. Every event is taken even if one before
+    /// it failed (a held exit released with a hook's end is the last word
+    /// on it); the first failure is returned once the rest are done.
+    pub fn handle_world_events(
+        &mut self,
+        events: impl IntoIterator<Item = WorldEvent>,
+    ) -> Result<(), RuntimeError> {
+        let mut taken = Vec::new();
+        for event in events {
+            taken.extend(self.actuator.world_event(event));
+        }
+        let mut first_error = None;
+        let mut rest = taken.as_slice();
+        while !rest.is_empty() {
+            let mut batch = self.open_batch();
+            // The events whose inputs went into this batch without error.
+            let mut fine = Vec::new();
+            while let Some((event, after)) = rest.split_first() {
+                if batch.is_full() {
+                    break;
+                }
+                rest = after;
+                match take_world_event(&mut batch, event) {
+                    Ok(()) => fine.push(event),
+                    Err(e) => {
+                        first_error.get_or_insert(e);
+                    }
+                }
             }
-            WorldEvent::Exited {
-                object,
-                container,
-                code,
-            } => {
-                self.set_container_status(object, *container, ContainerStatus::exited(*code))?;
-                unless_gone(self.handle_container_exited(object, *container))
+            match batch.commit() {
+                Ok(_) => {
+                    for event in fine {
+                        self.actuator.world_event_taken(event);
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// One event as an input of `batch`; an object no longer tracked is no
+/// error.
+fn take_world_event<S: Store, C: Clock, A: Actuator>(
+    batch: &mut Batch<'_, S, C, A>,
+    event: &WorldEvent,
+) -> Result<(), RuntimeError> {
+    match event {
+        WorldEvent::PreStopFinished { object, container } => {
+            unless_gone(batch.handle_pre_stop_finished(object, *container))
+        }
+        WorldEvent::Exited {
+            object,
+            container,
+            code,
+        } => {
+            batch.set_container_status(object, *container, ContainerStatus::exited(*code))?;
+            unless_gone(batch.handle_container_exited(object, *container))
         }
     }
 }

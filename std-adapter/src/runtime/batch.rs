@@ -22,7 +22,7 @@ use super::objects::Id;
 use super::stored::Spec;
 use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{Revision, Store, StorePreconditions, StoredObject, Write};
+use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredObject, Write};
 
 /// Inputs decided in memory and made durable together by
 /// [`commit`](Batch::commit) (see the module docs).
@@ -60,6 +60,8 @@ struct Touched {
     /// Its packed lifecycle before the batch, to go back to; `None` for an
     /// object it created (going back forgets it).
     before: Option<Box<[u8]>>,
+    /// Its container statuses before the batch, if an input of it set one.
+    status_before: Option<Vec<ContainerStatus>>,
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -148,6 +150,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
             id,
             phases: vec![phase],
             before: None,
+            status_before: None,
         });
         Ok(())
     }
@@ -182,6 +185,70 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         container: impl Into<ContainerIndex>,
     ) -> Result<Handled, RuntimeError> {
         self.input(name, inputs::container_exited(name, container.into()))
+    }
+
+    /// [`Runtime::handle_pre_stop_finished`], in the batch.
+    pub fn handle_pre_stop_finished(
+        &mut self,
+        name: &str,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, RuntimeError> {
+        self.input(name, inputs::pre_stop_finished(name, container.into()))
+    }
+
+    /// [`Runtime::set_container_status`], in the batch: an agent that
+    /// starts (or reaps) many workloads at once reports them with one
+    /// commit.
+    pub fn set_container_status(
+        &mut self,
+        name: &str,
+        container: usize,
+        status: ContainerStatus,
+    ) -> Result<(), RuntimeError> {
+        let Some(id) = self.rt.objects.id(name) else {
+            return Ok(());
+        };
+        let Some(entry) = self.rt.objects.get(id) else {
+            return Ok(());
+        };
+        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+            return Ok(());
+        }
+        let count = entry.spec.containers.len();
+        if container >= count {
+            return Err(RuntimeError::UnknownContainer {
+                object: name.to_owned(),
+                container,
+            });
+        }
+        if !self.ids.contains(&id) {
+            self.room()?;
+            let not_found = || RuntimeError::NotFound(name.to_owned());
+            let (lifecycle, packed) = self.rt.objects.open_keeping(id)?.ok_or_else(not_found)?;
+            let phase = lifecycle.phase();
+            self.ids.insert(id);
+            self.touched.push(Touched {
+                id,
+                phases: vec![phase],
+                before: Some(packed),
+                status_before: None,
+            });
+        }
+        let Some(entry) = self.rt.objects.get_mut(id) else {
+            return Ok(());
+        };
+        let before = entry.spec.status.clone();
+        let waiting = ContainerStatus::Waiting {
+            reason: "ContainerCreating".to_owned(),
+        };
+        entry.spec.status.resize(count, waiting);
+        if let Some(slot) = entry.spec.status.get_mut(container) {
+            *slot = status;
+        }
+        if let Some(t) = self.touched.iter_mut().rev().find(|t| t.id == id) {
+            t.status_before.get_or_insert(before);
+        }
+        Ok(())
     }
 
     /// Makes every input of the batch durable and carries out what they
@@ -263,6 +330,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
                 id,
                 phases: vec![from],
                 before: packed,
+                status_before: None,
             });
         }
         if from != to
@@ -322,6 +390,11 @@ fn report_phases<S: Store, C: Clock, A: Actuator>(
 /// Puts every object `touched` back as it was before the batch.
 fn undo<S: Store, C: Clock, A: Actuator>(rt: &mut Runtime<S, C, A>, touched: Vec<Touched>) {
     for t in touched {
+        if let Some(status) = t.status_before
+            && let Some(entry) = rt.objects.get_mut(t.id)
+        {
+            entry.spec.status = status;
+        }
         match t.before {
             Some(packed) => rt.objects.revert(t.id, packed),
             None => {

@@ -17,7 +17,7 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{Input, error, invalid, start};
+use super::{Input, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
 use crate::process::ProcessActuator;
@@ -60,7 +60,7 @@ enum Decided {
 /// handles deadlines between batches however busy the clients keep it.
 pub(super) fn serve_batch<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
-    first: (Request, mpsc::Sender<Reply>),
+    first: (Request, mpsc::SyncSender<Reply>),
     inputs: &mpsc::Receiver<Input>,
     node: &str,
 ) -> Option<Input> {
@@ -176,9 +176,13 @@ fn decide<S: Store, C: Clock>(
 /// commit failed).
 fn answer<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
-    waiting: Vec<(mpsc::Sender<Reply>, Decided)>,
+    waiting: Vec<(mpsc::SyncSender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
 ) {
+    // Started together once every answer is known (one commit for their
+    // statuses); each apply is answered once its containers were started.
+    let mut to_start = Vec::new();
+    let mut answers = Vec::with_capacity(waiting.len());
     for (reply, decided) in waiting {
         let sent = match (decided, failed) {
             (Decided::Refused(refused), _) => refused,
@@ -195,11 +199,15 @@ fn answer<S: Store, C: Clock>(
             (Decided::Applied { name, start: go }, None) => {
                 let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
                 if go {
-                    start(rt, &name);
+                    to_start.push(name);
                 }
                 Reply::Applied { revision }
             }
         };
+        answers.push((reply, sent));
+    }
+    start_all(rt, to_start.iter().map(String::as_str));
+    for (reply, sent) in answers {
         let _ = reply.send(sent);
     }
 }
@@ -331,7 +339,7 @@ mod tests {
         let (tx, inputs) = mpsc::channel();
         let mut first = None;
         for (i, request) in requests.into_iter().enumerate() {
-            let (reply, rx) = mpsc::channel();
+            let (reply, rx) = mpsc::sync_channel(1);
             store
                 .clients
                 .lock()

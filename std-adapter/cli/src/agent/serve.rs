@@ -15,6 +15,7 @@
 //!   a line too long or too slow ends the connection. Each connection has
 //!   its own thread, so none of this holds up another client.
 
+use std::collections::VecDeque;
 use std::io::{BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -169,6 +170,14 @@ impl Read for Deadline {
 
 /// Serves one client until it hangs up, sends a line too long or too
 /// slowly.
+///
+/// A client may pipeline: while more of its requests are already waiting
+/// on the socket, change requests are handed to the runtime thread
+/// without waiting for the answers of the ones before (at most
+/// [`PIPELINED`]), so that they can be committed together; the answers
+/// are written in the order of the requests. The runtime thread takes
+/// inputs in the order they came, so each request still sees the ones
+/// before it; a read waits for every earlier answer first.
 fn connection(
     stream: UnixStream,
     access: Access,
@@ -178,20 +187,27 @@ fn connection(
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
-    let mut reader = BufReader::new(Deadline {
-        stream,
-        until: Instant::now() + REQUEST_TIMEOUT,
-    });
+    let mut reader = BufReader::with_capacity(
+        READ_BUFFER,
+        Deadline {
+            stream,
+            until: Instant::now() + REQUEST_TIMEOUT,
+        },
+    );
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     loop {
         reader.get_mut().until = Instant::now() + REQUEST_TIMEOUT;
         let Some(request) = read_request(&mut reader, MAX_REQUEST_BYTES) else {
+            let _ = answer(&mut writer, &mut pending);
             return;
         };
         let reply = match request {
             Err(e @ BadRequest::Malformed(_)) => bad_request(&e),
             Err(e) => {
                 // Too long or too slow: the stream is not trusted further.
-                let _ = write_reply(&mut writer, &bad_request(&e));
+                if answer(&mut writer, &mut pending) {
+                    let _ = write_reply(&mut writer, &bad_request(&e));
+                }
                 return;
             }
             Ok(request) if !access.allows(&request) => Reply::Error(ApiError {
@@ -200,26 +216,91 @@ fn connection(
                           (--allow-group GROUP:ro); nothing was changed"
                     .into(),
             }),
-            Ok(Request::Get { name }) => read(store, name.as_deref()),
+            Ok(Request::Get { name }) => {
+                // After the changes before it.
+                if !answer(&mut writer, &mut pending) {
+                    return;
+                }
+                read(store, name.as_deref())
+            }
             Ok(Request::Watch) => {
-                watch(store, &mut writer);
+                if answer(&mut writer, &mut pending) {
+                    watch(store, &mut writer);
+                }
                 return;
             }
             Ok(change) => {
-                let (tx, rx) = mpsc::channel();
+                // One slot: an unbounded channel would allocate room for
+                // 31 replies of kilobytes each per request.
+                let (tx, rx) = mpsc::sync_channel(1);
                 if changes.send(Input::Request(change, tx)).is_err() {
                     return;
                 }
-                match rx.recv() {
-                    Ok(reply) => reply,
-                    Err(_) => return, // the agent is stopping
+                pending.push_back(Pending::Waiting(rx));
+                if pending.len() < PIPELINED && more_waiting(&reader) {
+                    continue;
                 }
+                if !answer(&mut writer, &mut pending) {
+                    return;
+                }
+                continue;
             }
         };
-        if write_reply(&mut writer, &reply).is_err() {
+        pending.push_back(Pending::Ready(Box::new(reply)));
+        if pending.len() < PIPELINED && more_waiting(&reader) {
+            continue;
+        }
+        if !answer(&mut writer, &mut pending) {
             return;
         }
     }
+}
+
+/// How much of a client's requests the agent reads at once.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// The most requests of one connection waiting for their answers.
+const PIPELINED: usize = 1024;
+
+/// An answer owed to a client, in the order of its requests.
+enum Pending {
+    /// From the runtime thread.
+    Waiting(mpsc::Receiver<Reply>),
+    /// Known already (boxed: a reply holds a record inline).
+    Ready(Box<Reply>),
+}
+
+/// Whether more of the client's bytes are already here: buffered, or
+/// waiting on the socket.
+fn more_waiting(reader: &BufReader<Deadline>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    if !reader.buffer().is_empty() {
+        return true;
+    }
+    let mut fds = [PollFd::new(&reader.get_ref().stream, PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+}
+
+/// Writes every answer owed, in order; `false` if the client or the
+/// runtime thread is gone.
+fn answer(writer: &mut UnixStream, pending: &mut VecDeque<Pending>) -> bool {
+    while let Some(next) = pending.pop_front() {
+        let reply = match next {
+            Pending::Ready(reply) => *reply,
+            Pending::Waiting(rx) => match rx.recv() {
+                Ok(reply) => reply,
+                Err(_) => return false, // the agent is stopping
+            },
+        };
+        if write_reply(writer, &reply).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 fn bad_request(e: &BadRequest) -> Reply {
