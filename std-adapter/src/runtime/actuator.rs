@@ -231,7 +231,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// [`handle_world_event`](Self::handle_world_event) for many events,
-    /// with one commit per [`Batch`](super::Batch) of them rather than two
+    /// with one commit per [`Batch`] of them rather than two
     /// or three per event: thousands of workloads stopping together are
     /// reported in a few commits. Every event is taken even if one before
     /// it failed (a held exit released with a hook's end is the last word
