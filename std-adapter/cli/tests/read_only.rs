@@ -3,59 +3,31 @@
 //! from starting; a data directory that is a file, or a path an agent
 //! cannot use, is refused with nothing written.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+use support::{Agent, GRACE, grace, terminate, text};
 
-fn grace(dir: &Path, args: &[&str]) -> Output {
-    Command::new(GRACE)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .expect("grace runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn start_agent(dir: &Path) -> Child {
-    let child = Command::new(GRACE)
-        .args(["agent", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agent starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !grace_cli::agent::is_serving(dir) {
-        assert!(Instant::now() < deadline, "the agent serves within 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
+/// SIGTERM to an agent started by hand; it must exit successfully.
 fn stop(mut agent: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &agent.id().to_string()])
-        .status();
+    terminate(&agent);
     let status = agent.wait().expect("exits");
     assert!(status.success(), "{status:?}");
 }
 
 /// A data directory holding one object (`cm`), its agent stopped.
 fn store_with_an_object(dir: &Path) {
-    let agent = start_agent(dir);
+    let agent = Agent::start(dir, &[]);
     let file = dir.join("cm.json");
     std::fs::write(&file, r#"{"kind":"Object","metadata":{"name":"cm"}}"#).expect("written");
     let out = grace(dir, &["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    stop(agent);
+    agent.stop();
 }
 
 /// The store file's bytes and modification time.
@@ -91,15 +63,14 @@ fn get_without_an_agent_never_changes_the_store_file() {
 fn get_reads_a_store_left_by_a_crashed_agent_without_repairing_the_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     store_with_an_object(dir.path());
-    let mut agent = start_agent(dir.path());
-    let _ = agent.kill(); // SIGKILL: the file is left as a crash leaves it
-    let _ = agent.wait();
+    // SIGKILL: the file is left as a crash leaves it.
+    Agent::start(dir.path(), &[]).crash();
     let db = dir.path().join("grace.redb");
     let before = fingerprint(&db);
     gets(dir.path());
     assert!(fingerprint(&db) == before, "repaired in memory only");
     // The next agent repairs it, as before.
-    stop(start_agent(dir.path()));
+    Agent::start(dir.path(), &[]).stop();
 }
 
 #[test]
