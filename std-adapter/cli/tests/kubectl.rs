@@ -520,3 +520,102 @@ fn r19_an_unscheduled_pod_is_removed_at_once() {
         "gone with the delete itself"
     );
 }
+
+/// `/proc/PID/status`'s `PPid`, or `None` once the process is reaped.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
+}
+
+fn read_pid(file: &Path) -> u32 {
+    std::fs::read_to_string(file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+/// A workload whose shell is gone leaves its orphans to the agent (a
+/// subreaper), not to PID 1; once they end it reaps them at once: a
+/// zombie still counts as a member of the workload's process group, and
+/// one left to a PID 1 that reaps late (or never, when the agent is PID 1
+/// of a container) would hold the deletion.
+#[test]
+fn orphans_of_a_workload_come_to_the_agent_and_are_reaped_so_the_deletion_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path(), &[]);
+    let orphan = dir.path().join("orphan.pid");
+    let ready = dir.path().join("ready");
+    // The subshell starts a `sleep` (which ignores SIGTERM, as its shell
+    // does) and exits at once: the `sleep` is an orphan in the workload's
+    // group, and when SIGKILL ends it, nobody but its new parent reaps it.
+    let command = format!(
+        "trap '' TERM; (sleep 1000 & echo $! > {orphan}); touch {ready}; while :; do sleep 0.05; done",
+        orphan = orphan.display(),
+        ready = ready.display(),
+    );
+    let object = serde_json::json!({
+        "metadata": {"name": "parent"},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "command": ["sh", "-c", command]}]},
+    });
+    apply(dir.path(), "parent.json", &object.to_string());
+    wait_for("the orphan is made", Duration::from_secs(5), || {
+        ready.exists()
+    });
+    let orphan_pid = read_pid(&orphan);
+    assert_eq!(
+        parent_of(orphan_pid),
+        Some(agent.id()),
+        "the orphan's parent is the agent"
+    );
+
+    let out = grace(dir.path(), &["delete", "parent", "--timeout=20s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        parent_of(orphan_pid),
+        None,
+        "the orphan is reaped, not a zombie"
+    );
+}
+
+/// A process that left its workload's group (`setsid`) and outlives its
+/// parent also comes to the agent; whenever it ends, the agent reaps it
+/// rather than keep a zombie for its whole life.
+#[test]
+fn an_orphan_that_left_its_group_is_reaped_by_the_agent_when_it_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path(), &[]);
+    let escapee = dir.path().join("escapee.pid");
+    let command = format!(
+        "(setsid sh -c 'echo $$ > {escapee}; exec sleep 1000' &); while :; do sleep 0.05; done",
+        escapee = escapee.display(),
+    );
+    let object = serde_json::json!({
+        "metadata": {"name": "leaver"},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "command": ["sh", "-c", command]}]},
+    });
+    apply(dir.path(), "leaver.json", &object.to_string());
+    wait_for("the escapee runs", Duration::from_secs(5), || {
+        std::fs::read_to_string(&escapee).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let pid = read_pid(&escapee);
+    wait_for("the escapee runs `sleep`", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    assert_eq!(parent_of(pid), Some(agent.id()), "its parent is the agent");
+    // With a cgroup each, the deletion kills it with its pod; with process
+    // groups only, it escaped the deletion and is ended here.
+    let out = grace(dir.path(), &["delete", "leaver", "--timeout=20s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    wait_for("the escapee is reaped", Duration::from_secs(10), || {
+        parent_of(pid).is_none()
+    });
+}
