@@ -531,6 +531,55 @@ spec:
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// D2: a grace too long for the calendar saturates the deletion
+/// timestamp at 9999-12-31T23:59:59Z and the agent's deadlines at the end
+/// of its clock; `get` still shows the object as being deleted and
+/// `describe` says so instead of printing wrapped numbers. A later, shorter
+/// grace (R15) ends it.
+#[test]
+fn d2_a_grace_past_the_calendar_is_shown_saturated_and_a_shorter_one_ends_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = agent(d);
+    let pid = d.join("forever.pid");
+    // Its workload ignores SIGTERM: only SIGKILL ends it.
+    let manifest = yaml_pod("forever", "app: f", i64::MAX, &pid, "")
+        .replace(&workload(&pid, false), &workload(&pid, true));
+    ok(
+        d,
+        &["apply", "-f", path(&write(d, "forever.yaml", &manifest))],
+    );
+    wait_for("the workload starts", Duration::from_secs(5), || {
+        alive(&pid)
+    });
+    ok(d, &["delete", "forever", "--wait=false"]);
+    wait_for("the stop signal", Duration::from_secs(5), || {
+        ok(d, &["describe", "forever"]).contains("StopSignalSent")
+    });
+
+    let pod = json(&ok(d, &["get", "forever", "-o", "json"]));
+    assert_eq!(
+        pod["metadata"]["deletionTimestamp"], "9999-12-30T22:00:00Z",
+        "being deleted, at the latest time a Kubernetes Time holds in Rust"
+    );
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], i64::MAX);
+    let out = ok(d, &["describe", "forever"]);
+    for needle in [
+        "Deletion time:    9999-12-31T23:59:59Z",
+        "stops there (D2)",
+        "no SIGKILL: the 9223372036854775807 s budget passes the end of the agent's clock",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    assert!(!out.contains(" -9"), "no wrapped number: {out}");
+
+    ok(
+        d,
+        &["delete", "forever", "--grace-period=1", "--timeout=10s"],
+    );
+    assert!(!alive(&pid), "SIGKILL reached it");
+}
+
 #[test]
 fn wait_for_delete_and_delete_wait_time_out_while_a_finalizer_holds_the_object() {
     let dir = tempfile::tempdir().expect("temp dir");
