@@ -1136,4 +1136,65 @@ mod durable {
             "{err:?}"
         );
     }
+
+    /// A full disk fails a write with an I/O error and writes nothing;
+    /// once there is room again the same store takes writes (redb refuses
+    /// every transaction after a failed write until the file is opened
+    /// again, which the store does by itself). Needs root (a small tmpfs).
+    #[test]
+    fn a_write_on_a_full_disk_fails_and_the_store_works_again_once_there_is_room() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a small disk needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: tmpfs cannot be mounted here");
+            return;
+        }
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(dir.path());
+        let s = RedbStore::open(dir.path().join("grace.redb")).unwrap();
+        s.create("kept", full_obj("uk")).unwrap();
+        let fill = dir.path().join("fill");
+        let _ = std::fs::write(&fill, vec![0u8; 8 << 20]);
+
+        // Big enough that it cannot fit in pages the file already has.
+        let mut big = full_obj("ub");
+        big.labels.insert("big".into(), "x".repeat(1 << 20));
+        let mut failed = 0;
+        for i in 0..8 {
+            match s.create(&format!("big-{i}"), big.clone()) {
+                Err(StoreError::Io(_)) => failed += 1,
+                Err(e) => panic!("a full disk is an I/O error: {e:?}"),
+                Ok(_) => {}
+            }
+        }
+        assert!(failed > 0, "the disk filled up");
+        assert!(
+            matches!(s.create("after", obj("ua")), Err(StoreError::Io(_))),
+            "still full: still an I/O error, not a wedged store"
+        );
+
+        std::fs::remove_file(&fill).unwrap();
+        let rev = s
+            .create("after", obj("ua"))
+            .expect("room again: the store works");
+        assert_eq!(s.get("after").unwrap().map(|(_, r)| r), Some(rev));
+        assert_eq!(
+            s.get("kept").unwrap().unwrap().0,
+            full_obj("uk"),
+            "nothing lost"
+        );
+    }
 }
