@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use grace_core::{Instant, Now, Stage};
+use grace_core::{Instant, Now};
 
-use super::commit::Written;
+use super::commit::{RoundFailure, Written};
 use super::objects::Id;
 use super::{Actuator, Runtime, RuntimeError, store_down};
 use crate::clock::Clock;
@@ -91,28 +91,39 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// One round of [`handle_timeouts`](Self::handle_timeouts).
     fn timeout_round(&mut self, now: Now, due: Vec<Id>) -> Result<(), RuntimeError> {
-        // The packed lifecycles from before the round: to go back to.
+        // What the lifecycles were before the round: to go back to.
         let mut befores = Vec::with_capacity(due.len());
         let mut round = Vec::with_capacity(due.len());
-        for id in due {
-            let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
-                continue;
-            };
-            // Only a deadline that has passed changes a lifecycle (an early
-            // call is a no-op), and handling one always moves it on: the
-            // deadline says whether anything changed, without a copy of the
-            // whole lifecycle to compare with.
-            if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
-                continue;
+        let failed = |error| RoundFailure { index: None, error };
+        let ahead = self.with_writes(|rt, writes| -> Result<_, RoundFailure> {
+            let mut slots = Vec::with_capacity(due.len());
+            for id in due {
+                let Some((lifecycle, before)) = rt.objects.open_keeping(id).map_err(failed)? else {
+                    continue;
+                };
+                // Only a deadline that has passed changes a lifecycle (an
+                // early call is a no-op), and handling one always moves it
+                // on: the deadline says whether anything changed, without a
+                // copy of the whole lifecycle to compare with.
+                if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
+                    rt.objects.revert(id, before);
+                    continue;
+                }
+                let from = lifecycle.phase();
+                lifecycle.handle_timeout(now);
+                round.push((id, Some(from)));
+                befores.push(before);
+                slots.push(rt.push_write(writes, id, Written::Update).map_err(failed)?);
             }
-            let from = lifecycle.phase();
-            lifecycle.handle_timeout(now);
-            round.push((id, Some(from)));
-            befores.push(packed);
-        }
-        let ids = round.iter().map(|&(id, _)| (id, Written::Update));
-        match self.write_ahead(ids) {
-            Ok(written) => self.act_round(now, round, written),
+            let written = round
+                .iter()
+                .zip(&slots)
+                .map(|(&(id, _), s)| (id, s.is_some()));
+            rt.send(writes, written)?;
+            Ok(rt.act_round(writes, now, std::mem::take(&mut round), slots))
+        });
+        match ahead {
+            Ok(done) => done,
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the
                 // store's state (the last one known while it cannot be read).
@@ -164,18 +175,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     pub(super) fn reschedule_id(&mut self, id: Id) {
         self.unschedule_id(id);
-        let Ok(Some((next, finished))) = self.objects.read(id, |entry, lifecycle| {
-            let next = lifecycle.poll_timeout();
-            let finished = entry.revision.is_none()
-                && next.is_none()
-                && lifecycle
-                    .containers()
-                    .iter()
-                    .all(|c| c.stage() == Stage::Stopped);
-            (next, finished)
-        }) else {
+        let (Some(summary), Some(entry)) = (self.objects.summary(id), self.objects.get(id)) else {
             return;
         };
+        let next = summary.next;
+        let finished = entry.revision.is_none() && next.is_none() && summary.stopped;
         if finished {
             self.objects.remove(id);
             return;
