@@ -52,8 +52,14 @@ impl Spec {
         } = object;
         assign_record(record, lifecycle.record());
         *strategy = self.strategy;
-        node.clone_from(&self.node);
-        containers.clone_from(&self.containers);
+        // Compared first: a slot written again for the same object is left
+        // as it is.
+        if *node != self.node {
+            node.clone_from(&self.node);
+        }
+        if *containers != self.containers {
+            containers.clone_from(&self.containers);
+        }
         if *labels != self.labels {
             labels.clone_from(&self.labels);
         }
@@ -97,7 +103,11 @@ pub(super) fn assign_record(to: &mut Record<FINALIZERS>, from: &Record<FINALIZER
         phase,
         termination_grace_period_seconds,
     } = from;
-    to.uid.clone_from(uid);
+    // 318 bytes whatever its length: copied only if it differs (a slot
+    // written again for the same object).
+    if to.uid != *uid {
+        to.uid.clone_from(uid);
+    }
     to.resource_version = *resource_version;
     to.generation = *generation;
     to.deletion_timestamp = *deletion_timestamp;
