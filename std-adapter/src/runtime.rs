@@ -187,6 +187,17 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.objects.summary(id).map(|s| s.phase)
     }
 
+    /// [`emit`](Self::emit) for the object `id` (named only if someone
+    /// listens).
+    fn emit_id(&mut self, at: Now, id: Id, change: Change) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        if let Some(name) = self.name(id) {
+            self.emit(at, &name, change);
+        }
+    }
+
     fn emit(&mut self, at: Now, object: &str, change: Change) {
         if self.subscribers.is_empty() {
             return;

@@ -145,9 +145,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 break;
             };
             acted = true;
-            let name = Arc::clone(open.name);
             let outcome = match action {
                 Action::Remove { .. } => {
+                    let name = Arc::clone(open.name);
                     let uid = open.lifecycle.record().uid.as_str().to_owned();
                     if let Err(e) = self.remove_record(id, &name, uid) {
                         // Not recorded as done: the stored state still
@@ -165,16 +165,17 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                             &*built.insert(open.spec.object(open.lifecycle, state.clone()))
                         }
                     };
-                    self.actuator.perform(&name, stored, &action)
+                    self.actuator.perform(open.name, stored, &action)
                 }
             };
             if let (Ok(()), Action::SendStopSignal { container }) = (&outcome, action) {
                 self.stop_signal_sent(id, container)?;
             }
-            match outcome {
-                Ok(()) => self.emit(now, &name, Change::Action(action)),
-                Err(e) => self.emit(now, &name, Change::ActionFailed(action, e.reason())),
-            }
+            let change = match outcome {
+                Ok(()) => Change::Action(action),
+                Err(e) => Change::ActionFailed(action, e.reason()),
+            };
+            self.emit_id(now, id, change);
         }
         Ok(acted)
     }

@@ -69,13 +69,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             if first.0 > now.mono {
                 return failed.map_or(Ok(()), Err);
             }
-            let due: Vec<Id> = self
-                .deadlines
-                .iter()
-                .take_while(|&&(t, _)| t <= now.mono)
-                .take(self.round_size())
-                .map(|&(_, id)| id)
-                .collect();
+            // Taken out of the queue (cheaper than finding each one again
+            // to reschedule it); every one is queued again as it is handled,
+            // or put back if the round fails.
+            let size = self.round_size();
+            let mut due = Vec::with_capacity(size.min(self.deadlines.len()));
+            while due.len() < size {
+                match self.deadlines.first() {
+                    Some(&(t, id)) if t <= now.mono => {
+                        self.deadlines.pop_first();
+                        if let Some(entry) = self.objects.get_mut(id) {
+                            entry.deadline = None;
+                        }
+                        due.push(id);
+                    }
+                    _ => break,
+                }
+            }
             let done = self.timeout_round(now, due);
             self.objects.close();
             if let Err(e) = done {
@@ -97,7 +107,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let failed = |error| RoundFailure { index: None, error };
         let ahead = self.with_writes(|rt, writes| -> Result<_, RoundFailure> {
             let mut slots = Vec::with_capacity(due.len());
-            for id in due {
+            for &id in &due {
                 let Some((lifecycle, before)) = rt.objects.open_keeping(id).map_err(failed)? else {
                     continue;
                 };
@@ -107,6 +117,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 // copy of the whole lifecycle to compare with.
                 if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
                     rt.objects.revert(id, before);
+                    rt.reschedule_id(id);
                     continue;
                 }
                 let from = lifecycle.phase();
@@ -120,6 +131,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 .zip(&slots)
                 .map(|(&(id, _), s)| (id, s.is_some()));
             rt.send(writes, written)?;
+            // Written: nothing goes back to them. Freed now, their memory
+            // serves the lifecycles packed as the round acts.
+            befores.clear();
             Ok(rt.act_round(writes, now, std::mem::take(&mut round), slots))
         });
         match ahead {
@@ -133,6 +147,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let name = self.objects.get(id).map(|e| Arc::clone(&e.name));
                     self.objects.revert(id, before);
                     names.extend(name);
+                }
+                // Every object taken out of the queue goes back as it was
+                // (the ones read back below are queued as the store says).
+                for &id in &due {
+                    self.reschedule_id(id);
                 }
                 self.resync_each(&names);
                 if !one_object || round.len() < 2 {
