@@ -436,6 +436,9 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     );
     let removed = log_transitions(&transitions, log);
     remove_logs(&rt, &logs, &removed);
+    // The workload records and logs still queued for removal go before
+    // the agent does (one left by a crash is found at the next start).
+    crate::process::removal::flush();
     let _ = std::fs::remove_file(&socket);
     let left = rt.actuator().running().count();
     let _ = writeln!(
@@ -499,10 +502,6 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
         })
 }
 
-/// The most process events (exits, hooks returned) reported with one
-/// commit.
-const WORLD_BATCH: usize = 1024;
-
 /// How the runtime thread serves.
 struct Serving<'a> {
     node: &'a str,
@@ -563,25 +562,17 @@ fn serve(
             Ok(Input::Request(request, reply))
                 if batching && stopping.is_none() && batched::batchable(&request) =>
             {
-                next = batched::serve_batch(rt, (request, reply), inputs, node);
+                let first = Input::Request(request, reply);
+                next = batched::serve_batch(rt, first, inputs, node, true)?;
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
             Ok(Input::World(event)) => {
-                // Every event already waiting, in one commit.
-                let mut events = vec![event];
-                while events.len() < WORLD_BATCH {
-                    match inputs.try_recv() {
-                        Ok(Input::World(event)) => events.push(event),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                rt.handle_world_events(events)?;
+                // With the events and requests already waiting, in one
+                // commit.
+                let requests = batching && stopping.is_none();
+                next = batched::serve_batch(rt, Input::World(event), inputs, node, requests)?;
             }
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {
