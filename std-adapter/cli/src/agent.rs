@@ -455,17 +455,23 @@ pub(crate) fn log_transitions(
     log: &mut impl Write,
 ) -> Vec<String> {
     let mut removed = Vec::new();
+    // One write for them all: standard output flushes at every line, and
+    // thousands of workloads stopping together make thousands of lines.
+    let mut lines = Vec::new();
     for t in transitions.try_iter() {
         if matches!(t.change, Change::Action(Action::Remove { .. })) {
             removed.push(t.object.clone());
         }
         let _ = writeln!(
-            log,
+            lines,
             "{:>14.3}  {:<20} {}",
             t.at.wall.as_unix_millis() as f64 / 1000.0,
             t.object,
             t.change
         );
+    }
+    if !lines.is_empty() {
+        let _ = log.write_all(&lines);
     }
     let _ = log.flush();
     removed
