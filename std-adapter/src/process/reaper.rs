@@ -9,7 +9,7 @@
 //! exits or a new watch comes (an `eventfd` wakes it), so its work is per
 //! exit, not per watched process — with 10 000 workloads, a wait is not a
 //! scan of 10 000 descriptors. Only the groups of exited leaders that
-//! still have members are looked at again, every [`DRAIN_EVERY`].
+//! still have members are looked at again, every 10 ms.
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
