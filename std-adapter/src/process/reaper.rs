@@ -181,7 +181,9 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
         next: WAKE.saturating_add(1),
         ..Watched::default()
     };
-    let mut draining: Vec<(WatchedProcess, Option<i32>)> = Vec::new();
+    // Exited leaders whose group is awaited: the exit status, and whether
+    // what is left of the group is SIGKILLed when looked at.
+    let mut draining: Vec<(WatchedProcess, Option<i32>, bool)> = Vec::new();
     let mut ready: Vec<epoll::Event> = Vec::with_capacity(EVENTS_PER_WAIT);
     let timespec = |d: StdDuration| Timespec {
         tv_sec: 0,
@@ -220,7 +222,7 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
                 Ok(Msg::Live(live)) => watched.register(&epoll, live),
                 Ok(Msg::Gone(watch)) => {
                     watch.group.kill();
-                    draining.push((watch, None));
+                    draining.push((watch, None, true));
                 }
                 Err(mpsc::TryRecvError::Empty) => break,
                 // The actuator is gone: so is whoever would hear of exits.
@@ -234,16 +236,20 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
                 None
             };
             // The leader is gone: nothing of the workload may outlive it.
-            // (An empty group gains no member: it needs no SIGKILL, and a
-            // cgroup's takes the kernel's cgroup lock.)
-            if !gone.watch.group.is_empty() {
-                gone.watch.group.kill();
-            }
-            draining.push((gone.watch, code));
+            // What is left of the group is SIGKILLed if it is still there
+            // at the next look (every 10 ms): the rest of a group that
+            // got the stop signal with its leader is usually ending
+            // already, and gets no SIGKILL then. (An empty group gains no
+            // member: it needs none, and a cgroup's takes the kernel's
+            // cgroup lock.)
+            draining.push((gone.watch, code, false));
         }
-        draining.retain(|(watch, code)| {
+        draining.retain_mut(|(watch, code, due)| {
             if !watch.group.is_empty() {
-                watch.group.kill();
+                if *due {
+                    watch.group.kill();
+                }
+                *due = true;
                 return true;
             }
             watch.group.release_soon();
