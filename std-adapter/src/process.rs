@@ -42,6 +42,7 @@ pub mod logs;
 pub mod orphans;
 mod output;
 pub mod reaper;
+pub mod removal;
 pub mod table;
 
 /// What the processes did, for the runtime: the runtime's [`WorldEvent`]
@@ -346,7 +347,7 @@ impl ProcessActuator {
 
     fn forget(&mut self, object: &str, container: usize, hook: bool) {
         if let Some(table) = &self.table {
-            let _ = table.remove(object, container, hook);
+            table.remove_soon(object, container, hook);
         }
     }
 
@@ -454,8 +455,12 @@ impl ProcessActuator {
 
 impl Drop for ProcessActuator {
     /// Removes the agent's cgroup directory if no workload is left in it
-    /// (one with workloads stays for the next agent).
+    /// (one with workloads stays for the next agent), after the workload
+    /// records still queued for removal ([`removal`]).
     fn drop(&mut self) {
+        if self.table.is_some() || self.cgroups.is_some() {
+            removal::flush();
+        }
         if let Some(cgroups) = &self.cgroups {
             cgroup::remove(cgroups.root());
         }

@@ -336,3 +336,58 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
     }])
     .expect("nothing to do");
 }
+
+/// The reaper waits on one epoll set: every exit of many real processes
+/// is reported once, with its status, in whatever order they end; and a
+/// process watched once the reaper has nothing left to do (asleep with no
+/// timeout) is still taken up and reported.
+#[test]
+fn the_reaper_reports_each_exit_of_many_real_processes_once_and_wakes_for_a_new_watch() {
+    const N: usize = 300;
+    let (mut actuator, events) = ProcessActuator::new();
+    let names: Vec<String> = (0..N).map(|i| format!("w{i}")).collect();
+    let stored = object("exec sleep 100", None);
+    for name in &names {
+        actuator.start(name, &stored).expect("started");
+    }
+    // Stopped in reverse order of their start, half of them by SIGKILL.
+    for (i, name) in names.iter().enumerate().rev() {
+        let action = if i % 2 == 0 {
+            Action::SendStopSignal { container: 0 }
+        } else {
+            Action::SendKill { container: 0 }
+        };
+        actuator.perform(name, &stored, &action).expect("signalled");
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    while seen.len() < N {
+        let event = events
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("only {} of {N} exits reported", seen.len()));
+        let WorldEvent::Exited { object, code, .. } = event else {
+            panic!("not an exit: {event:?}");
+        };
+        assert!(
+            seen.insert(object.clone(), code).is_none(),
+            "{object} twice"
+        );
+    }
+    for (i, name) in names.iter().enumerate() {
+        let expected = if i % 2 == 0 { 128 + 15 } else { 128 + 9 };
+        assert_eq!(seen.get(name), Some(&Some(expected)), "{name}");
+    }
+    assert!(
+        events.recv_timeout(Duration::from_millis(200)).is_err(),
+        "nothing more"
+    );
+    // Nothing is watched any more: the reaper sleeps until woken.
+    actuator
+        .start("late", &object("exit 3", None))
+        .expect("started");
+    match events.recv_timeout(Duration::from_secs(10)) {
+        Ok(WorldEvent::Exited { object, code, .. }) => {
+            assert_eq!((object.as_str(), code), ("late", Some(3)));
+        }
+        other => panic!("the late exit: {other:?}"),
+    }
+}

@@ -18,18 +18,15 @@
 //! `$TMPDIR` (default `/tmp`).
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grace_cli::agent::{GROUP_COMMIT_ENV, is_serving};
+use grace_cli::agent::GROUP_COMMIT_ENV;
 use grace_core::{DeleteOptions, Name, Record};
 use grace_std::api::{Client, DATABASE, Reply, Request};
 use grace_std::store::{RedbStore, Store, StoredObject, Write};
 
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// The node the agent runs (`grace agent`'s default).
-const NODE: &str = "local";
+mod common;
+use common::{NODE, env_or, start_agent, stop_agent};
 
 fn main() {
     let deletes = env_or("GRACE_BENCH_DELETES", 1024usize);
@@ -125,7 +122,8 @@ fn run(group_commit: bool, clients: usize, deletes: usize) -> Run {
     let per_client = deletes.div_ceil(clients);
     let dir = tempfile::tempdir().expect("temp dir");
     store_objects(dir.path(), clients, per_client);
-    let mut agent = start_agent(dir.path(), group_commit);
+    let switch = if group_commit { "on" } else { "off" };
+    let mut agent = start_agent(dir.path(), &[(GROUP_COMMIT_ENV, switch)]);
 
     let started = Instant::now();
     let workers: Vec<_> = (0..clients)
@@ -189,38 +187,6 @@ fn store_objects(dir: &Path, clients: usize, per_client: usize) {
     }
 }
 
-fn start_agent(dir: &Path, group_commit: bool) -> Child {
-    let child = Command::new(GRACE)
-        .args(["agent", "--data-dir"])
-        .arg(dir)
-        .env(GROUP_COMMIT_ENV, if group_commit { "on" } else { "off" })
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the agent starts");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !is_serving(dir) {
-        assert!(Instant::now() < deadline, "the agent serves within 30 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
-fn stop_agent(agent: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &agent.id().to_string()])
-        .status();
-    let status = agent.wait().expect("the agent exits");
-    assert!(status.success(), "agent exit: {status:?}");
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

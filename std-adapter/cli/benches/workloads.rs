@@ -18,19 +18,14 @@
 //! its grace. The data directory lives in `$TMPDIR` (default `/tmp`).
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grace_cli::agent::is_serving;
 use grace_core::{DeleteOptions, Record};
 use grace_std::api::{Client, Reply, Request};
 use grace_std::store::{StoredContainer, StoredObject};
 
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// The node the agent runs (`grace agent`'s default).
-const NODE: &str = "local";
+mod common;
+use common::{NODE, env_or, start_agent, stop_agent};
 
 /// Requests per pipelined write: the agent answers while the client
 /// still writes, and a client that wrote everything before reading
@@ -123,7 +118,7 @@ impl Run {
 
 fn run(n: usize, grace: i64, ignore_term: bool) -> Run {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut agent = start_agent(dir.path());
+    let mut agent = start_agent(dir.path(), &[]);
     let pid = agent.id();
     // Let the agent settle (its threads started, the store open).
     std::thread::sleep(Duration::from_secs(1));
@@ -313,30 +308,6 @@ fn sample(pid: u32) -> Sample {
     }
 }
 
-fn start_agent(dir: &Path) -> Child {
-    let child = Command::new(GRACE)
-        .args(["agent", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the agent starts");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !is_serving(dir) {
-        assert!(Instant::now() < deadline, "the agent serves within 30 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
-fn stop_agent(agent: &mut Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &agent.id().to_string()])
-        .status();
-    let status = agent.wait().expect("the agent exits");
-    assert!(status.success(), "agent exit: {status:?}");
-}
-
 /// A line of this process's `/proc/self/limits`: `soft hard`.
 fn limit(name: &str) -> String {
     let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
@@ -355,11 +326,4 @@ fn read_trim(path: &str) -> String {
 
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
-}
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }

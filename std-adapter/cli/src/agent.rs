@@ -444,6 +444,9 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     );
     let removed = log_transitions(&transitions, log);
     remove_logs(&rt, &logs, &removed);
+    // The workload records and logs still queued for removal go before
+    // the agent does (one left by a crash is found at the next start).
+    crate::process::removal::flush();
     let _ = std::fs::remove_file(&socket);
     let left = rt.actuator().running().count();
     let _ = writeln!(
@@ -460,17 +463,23 @@ pub(crate) fn log_transitions(
     log: &mut impl Write,
 ) -> Vec<String> {
     let mut removed = Vec::new();
+    // One write for them all: standard output flushes at every line, and
+    // thousands of workloads stopping together make thousands of lines.
+    let mut lines = Vec::new();
     for t in transitions.try_iter() {
         if matches!(t.change, Change::Action(Action::Remove { .. })) {
             removed.push(t.object.clone());
         }
         let _ = writeln!(
-            log,
+            lines,
             "{:>14.3}  {:<20} {}",
             t.at.wall.as_unix_millis() as f64 / 1000.0,
             t.object,
             t.change
         );
+    }
+    if !lines.is_empty() {
+        let _ = log.write_all(&lines);
     }
     let _ = log.flush();
     removed
@@ -506,10 +515,6 @@ pub(crate) fn wait_for_next<S: Store, C: Clock, A: crate::runtime::Actuator>(
             StdDuration::from_millis(d.as_millis().min(500))
         })
 }
-
-/// The most process events (exits, hooks returned) reported with one
-/// commit.
-const WORLD_BATCH: usize = 1024;
 
 /// How the runtime thread serves.
 struct Serving<'a> {
@@ -571,25 +576,17 @@ fn serve(
             Ok(Input::Request(request, reply))
                 if batching && stopping.is_none() && batched::batchable(&request) =>
             {
-                next = batched::serve_batch(rt, (request, reply), inputs, node);
+                let first = Input::Request(request, reply);
+                next = batched::serve_batch(rt, first, inputs, node, true)?;
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
             }
             Ok(Input::World(event)) => {
-                // Every event already waiting, in one commit.
-                let mut events = vec![event];
-                while events.len() < WORLD_BATCH {
-                    match inputs.try_recv() {
-                        Ok(Input::World(event)) => events.push(event),
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                rt.handle_world_events(events)?;
+                // With the events and requests already waiting, in one
+                // commit.
+                let requests = batching && stopping.is_none();
+                next = batched::serve_batch(rt, Input::World(event), inputs, node, requests)?;
             }
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {

@@ -146,6 +146,7 @@ pub fn run(
         }
     });
     log_transitions(&transitions, log);
+    crate::process::removal::flush();
     if result.as_ref().is_err_and(fenced) {
         // Orphans now: no deletion will ever stop them.
         rt.actuator().kill_all();

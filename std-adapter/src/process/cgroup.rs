@@ -48,9 +48,11 @@ impl Cgroups {
         &self.root
     }
 
-    /// A new, empty cgroup `name` (one left by a crash is emptied first).
+    /// A new, empty cgroup `name` (one left by a crash is emptied first;
+    /// one still queued for removal is removed first).
     pub fn create(&self, name: &str) -> io::Result<PathBuf> {
         let path = self.root.join(name);
+        super::removal::settle(&path, super::removal::Kind::Dir);
         match fs::create_dir(&path) {
             Ok(()) => Ok(path),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {

@@ -68,6 +68,15 @@ impl Group {
             cgroup::remove(cgroup);
         }
     }
+
+    /// [`release`](Self::release), off this thread ([`super::removal`]):
+    /// removing a cgroup waits for the kernel's cgroup lock. One left by a
+    /// crash is removed by the next agent (no record owns it).
+    pub fn release_soon(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            super::removal::remove(cgroup.clone(), super::removal::Kind::Dir);
+        }
+    }
 }
 
 /// The pid of a process group, never group 0 or 1 ("our own group",

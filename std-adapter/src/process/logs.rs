@@ -24,16 +24,26 @@
 //! [`ROTATE_EVERY`]) — the kubelet's container log rotation is periodic
 //! in the same way.
 //!
+//! A [`ContainerLogs`] (and its clones) keeps the list of the files it
+//! opened, and of those an earlier agent left (read from the directory
+//! once, at the first rotation or removal): a check looks at each file
+//! being written, not at every directory, and the logs of a removed
+//! object are found without reading the log directory. Removed objects'
+//! directories are deleted in the background ([`super::removal`]).
+//!
 //! Files are created `0600` in `0700` directories: output is the
 //! workload's own business.
 
-use std::collections::HashMap;
+use std::collections::BTreeSet;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
+use std::ops::Bound;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use super::removal;
 use crate::store::StoredObject;
 
 /// The most rotated copies a container keeps ([`LogLimits::max_files`]
@@ -87,7 +97,59 @@ impl LogLimits {
 pub struct ContainerLogs {
     dir: PathBuf,
     limits: LogLimits,
+    /// The files being written, shared by the clones (the actuator opens
+    /// them, the rotation thread checks them).
+    tracked: Arc<Mutex<Tracked>>,
 }
+
+/// The log files known to be written.
+#[derive(Debug, Default)]
+struct Tracked {
+    /// Whether the files already in the directory (an earlier agent's)
+    /// were read in.
+    scanned: bool,
+    /// Each file being written, relative to the log directory
+    /// (`<name>_<uid>/<container>.log`); an object directory made before
+    /// its file could be opened, as `<name>_<uid>/`. Ordered, so that an
+    /// object's entries are together (a path-safe name never holds `_`).
+    paths: BTreeSet<Box<str>>,
+}
+
+impl Tracked {
+    /// The object directories (`<name>_<uid>`) tracked for `name`.
+    fn object_dirs(&self, name: &str) -> Vec<String> {
+        let prefix = format!("{}_", path_safe(name));
+        let mut dirs: Vec<String> = Vec::new();
+        for path in self
+            .paths
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|p| p.starts_with(&prefix))
+        {
+            let dir = path.split_once('/').map_or(&**path, |(dir, _)| dir);
+            if dirs.last().is_none_or(|last| last != dir) {
+                dirs.push(dir.to_owned());
+            }
+        }
+        dirs
+    }
+
+    /// Forgets every entry of the object directory `dir`.
+    fn forget_dir(&mut self, dir: &str) {
+        let prefix = format!("{dir}/");
+        let gone: Vec<Box<str>> = self
+            .paths
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|p| p.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for path in gone {
+            self.paths.remove(&path);
+        }
+    }
+}
+
+/// How many files one step of a rotation checks under the lock.
+const ROTATE_CHUNK: usize = 256;
 
 impl ContainerLogs {
     /// Logs under `dir` (created, `0700`, when the first file is opened).
@@ -95,7 +157,22 @@ impl ContainerLogs {
         ContainerLogs {
             dir: dir.into(),
             limits,
+            tracked: Arc::default(),
         }
+    }
+
+    /// The tracked files, with those already in the directory read in
+    /// first if they were not yet.
+    fn tracked(&self) -> MutexGuard<'_, Tracked> {
+        let mut tracked = self
+            .tracked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !tracked.scanned {
+            tracked.scanned = true;
+            tracked.paths.extend(scan(&self.dir));
+        }
+        tracked
     }
 
     /// The directory.
@@ -147,39 +224,74 @@ impl ContainerLogs {
         let path = self
             .file(name, object, container)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such container"))?;
-        if let Some(parent) = path.parent() {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(parent)?;
+        let object_dir = self.object_dir(name, object.uid());
+        let relative = |p: &Path| {
+            p.strip_prefix(&self.dir)
+                .map(|r| r.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        // Tracked before it exists: a directory made here is removed with
+        // its object even if the file cannot be opened.
+        let placeholder: Box<str> = format!("{}/", relative(&object_dir)).into();
+        let file_entry: Box<str> = relative(&path).into();
+        if !self.tracked().paths.contains(&file_entry) {
+            self.tracked().paths.insert(placeholder.clone());
         }
-        OpenOptions::new()
+        // The same name and uid again, while the old directory still
+        // waits to be removed: it goes first.
+        removal::settle(&object_dir, removal::Kind::Tree);
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&object_dir)?;
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(&path)
+            .open(&path)?;
+        let mut tracked = self.tracked();
+        tracked.paths.insert(file_entry);
+        tracked.paths.remove(&placeholder);
+        Ok(file)
     }
 
-    /// Rotates every file that has grown past the limit. Errors on one
-    /// file do not stop the others; the first is returned.
+    /// Rotates every file being written that has grown past the limit: the
+    /// files opened through this value (or a clone), and those found in
+    /// the directory at the first call. Errors on one file do not stop the
+    /// others; the first is returned.
     pub fn rotate(&self) -> io::Result<()> {
+        // A chunk at a time, the lock taken for each: opening a workload's
+        // file never waits for a whole pass.
         let mut first = None;
-        let Ok(objects) = std::fs::read_dir(&self.dir) else {
-            return Ok(()); // nothing logged yet
-        };
-        for object in objects.flatten() {
-            let Ok(files) = std::fs::read_dir(object.path()) else {
-                continue;
+        let mut after: Option<Box<str>> = None;
+        loop {
+            let chunk: Vec<Box<str>> = {
+                let tracked = self.tracked();
+                let from = match &after {
+                    Some(last) => Bound::Excluded(&**last),
+                    None => Bound::Unbounded,
+                };
+                tracked
+                    .paths
+                    .range::<str, _>((from, Bound::Unbounded))
+                    .take(ROTATE_CHUNK)
+                    .cloned()
+                    .collect()
             };
-            for file in files.flatten() {
-                let path = file.path();
-                if path.extension().is_none_or(|e| e != "log") {
-                    continue;
-                }
-                if let Err(e) = self.rotate_file(&path) {
-                    first.get_or_insert(e);
+            let Some(last) = chunk.last().cloned() else {
+                break;
+            };
+            for relative in chunk.iter().filter(|p| !p.ends_with('/')) {
+                match self.rotate_file(&self.dir.join(&**relative)) {
+                    Ok(()) => {}
+                    // Removed with its object meanwhile.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        first.get_or_insert(e);
+                    }
                 }
             }
+            after = Some(last);
         }
         first.map_or(Ok(()), Err)
     }
@@ -215,39 +327,27 @@ impl ContainerLogs {
         self.remove_objects([(name, keep)]);
     }
 
-    /// [`remove_object`](Self::remove_object) for many objects, with one
-    /// reading of the log directory (which holds a directory per object:
-    /// reading it once per removal would take time quadratic in the
-    /// number of objects).
+    /// [`remove_object`](Self::remove_object) for many objects. Their
+    /// directories are found among those tracked (no reading of the log
+    /// directory, which holds one per object) and deleted in the
+    /// background ([`removal`]).
     pub fn remove_objects<'a>(
         &self,
         removed: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
     ) {
-        // Each removed name as it is written in paths → the directory kept.
-        let removed: HashMap<String, Option<PathBuf>> = removed
-            .into_iter()
-            .map(|(name, keep)| (path_safe(name), keep.map(|uid| self.object_dir(name, uid))))
-            .collect();
-        if removed.is_empty() {
+        let mut removed = removed.into_iter().peekable();
+        if removed.peek().is_none() {
             return;
         }
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let file_name = entry.file_name();
-            let Some((name, uid)) = file_name.to_str().and_then(|n| n.split_once('_')) else {
-                continue;
-            };
-            if uid.is_empty() || uid.contains('_') {
-                continue;
-            }
-            let Some(kept) = removed.get(name) else {
-                continue;
-            };
-            let path = entry.path();
-            if kept.as_ref() != Some(&path) {
-                let _ = std::fs::remove_dir_all(&path);
+        let mut tracked = self.tracked();
+        for (name, keep) in removed {
+            let kept = keep.map(|uid| dir_name(&self.object_dir(name, uid)));
+            for dir in tracked.object_dirs(name) {
+                if kept.as_ref() == Some(&dir) {
+                    continue;
+                }
+                tracked.forget_dir(&dir);
+                removal::remove(self.dir.join(dir), removal::Kind::Tree);
             }
         }
     }
@@ -268,9 +368,52 @@ impl ContainerLogs {
             };
             if !stored(&name, &uid) {
                 let _ = std::fs::remove_dir_all(entry.path());
+                if let Some(dir) = entry.file_name().to_str() {
+                    self.tracked().forget_dir(dir);
+                }
             }
         }
     }
+}
+
+/// The name of an object directory (`<name>_<uid>`), as it is tracked.
+fn dir_name(object_dir: &Path) -> String {
+    object_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The log files being written in `dir` (`*.log` in each object
+/// directory), relative to it.
+fn scan(dir: &Path) -> Vec<Box<str>> {
+    let Ok(objects) = std::fs::read_dir(dir) else {
+        return Vec::new(); // nothing logged yet
+    };
+    let mut found = Vec::new();
+    for object in objects.flatten() {
+        let Some(name) = object.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if !name.contains('_') {
+            continue;
+        }
+        let before = found.len();
+        if let Ok(files) = std::fs::read_dir(object.path()) {
+            for file in files.flatten() {
+                let file = file.file_name();
+                let Some(file) = file.to_str() else { continue };
+                if file.ends_with(".log") {
+                    found.push(format!("{name}/{file}").into());
+                }
+            }
+        }
+        if found.len() == before {
+            // No file: the directory alone, to be removed with its object.
+            found.push(format!("{name}/").into());
+        }
+    }
+    found
 }
 
 /// Follows one container's log file as it grows and is rotated: each
@@ -485,6 +628,7 @@ mod tests {
             let _ = logs.open(name, &object(uid), 0).expect("opened");
         }
         logs.remove_object("web", Some("new"));
+        removal::flush();
         assert!(!logs.object_dir("web", "old").exists());
         assert!(logs.object_dir("web", "new").exists());
         assert!(
@@ -495,6 +639,51 @@ mod tests {
         assert!(logs.object_dir("api", "u").exists());
         assert!(!logs.object_dir("web", "new").exists());
         assert!(!logs.object_dir("web-2", "u").exists());
+    }
+
+    #[test]
+    fn rotation_checks_the_files_opened_since_and_those_an_earlier_agent_left() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let limits = LogLimits {
+            max_bytes: 4,
+            max_files: 2,
+        };
+        // An earlier agent's file, written after it stopped checking.
+        let earlier = ContainerLogs::new(dir.path(), limits);
+        let old = object("u-old");
+        let mut old_writer = earlier.open("old", &old, 0).expect("opened");
+        append(&mut old_writer, "earlier agent\n");
+        drop(earlier);
+
+        let logs = ContainerLogs::new(dir.path(), limits);
+        logs.rotate().expect("rotated");
+        let old_file = logs.file("old", &old, 0).expect("a container");
+        assert_eq!(
+            ContainerLogs::files(&old_file).len(),
+            2,
+            "found and rotated"
+        );
+        // A file opened after the first check (no directory scan since),
+        // through a clone, as the actuator opens them.
+        let opener = logs.clone();
+        let new = object("u-new");
+        let mut writer = opener.open("new", &new, 0).expect("opened");
+        let new_file = logs.file("new", &new, 0).expect("a container");
+        append(&mut writer, "written after\n");
+        logs.rotate().expect("rotated");
+        assert_eq!(ContainerLogs::files(&new_file).len(), 2, "rotated too");
+        assert_eq!(
+            std::fs::metadata(&new_file).expect("stat").len(),
+            0,
+            "truncated"
+        );
+        // A removed object's files are no longer checked (and gone).
+        logs.remove_object("new", None);
+        removal::flush();
+        assert!(!logs.object_dir("new", "u-new").exists());
+        append(&mut writer, "after its removal\n");
+        logs.rotate().expect("a removed file is no error");
+        assert!(logs.object_dir("old", "u-old").exists(), "untouched");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::identity::ProcessIdentity;
+use super::removal;
 
 /// One running workload or hook, as written to the table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,9 +89,12 @@ impl WorkloadTable {
         })
     }
 
-    /// Writes `record` (a new file renamed into place).
+    /// Writes `record` (a new file renamed into place). A removal of the
+    /// same record still waiting ([`remove_soon`](Self::remove_soon)) is
+    /// done first, so that it cannot remove this one.
     pub fn write(&self, record: &WorkloadRecord) -> io::Result<()> {
         let name = WorkloadRecord::file_name(&record.object, record.container, record.hook);
+        removal::settle(&self.dir.join(&name), removal::Kind::File);
         let tmp = self.dir.join(format!("{name}.tmp"));
         let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
         let mut file = {
@@ -118,10 +122,22 @@ impl WorkloadTable {
         }
     }
 
-    /// Every record in the table. A file that cannot be read as one (a
+    /// Removes a workload's record soon, off this thread ([`removal`]):
+    /// a crash before it is done leaves the record of a process that is
+    /// gone, which the next agent reports gone and removes.
+    pub fn remove_soon(&self, object: &str, container: usize, hook: bool) {
+        removal::remove(
+            self.dir
+                .join(WorkloadRecord::file_name(object, container, hook)),
+            removal::Kind::File,
+        );
+    }
+
+    /// Every record in the table (after the removals still waiting). A file that cannot be read as one (a
     /// write cut short by a crash is never renamed into place) is skipped
     /// and named in the second list.
     pub fn load(&self) -> io::Result<(Vec<WorkloadRecord>, Vec<PathBuf>)> {
+        removal::flush();
         let mut records = Vec::new();
         let mut unreadable = Vec::new();
         for entry in fs::read_dir(&self.dir)? {
@@ -178,6 +194,13 @@ mod tests {
         assert_eq!(WorkloadRecord::parse_file_name("junk"), None);
         table.remove("web/1 ü", 2, true).expect("remove");
         table.remove("web/1 ü", 2, true).expect("twice");
+        assert!(table.load().expect("load").0.is_empty());
+        // Removed in the background; written again meanwhile, it stays.
+        table.write(&record).expect("write");
+        table.remove_soon("web/1 ü", 2, true);
+        table.write(&record).expect("written again");
+        assert_eq!(table.load().expect("load").0, vec![record.clone()]);
+        table.remove_soon("web/1 ü", 2, true);
         assert!(table.load().expect("load").0.is_empty());
     }
 }

@@ -7,9 +7,9 @@ use std::fmt;
 
 use grace_core::Action;
 
-use super::{Batch, Runtime, RuntimeError};
+use super::{Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{ContainerStatus, Store, StoredObject};
+use crate::store::{Store, StoredObject};
 
 /// Carries out what the machine decides. The runtime calls it only after
 /// the decision is durable.
@@ -216,7 +216,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// first ([`Actuator::world_event`], which may hold it back); a
     /// returned hook is then
     /// [`handle_pre_stop_finished`](Self::handle_pre_stop_finished), an exit
-    /// the container's status ([`ContainerStatus::exited`], written at once)
+    /// the container's status ([`ContainerStatus::exited`](crate::store::ContainerStatus::exited), written at once)
     /// and [`handle_container_exited`](Self::handle_container_exited). Each
     /// is durable before the actions it owes are carried out, and before
     /// [`Actuator::world_event_taken`].
@@ -231,7 +231,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// [`handle_world_event`](Self::handle_world_event) for many events,
-    /// with one commit per [`Batch`] of them rather than two
+    /// with one commit per [`Batch`](crate::runtime::Batch) of them rather than two
     /// or three per event: thousands of workloads stopping together are
     /// reported in a few commits. Every event is taken even if one before
     /// it failed (a held exit released with a hook's end is the last word
@@ -240,69 +240,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         &mut self,
         events: impl IntoIterator<Item = WorldEvent>,
     ) -> Result<(), RuntimeError> {
-        let mut taken = Vec::new();
-        for event in events {
-            taken.extend(self.actuator.world_event(event));
-        }
+        let mut events = events.into_iter().peekable();
         let mut first_error = None;
-        let mut rest = taken.as_slice();
-        while !rest.is_empty() {
+        while events.peek().is_some() {
             let mut batch = self.open_batch();
-            // The events whose inputs went into this batch without error.
-            let mut fine = Vec::new();
-            while let Some((event, after)) = rest.split_first() {
-                if batch.is_full() {
-                    break;
-                }
-                rest = after;
-                match take_world_event(&mut batch, event) {
-                    Ok(()) => fine.push(event),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            match batch.commit() {
-                Ok(_) => {
-                    for event in fine {
-                        self.actuator.world_event_taken(event);
-                    }
-                }
-                Err(e) => {
+            while let Some(event) = events.next_if(|e| batch.has_room_for(e.object())) {
+                if let Err(e) = batch.handle_world_event(event) {
                     first_error.get_or_insert(e);
                 }
             }
+            if let Err(e) = batch.commit() {
+                first_error.get_or_insert(e);
+            }
         }
         first_error.map_or(Ok(()), Err)
-    }
-}
-
-/// One event as an input of `batch`; an object no longer tracked is no
-/// error.
-fn take_world_event<S: Store, C: Clock, A: Actuator>(
-    batch: &mut Batch<'_, S, C, A>,
-    event: &WorldEvent,
-) -> Result<(), RuntimeError> {
-    match event {
-        WorldEvent::PreStopFinished { object, container } => {
-            unless_gone(batch.handle_pre_stop_finished(object, *container))
-        }
-        WorldEvent::Exited {
-            object,
-            container,
-            code,
-        } => {
-            batch.set_container_status(object, *container, ContainerStatus::exited(*code))?;
-            unless_gone(batch.handle_container_exited(object, *container))
-        }
-    }
-}
-
-/// An input's result, where an object the runtime no longer tracks is no
-/// error (see [`Runtime::handle_world_event`]).
-fn unless_gone(result: Result<grace_core::Handled, RuntimeError>) -> Result<(), RuntimeError> {
-    match result {
-        Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
-        Err(e) => Err(e),
     }
 }

@@ -21,7 +21,7 @@ use super::inputs;
 use super::objects::{Before, Id};
 use super::stored::Spec;
 use super::writes::Writes;
-use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError};
+use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError, WorldEvent};
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredObject, Write};
 
@@ -49,6 +49,9 @@ pub struct Batch<'a, S: Store, C: Clock, A: Actuator> {
     touched: Vec<Touched>,
     /// Their ids, to find them.
     ids: BTreeSet<Id>,
+    /// The world events taken as inputs without error: the actuator hears
+    /// of each once the batch is durable.
+    taken: Vec<WorldEvent>,
 }
 
 /// An object a batch changed.
@@ -72,6 +75,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             rt: self,
             touched: Vec::new(),
             ids: BTreeSet::new(),
+            taken: Vec::new(),
         }
     }
 
@@ -124,6 +128,12 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
     /// an input on another object is refused until it is committed.
     pub fn is_full(&self) -> bool {
         self.touched.len() >= self.rt.round_size()
+    }
+
+    /// Whether an input on `name` fits: the batch is not full, or it
+    /// changed `name` already.
+    pub fn has_room_for(&self, name: &str) -> bool {
+        !self.is_full() || self.touches(name)
     }
 
     /// Whether an input of this batch changed (or created) `name`.
@@ -212,15 +222,8 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         let Some(entry) = self.rt.objects.get(id) else {
             return Ok(());
         };
-        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+        if !inputs::status_changes(entry, name, container, &status)? {
             return Ok(());
-        }
-        let count = entry.spec.containers.len();
-        if container >= count {
-            return Err(RuntimeError::UnknownContainer {
-                object: name.to_owned(),
-                container,
-            });
         }
         if !self.ids.contains(&id) {
             self.room()?;
@@ -238,25 +241,54 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         let Some(entry) = self.rt.objects.get_mut(id) else {
             return Ok(());
         };
-        let before = entry.spec.status.clone();
-        let waiting = ContainerStatus::Waiting {
-            reason: "ContainerCreating".to_owned(),
-        };
-        entry.spec.status.resize(count, waiting);
-        if let Some(slot) = entry.spec.status.get_mut(container) {
-            *slot = status;
-        }
+        let before = inputs::set_status(entry, container, status);
         if let Some(t) = self.touched.iter_mut().rev().find(|t| t.id == id) {
             t.status_before.get_or_insert(before);
         }
         Ok(())
     }
 
+    /// [`Runtime::handle_world_event`], in the batch: the actuator hears
+    /// the event first ([`Actuator::world_event`], which may hold it
+    /// back); what it takes becomes the batch's inputs, and
+    /// [`Actuator::world_event_taken`] follows a successful
+    /// [`commit`](Self::commit). An event about an object the runtime no
+    /// longer tracks is no error. Refused, without the actuator hearing
+    /// of it, if the batch has no room for its object
+    /// ([`has_room_for`](Self::has_room_for)).
+    pub fn handle_world_event(&mut self, event: WorldEvent) -> Result<(), RuntimeError> {
+        if !self.has_room_for(event.object()) {
+            self.room()?;
+        }
+        let mut first_error = None;
+        for taken in self.rt.actuator.world_event(event) {
+            match take_world_event(self, &taken) {
+                Ok(()) => self.taken.push(taken),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
     /// Makes every input of the batch durable and carries out what they
     /// owe: one store batch before the actions (the write-ahead), the
     /// actions, one store batch after (which also holds the removals the
-    /// actions owe). On `Err`, see the type's docs.
+    /// actions owe); then the actuator hears of the world events taken.
+    /// On `Err`, see the type's docs.
     pub fn commit(mut self) -> Result<(), RuntimeError> {
+        let taken = std::mem::take(&mut self.taken);
+        let done = self.commit_inputs();
+        if done.is_ok() {
+            for event in &taken {
+                self.rt.actuator.world_event_taken(event);
+            }
+        }
+        done
+    }
+
+    fn commit_inputs(&mut self) -> Result<(), RuntimeError> {
         let touched = std::mem::take(&mut self.touched);
         self.ids.clear();
         let rt = &mut *self.rt;
@@ -363,6 +395,36 @@ impl<S: Store, C: Clock, A: Actuator> Drop for Batch<'_, S, C, A> {
         let touched = std::mem::take(&mut self.touched);
         undo(self.rt, touched);
         self.rt.objects.close();
+    }
+}
+
+/// One world event as an input of `batch`; an object no longer tracked is
+/// no error.
+fn take_world_event<S: Store, C: Clock, A: Actuator>(
+    batch: &mut Batch<'_, S, C, A>,
+    event: &WorldEvent,
+) -> Result<(), RuntimeError> {
+    match event {
+        WorldEvent::PreStopFinished { object, container } => {
+            unless_gone(batch.handle_pre_stop_finished(object, *container))
+        }
+        WorldEvent::Exited {
+            object,
+            container,
+            code,
+        } => {
+            batch.set_container_status(object, *container, ContainerStatus::exited(*code))?;
+            unless_gone(batch.handle_container_exited(object, *container))
+        }
+    }
+}
+
+/// An input's result, where an object the runtime no longer tracks is no
+/// error (see [`Runtime::handle_world_event`]).
+fn unless_gone(result: Result<Handled, RuntimeError>) -> Result<(), RuntimeError> {
+    match result {
+        Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -8,6 +8,7 @@ use grace_core::{
     UpdateError, UpdateOutcome, decide_delete,
 };
 
+use super::objects::Entry;
 use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
@@ -206,20 +207,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let Some(entry) = self.objects.get_mut(id) else {
             return Ok(());
         };
-        if entry.revision.is_none() || entry.spec.status.get(container) == Some(&status) {
+        if !status_changes(entry, name, container, &status)? {
             return Ok(());
         }
-        let waiting = ContainerStatus::Waiting {
-            reason: "ContainerCreating".to_owned(),
-        };
-        let count = entry.spec.containers.len();
-        if container >= count {
-            return Err(unknown_container(name, container));
-        }
-        entry.spec.status.resize(count, waiting);
-        if let Some(slot) = entry.spec.status.get_mut(container) {
-            *slot = status;
-        }
+        set_status(entry, container, status);
         let done = self.persist(id);
         self.objects.close();
         done.map(|_| ())
@@ -352,6 +343,46 @@ pub(super) fn container_exited(
         l.handle_container_exited(now, container)
             .map_err(|_| unknown_container(object, container))
     }
+}
+
+/// Whether setting container `container`'s status of `entry` (stored as
+/// `name`) to `status` changes anything: not for an object whose record
+/// is removed, nor for a status it has already; a container it does not
+/// have is an error. The check of [`Runtime::set_container_status`] and of
+/// the batch's.
+pub(super) fn status_changes(
+    entry: &Entry,
+    name: &str,
+    container: usize,
+    status: &ContainerStatus,
+) -> Result<bool, RuntimeError> {
+    if entry.revision.is_none() || entry.spec.status.get(container) == Some(status) {
+        return Ok(false);
+    }
+    if container >= entry.spec.containers.len() {
+        return Err(unknown_container(name, container));
+    }
+    Ok(true)
+}
+
+/// Sets container `container`'s status of `entry` (checked by
+/// [`status_changes`]); a container with no status yet is `Waiting`
+/// (`ContainerCreating`). Returns the statuses from before.
+pub(super) fn set_status(
+    entry: &mut Entry,
+    container: usize,
+    status: ContainerStatus,
+) -> Vec<ContainerStatus> {
+    let count = entry.spec.containers.len();
+    let before = entry.spec.status.clone();
+    let waiting = ContainerStatus::Waiting {
+        reason: "ContainerCreating".to_owned(),
+    };
+    entry.spec.status.resize(count, waiting);
+    if let Some(slot) = entry.spec.status.get_mut(container) {
+        *slot = status;
+    }
+    before
 }
 
 fn unknown_container(object: &str, container: usize) -> RuntimeError {

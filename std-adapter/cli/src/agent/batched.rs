@@ -53,35 +53,62 @@ enum Decided {
     Applied { name: String, start: bool },
 }
 
-/// Handles `first` and the change requests that follow it without a pause
-/// as one batch; returns the input that ended the batch, if one came: a
-/// request for the next batch (on an object this one changed, or past a
-/// full batch) or another input. One batch per call, so that the caller
-/// handles deadlines between batches however busy the clients keep it.
+/// Handles `first` and the inputs that follow it without a pause as one
+/// batch: change requests (where `requests` lets them in: otherwise each
+/// is handled alone) and process events (exits, hooks returned), which
+/// are inputs like any, so that the deletes that come while workloads are
+/// exiting are made durable, and their stop signals sent, with the same
+/// commit as those exits. Returns the input that ended the batch, if one
+/// came: one for the next batch (a request on an object this one changed,
+/// or past a full batch) or another input. One batch per call, so that the
+/// caller handles deadlines between batches however busy the clients keep
+/// it. Fails if a process event could not be taken (the agent stops, as a
+/// runtime that cannot record an exit must); every request is answered
+/// first.
 pub(super) fn serve_batch<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
-    first: (Request, mpsc::SyncSender<Reply>),
+    first: Input,
     inputs: &mpsc::Receiver<Input>,
     node: &str,
-) -> Option<Input> {
+    requests: bool,
+) -> Result<Option<Input>, RuntimeError> {
     let mut batch = rt.open_batch();
     let mut waiting = Vec::new();
+    let mut events = 0_usize;
+    let mut failed = None;
     let mut next = first;
     let rest = loop {
-        let (request, reply) = next;
-        if batch.is_full() || name(&request).is_none_or(|n| batch.touches(n)) {
-            // For the next batch.
-            break Some(Input::Request(request, reply));
+        match next {
+            Input::Request(request, reply) if requests && batchable(&request) => {
+                if batch.is_full() || name(&request).is_none_or(|n| batch.touches(n)) {
+                    // For the next batch.
+                    break Some(Input::Request(request, reply));
+                }
+                waiting.push((reply, decide(&mut batch, request, node)));
+            }
+            Input::World(event) => {
+                if !batch.has_room_for(event.object()) {
+                    break Some(Input::World(event));
+                }
+                events = events.saturating_add(1);
+                if let Err(e) = batch.handle_world_event(event) {
+                    failed.get_or_insert(e);
+                }
+            }
+            other => break Some(other),
         }
-        waiting.push((reply, decide(&mut batch, request, node)));
         match following(inputs) {
-            Some(Input::Request(request, reply)) => next = (request, reply),
-            other => break other,
+            Some(input) => next = input,
+            None => break None,
         }
     };
     let committed = batch.commit();
     answer(rt, waiting, committed.as_ref().err());
-    rest
+    match (failed, committed) {
+        (Some(e), _) => Err(e),
+        (None, Err(e)) if events > 0 => Err(e),
+        _ => Ok(rest),
+    }
 }
 
 /// The next input if one is waiting or comes within [`LINGER`].
@@ -353,8 +380,8 @@ mod tests {
         }
         drop(tx);
         let mut next = first.map(|(request, reply)| Input::Request(request, reply));
-        while let Some(Input::Request(request, reply)) = next {
-            next = serve_batch(rt, (request, reply), &inputs, NODE);
+        while let Some(input @ Input::Request(..)) = next {
+            next = serve_batch(rt, input, &inputs, NODE, true).expect("no process event");
         }
         assert!(next.is_none());
         store.look();
@@ -467,6 +494,57 @@ mod tests {
         for name in ["p", "q", "x"] {
             let (object, _) = store.inner.get(name).expect("read").expect("stored");
             assert!(object.record.deletion_timestamp.is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_exit_and_the_requests_waiting_with_it_are_committed_together() {
+        use crate::process::WorldEvent;
+        use crate::store::StoredContainer;
+
+        let dir = tempfile::tempdir().expect("dir");
+        let (store, mut rt) = setup(&dir, &["b", "c"], NODE);
+        // `a` is being deleted and waits for its container to stop.
+        let mut a = StoredObject::on_node(Record::new(uid("a")), NODE);
+        a.containers
+            .push(StoredContainer::new("main", vec!["sleep", "1000"]));
+        rt.create("a", a).expect("created");
+        let _ = rt
+            .handle_delete("a", &DeleteOptions::with_grace(30))
+            .expect("deleted");
+        let _ = rt.handle_agent_sync("a").expect("its stop signal sent");
+        assert!(rt.lifecycle("a").is_some(), "waits for its container");
+        let before = store.commits.load(Ordering::SeqCst);
+        // Its exit comes first; two deletes wait behind it.
+        let (tx, inputs) = mpsc::channel();
+        let mut replies = Vec::new();
+        for name in ["b", "c"] {
+            let (reply, rx) = mpsc::sync_channel(1);
+            tx.send(Input::Request(
+                delete(name, Preconditions::default()),
+                reply,
+            ))
+            .expect("queued");
+            replies.push(rx);
+        }
+        drop(tx);
+        let exit = WorldEvent::Exited {
+            object: "a".into(),
+            container: 0,
+            code: Some(143),
+        };
+
+        let rest = serve_batch(&mut rt, Input::World(exit), &inputs, NODE, true).expect("taken");
+
+        assert!(rest.is_none(), "every input in the batch");
+        // The write-ahead and the commit after the actions, for all three.
+        assert_eq!(store.commits.load(Ordering::SeqCst), before + 2);
+        for rx in replies {
+            let reply = rx.try_recv().expect("answered");
+            assert!(matches!(reply, Reply::Deleted(_)), "{reply:?}");
+        }
+        for name in ["a", "b", "c"] {
+            assert_eq!(store.inner.get(name).expect("read"), None, "{name} removed");
         }
     }
 }
