@@ -159,8 +159,9 @@ fn crashed() -> StoreError {
 }
 
 /// A [`Store`] that forwards to the in-memory store and fails as the world
-/// says. Every write goes through [`Store::batch`] (the trait's `create`,
-/// `update` and `delete` are batches of one).
+/// says. Every write goes through [`Store::batch_from`] (the trait's
+/// `create`, `update` and `delete` are batches of one, through
+/// [`Store::batch`]).
 pub struct FaultyStore {
     pub inner: Arc<MemoryStore>,
     pub world: Shared,
@@ -188,9 +189,16 @@ impl Store for FaultyStore {
         self.inner.revision()
     }
 
-    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    fn batch(&self, mut writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.batch_from(&mut writes)
+    }
+
+    /// As the in-memory store's: `writes` is left empty with its capacity
+    /// kept, which the runtime reuses from batch to batch.
+    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
         let mut world = lock(&self.world);
         if !world.alive() {
+            writes.clear();
             return Err(BatchError::backend(crashed()));
         }
         let fires = match world.fault.as_mut() {
@@ -206,13 +214,14 @@ impl Store for FaultyStore {
             world.fired += 1;
         }
         if fires == Some(false) {
+            writes.clear();
             return Err(BatchError::backend(StoreError::Unavailable(
                 "injected: the write failed".into(),
             )));
         }
         let mut staged = std::mem::take(&mut world.staged);
         staged.extend(writes.iter().map(Written::of));
-        let result = self.inner.batch(writes);
+        let result = self.inner.batch_from(writes);
         let applied = result.is_ok();
         if applied {
             world.events.extend(staged.drain(..).map(Event::Wrote));
