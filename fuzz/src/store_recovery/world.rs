@@ -38,6 +38,10 @@ pub enum Event {
 /// before the store consumes it: logging a write copies neither its record
 /// (kilobytes of inline finalizer capacity) nor its containers.
 #[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per applied write, kept inline: a box would be an allocation per write"
+)]
 pub enum Written {
     /// A create or an update.
     Stored {
