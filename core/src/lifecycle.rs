@@ -357,12 +357,8 @@ pub struct AgentState {
 ///
 /// `C` is at most 253 (a one-byte count and one-byte links keep the state
 /// small); a larger capacity fails to compile.
+// `Deserialize` is in `persist.rs` (from `persist::Persisted`, and in place).
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Deserialize),
-    serde(from = "persist::Persisted<F, C, L>")
-)]
 pub struct Lifecycle<const F: usize, const C: usize, const L: usize = NAME_CAPACITY> {
     record: Record<F, L>,
     /// The object's containers are the first `count`; the others stay

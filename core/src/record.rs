@@ -406,3 +406,108 @@ impl<const F: usize, const L: usize> RecordBuilder<F, L> {
         self.record
     }
 }
+
+/// Decoding a record into one in place: the record is about 5 KB (room for
+/// `F` finalizer names of `L` bytes), and a decoded value is moved whole
+/// through every layer that builds it; decoded in place, only what the
+/// input holds is written ([`Lifecycle`](crate::Lifecycle)'s
+/// `deserialize_in_place`).
+#[cfg(feature = "serde")]
+pub(crate) struct RecordInPlace<'a, const F: usize, const L: usize>(
+    pub(crate) &'a mut Record<F, L>,
+);
+
+#[cfg(feature = "serde")]
+const RECORD_FIELDS: &[&str] = &[
+    "uid",
+    "resource_version",
+    "generation",
+    "deletion_timestamp",
+    "deletion_grace_period_seconds",
+    "finalizers",
+    "scheduled",
+    "phase",
+    "termination_grace_period_seconds",
+];
+
+#[cfg(feature = "serde")]
+impl<'de, const F: usize, const L: usize> serde::de::DeserializeSeed<'de>
+    for RecordInPlace<'_, F, L>
+{
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_struct("Record", RECORD_FIELDS, self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de, const F: usize, const L: usize> serde::de::Visitor<'de> for RecordInPlace<'_, F, L> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("struct Record")
+    }
+
+    /// The fields in order (a compact format such as postcard), each
+    /// written into the record.
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let record = self.0;
+        let missing = |i| serde::de::Error::invalid_length(i, &"struct Record with 9 elements");
+        record.uid = seq.next_element()?.ok_or_else(|| missing(0))?;
+        record.resource_version = seq.next_element()?.ok_or_else(|| missing(1))?;
+        record.generation = seq.next_element()?.ok_or_else(|| missing(2))?;
+        record.deletion_timestamp = seq.next_element()?.ok_or_else(|| missing(3))?;
+        record.deletion_grace_period_seconds = seq.next_element()?.ok_or_else(|| missing(4))?;
+        seq.next_element_seed(FinalizersInPlace(&mut record.finalizers))?
+            .ok_or_else(|| missing(5))?;
+        record.scheduled = seq.next_element()?.ok_or_else(|| missing(6))?;
+        record.phase = seq.next_element()?.ok_or_else(|| missing(7))?;
+        record.termination_grace_period_seconds = seq.next_element()?.ok_or_else(|| missing(8))?;
+        Ok(())
+    }
+
+    /// Fields by name (a self-describing format such as JSON): decoded as
+    /// a whole record.
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        use serde::Deserialize;
+        *self.0 = Record::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+        Ok(())
+    }
+}
+
+/// The finalizer names decoded into a list in place (see [`RecordInPlace`]).
+#[cfg(feature = "serde")]
+struct FinalizersInPlace<'a, const F: usize, const L: usize>(&'a mut Finalizers<F, L>);
+
+#[cfg(feature = "serde")]
+impl<'de, const F: usize, const L: usize> serde::de::DeserializeSeed<'de>
+    for FinalizersInPlace<'_, F, L>
+{
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+#[cfg(feature = "serde")]
+impl<'de, const F: usize, const L: usize> serde::de::Visitor<'de> for FinalizersInPlace<'_, F, L> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "a list of at most {F} finalizer names")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let list = &mut (self.0).0;
+        list.clear();
+        while let Some(name) = seq.next_element()? {
+            list.push(name).map_err(|_| {
+                serde::de::Error::invalid_length(
+                    F,
+                    &"no more finalizer names than the record holds",
+                )
+            })?;
+        }
+        Ok(())
+    }
+}

@@ -61,6 +61,21 @@ mod serde_feature {
         assert_eq!(back.poll_timeout().map(|t| t.as_millis()), Some(1_010_000));
     }
 
+    #[test]
+    fn lifecycle_decoded_in_place_is_the_one_decoded_whatever_the_place_held() {
+        use serde::Deserialize;
+        let mut pod = pod_owing_outputs();
+        let json = serde_json::to_string(&pod).expect("serializes");
+        // The place holds another lifecycle, with more containers.
+        let mut place = pod_owing_outputs();
+        let _ = drain(&mut place);
+        let mut deserializer = serde_json::Deserializer::from_str(&json);
+        grace_core::Lifecycle::deserialize_in_place(&mut deserializer, &mut place)
+            .expect("deserializes");
+        assert_eq!(place, pod);
+        assert_eq!(drain(&mut place), drain(&mut pod));
+    }
+
     /// A pod that owes several outputs across its containers, none taken.
     fn pod_owing_outputs() -> grace_core::Lifecycle<4, 4> {
         use grace_core::{ContainerSpec, Lifecycle, Now, Strategy};

@@ -34,7 +34,8 @@
 //!
 //! `cargo bench -p grace-std --bench timers` (`GRACE_BENCH_N` to change n;
 //! `GRACE_BENCH_ONLY=grace|same|bare|grace-redb|same-redb` runs one side
-//! alone, for profilers; `GRACE_BENCH_REDB=0` skips the redb sides).
+//! alone, for profilers; `GRACE_BENCH_REDB=0` skips the redb sides;
+//! `GRACE_BENCH_CPU=off` for valgrind, see [`cpu`]).
 
 use std::alloc::System;
 use std::cell::{Cell, RefCell};
@@ -81,8 +82,13 @@ fn allocations(region: &Region<'_, System>) -> usize {
     c.allocations + c.reallocations
 }
 
-/// The process's CPU time (all threads: a store's threads would count).
+/// The process's CPU time (all threads: a store's threads would count);
+/// zero with `GRACE_BENCH_CPU=off`, for valgrind (under which rustix's
+/// vDSO lookup fails).
 fn cpu() -> StdDuration {
+    if std::env::var_os("GRACE_BENCH_CPU").is_some_and(|v| v == "off") {
+        return StdDuration::ZERO;
+    }
     let t = clock_gettime(ClockId::ProcessCPUTime);
     StdDuration::new(
         u64::try_from(t.tv_sec).expect("positive"),
@@ -117,9 +123,8 @@ impl Store for NullStore {
             .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
         Ok((1..=n).map(|i| Revision(last + i)).collect())
     }
-    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
         let n = writes.len() as u64;
-        writes.clear();
         let last = self
             .revision
             .fetch_add(n, std::sync::atomic::Ordering::Relaxed);

@@ -39,6 +39,7 @@ pub mod cgroup;
 pub mod group;
 pub mod identity;
 pub mod logs;
+pub mod orphans;
 mod output;
 pub mod reaper;
 pub mod table;

@@ -55,6 +55,7 @@ mod renamed;
 mod resync;
 mod stored;
 mod transition;
+mod writes;
 
 pub use actuator::{ActionError, Actuator, WorldEvent};
 pub use batch::Batch;
@@ -69,6 +70,7 @@ pub use recovery::{Recovery, RuntimeBuilder};
 use stored::Spec;
 pub(crate) use stored::{fresh, stopped_containers};
 pub use transition::{Change, Transition};
+use writes::Writes;
 
 /// The most containers an object may have.
 pub const CONTAINERS: usize = 8;
@@ -105,9 +107,9 @@ pub struct Runtime<S, C, A> {
     /// When to try reading the `unsure` names back again.
     retry_at: Option<Instant>,
     subscribers: Vec<mpsc::Sender<Transition>>,
-    /// A round's writes, gathered for one batch; empty between batches,
-    /// its capacity kept ([`Store::batch_from`]).
-    writes: Vec<Write>,
+    /// The slots a round's writes are built in, kept from round to round
+    /// ([`Store::batch_ref`]).
+    writes: Writes,
     /// While a [`Batch`] commits: the removals its actions owe, written
     /// with the batch after the actions instead of one store delete each.
     removals: Option<Vec<Write>>,
@@ -182,7 +184,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// The object's phase.
     fn phase(&self, id: Id) -> Option<Phase> {
-        self.objects.read(id, |_, l| l.phase()).ok().flatten()
+        self.objects.summary(id).map(|s| s.phase)
+    }
+
+    /// [`emit`](Self::emit) for the object `id` (named only if someone
+    /// listens).
+    fn emit_id(&mut self, at: Now, id: Id, change: Change) {
+        if self.subscribers.is_empty() {
+            return;
+        }
+        if let Some(name) = self.name(id) {
+            self.emit(at, &name, change);
+        }
     }
 
     fn emit(&mut self, at: Now, object: &str, change: Change) {

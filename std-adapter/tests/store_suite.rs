@@ -493,29 +493,36 @@ fn a_refused_write_in_a_batch_writes_nothing(s: &dyn Store) {
     assert!(s.get("a").unwrap().is_some());
 }
 
-/// `batch_from` applies a batch as `batch` does, and leaves the vector
-/// empty, applied or refused.
-fn batch_from_applies_the_writes_and_leaves_the_vector_empty(s: &dyn Store) {
-    let mut writes = Vec::with_capacity(8);
-    writes.push(Write::Create {
-        name: "a".into(),
-        object: obj("ua"),
-    });
-    writes.push(Write::Create {
-        name: "b".into(),
-        object: obj("ub"),
-    });
-    assert_eq!(s.batch_from(&mut writes).unwrap(), [1, 2].map(Revision));
-    assert!(writes.is_empty());
-    assert_eq!(s.get("b").unwrap().unwrap().1, Revision(2));
-    writes.push(Write::Create {
-        name: "a".into(),
-        object: obj("ua"),
-    });
-    let err = s.batch_from(&mut writes).unwrap_err();
+/// `batch_ref` applies lent writes as `batch` applies its own: the same
+/// revisions, the objects stored with them, and nothing written when one
+/// write is refused; the writes stay the caller's, as they were.
+fn batch_ref_applies_the_writes_it_is_lent(s: &dyn Store) {
+    let writes = [
+        Write::Create {
+            name: "a".into(),
+            object: obj("ua"),
+        },
+        Write::Create {
+            name: "b".into(),
+            object: obj("ub"),
+        },
+    ];
+    let kept = writes.clone();
+    assert_eq!(s.batch_ref(&writes).unwrap(), [1, 2].map(Revision));
+    assert_eq!(writes, kept, "the caller's writes are left as they were");
+    let (stored, revision) = s.get("b").unwrap().unwrap();
+    assert_eq!(revision, Revision(2));
+    assert_eq!(stored.uid(), "ub");
+    assert_eq!(stored.record.resource_version, 2);
+    let err = s.batch_ref(&writes[..1]).unwrap_err();
     assert_eq!(err.index, Some(0));
-    assert!(writes.is_empty(), "emptied when refused too");
+    assert!(matches!(err.error, StoreError::AlreadyExists { .. }));
     assert_eq!(s.revision().unwrap(), Revision(2), "nothing written");
+    assert_eq!(
+        s.batch_ref(&[]).unwrap(),
+        [],
+        "an empty batch writes nothing"
+    );
 }
 
 /// `open(retention)` gives a store that keeps the last `retention` changes.
@@ -688,7 +695,7 @@ $(#[$attr])*
             case!(an_idle_watch_times_out_empty);
             case!(a_batch_applies_all_in_order_with_consecutive_revisions);
             case!(a_refused_write_in_a_batch_writes_nothing);
-            case!(batch_from_applies_the_writes_and_leaves_the_vector_empty);
+            case!(batch_ref_applies_the_writes_it_is_lent);
             shared_case!(watch_sees_concurrent_writers_in_revision_order);
             shared_case!(a_blocked_watch_wakes_on_a_write_from_another_thread);
 
@@ -1134,6 +1141,67 @@ mod durable {
                 StoreError::Corrupt(_) | StoreError::Io(_) | StoreError::Unavailable(_)
             ),
             "{err:?}"
+        );
+    }
+
+    /// A full disk fails a write with an I/O error and writes nothing;
+    /// once there is room again the same store takes writes (redb refuses
+    /// every transaction after a failed write until the file is opened
+    /// again, which the store does by itself). Needs root (a small tmpfs).
+    #[test]
+    fn a_write_on_a_full_disk_fails_and_the_store_works_again_once_there_is_room() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: mounting a small disk needs root");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=4m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            eprintln!("skipped: tmpfs cannot be mounted here");
+            return;
+        }
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = Command::new("umount").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(dir.path());
+        let s = RedbStore::open(dir.path().join("grace.redb")).unwrap();
+        s.create("kept", full_obj("uk")).unwrap();
+        let fill = dir.path().join("fill");
+        let _ = std::fs::write(&fill, vec![0u8; 8 << 20]);
+
+        // Big enough that it cannot fit in pages the file already has.
+        let mut big = full_obj("ub");
+        big.labels.insert("big".into(), "x".repeat(1 << 20));
+        let mut failed = 0;
+        for i in 0..8 {
+            match s.create(&format!("big-{i}"), big.clone()) {
+                Err(StoreError::Io(_)) => failed += 1,
+                Err(e) => panic!("a full disk is an I/O error: {e:?}"),
+                Ok(_) => {}
+            }
+        }
+        assert!(failed > 0, "the disk filled up");
+        assert!(
+            matches!(s.create("after", obj("ua")), Err(StoreError::Io(_))),
+            "still full: still an I/O error, not a wedged store"
+        );
+
+        std::fs::remove_file(&fill).unwrap();
+        let rev = s
+            .create("after", obj("ua"))
+            .expect("room again: the store works");
+        assert_eq!(s.get("after").unwrap().map(|(_, r)| r), Some(rev));
+        assert_eq!(
+            s.get("kept").unwrap().unwrap().0,
+            full_obj("uk"),
+            "nothing lost"
         );
     }
 }

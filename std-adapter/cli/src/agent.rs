@@ -161,6 +161,14 @@ pub(crate) fn open_actuator(
             let _ = writeln!(log, "grace agent: the open files limit stays as it is: {e}");
         }
     }
+    // Orphans of the workloads come to the agent, which reaps them at once
+    // (a zombie left to a slow or absent PID 1 would hold its deletion).
+    if let Err(e) = crate::process::orphans::become_subreaper() {
+        let _ = writeln!(
+            log,
+            "grace agent: orphans go to PID 1 (not a subreaper: {e})"
+        );
+    }
     let (actuator, world, adoption) =
         ProcessActuator::with_state_dir(dir).map_err(|e| RuntimeError::Io {
             context: format!("the workload table {}", dir.display()),

@@ -115,6 +115,9 @@ fn run_in(
     let db: PathBuf = dir.join("grace.redb");
     grace_std::private::private_file(&db).map_err(RuntimeError::Private)?;
     let store = RedbStore::open(&db)?;
+    // Orphans of the workloads are reaped here at once (best effort: else
+    // PID 1 reaps them).
+    let _ = grace_std::process::orphans::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
     let result = show(out, &db, &mut rt, &world, interrupted);

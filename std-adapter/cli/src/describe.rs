@@ -43,10 +43,16 @@ pub fn describe(
 
 /// An RFC 3339 time (whole seconds, as Kubernetes writes them).
 fn rfc3339(t: Timestamp) -> String {
-    k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds()).map_or_else(
-        |_| t.as_unix_seconds().to_string(),
-        |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-    )
+    // A civil date-time: it reaches 9999-12-31T23:59:59, where grace
+    // saturates deletion timestamps (D2); a `jiff` timestamp stops a day
+    // short of it.
+    use k8s_openapi::jiff::{SignedDuration, civil::DateTime};
+    DateTime::constant(1970, 1, 1, 0, 0, 0, 0)
+        .checked_add(SignedDuration::from_secs(t.as_unix_seconds()))
+        .map_or_else(
+            |_| t.as_unix_seconds().to_string(),
+            |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
 }
 
 /// The description of one object.
@@ -167,6 +173,10 @@ fn stage_word(stage: Option<Stage>) -> &'static str {
 /// The wall time of a monotonic instant of the kill state, when it
 /// belongs to this boot's clock.
 fn wall_of(record: Option<&KillRecord>, instant: Instant) -> Option<f64> {
+    // The end of the clock, where a deadline past it stopped (D2).
+    if instant == Instant::MAX {
+        return None;
+    }
     let clock = SystemClock::new();
     let record = record?;
     if !record.epoch.starts_with(&clock.epoch()) {
@@ -191,8 +201,18 @@ fn events(
         return events;
     };
     let dgps = meta.deletion_grace_period_seconds.unwrap_or(0);
-    let requested = ts.as_unix_seconds().saturating_sub(dgps);
-    let since = |t: f64| format!("+{:.1} s", t - requested as f64);
+    // The request's time, unless its timestamp stopped at the latest one
+    // (D2): then only absolute times can be told.
+    let saturated = ts.as_unix_seconds() >= grace_core::MAX_TIMESTAMP_SECONDS;
+    let requested = (!saturated).then(|| ts.as_unix_seconds().saturating_sub(dgps));
+    let since = |t: f64| match requested {
+        Some(requested) => format!("+{:.1} s", t - requested as f64),
+        None => {
+            let whole = rfc3339(Timestamp::from_unix_seconds(t.floor() as i64));
+            let tenths = ((t - t.floor()) * 10.0) as u8;
+            format!("{}.{tenths}Z", whole.trim_end_matches('Z'))
+        }
+    };
     let why = if object.strategy.kind == grace_core::Kind::Generic {
         "not a graceful type: no grace (R11); finalizers keep the record (R30, R31)".to_owned()
     } else if !meta.scheduled {
@@ -208,11 +228,17 @@ fn events(
             "grace {dgps} s: the request's grace (R18), shortened by later requests if any (R15, R16)"
         )
     };
-    events.push(format!(
-        "DeletionAccepted   at {} (+0 s): deletionTimestamp {} = request + {dgps} s (R24); {why}",
-        rfc3339(Timestamp::from_unix_seconds(requested)),
-        rfc3339(ts),
-    ));
+    events.push(match requested {
+        Some(requested) => format!(
+            "DeletionAccepted   at {} (+0 s): deletionTimestamp {} = request + {dgps} s (R24); {why}",
+            rfc3339(Timestamp::from_unix_seconds(requested)),
+            rfc3339(ts),
+        ),
+        None => format!(
+            "DeletionAccepted   deletionTimestamp {}: request + {dgps} s passes the latest time RFC 3339 writes and stops there (D2); {why}",
+            rfc3339(ts),
+        ),
+    });
     events.push(format!(
         "GenerationBumped   generation {}: bumped once by the first delete (R25)",
         meta.generation
@@ -257,17 +283,22 @@ fn events(
             )),
             Stage::Stopping { kill_at } => {
                 let sent = kill.stop_signal_sent_at().and_then(wall);
-                let due = wall(kill_at);
                 events.push(format!(
                     "StopSignalSent     {name}: at {} (R63), after the pre-stop hook if any",
                     sent.map_or("?".to_owned(), since)
                 ));
                 // Rounded: the signal's time is when it really went out, a few
                 // milliseconds after the budget was decided (R62).
+                if kill_at == Instant::MAX {
+                    events.push(format!(
+                        "KillScheduled      {name}: no SIGKILL: the {g} s budget passes the end of the agent's clock, where its deadline stops (D2)"
+                    ));
+                    continue;
+                }
                 let budget = kill_at.saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at)).as_millis().saturating_add(500) / 1000;
                 events.push(format!(
                     "KillScheduled      {name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
-                    due.map_or("?".to_owned(), since)
+                    wall(kill_at).map_or("?".to_owned(), since)
                 ));
             }
             Stage::Killed => events.push(format!(

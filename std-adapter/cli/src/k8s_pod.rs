@@ -14,13 +14,13 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{Name, PodPhase, Record, Strategy, Timestamp};
+use grace_core::{Name, PodPhase, Record, Strategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
     PodStatus,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::runtime::{CONTAINERS, KillRecord};
 use crate::store::{FINALIZERS, StoredContainer, StoredObject};
@@ -435,24 +435,15 @@ pub fn check_label(key: &str, value: &str) -> Result<(), String> {
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     let meta = &object.record;
-    let time = |t: Timestamp| {
-        k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds())
-            .ok()
-            .map(Time)
-    };
-    let finalizers: Vec<String> = meta.finalizers.iter().map(|f| f.to_string()).collect();
-    let metadata = ObjectMeta {
+    let mut metadata = ObjectMeta {
         name: Some(name.to_owned()),
-        uid: Some(meta.uid.to_string()),
         labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
-        finalizers: (!finalizers.is_empty()).then_some(finalizers),
-        resource_version: Some(meta.resource_version.to_string()),
-        generation: Some(meta.generation),
-        creation_timestamp: object.created.and_then(time),
-        deletion_timestamp: meta.deletion_timestamp.and_then(time),
-        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
+        creation_timestamp: object.created.and_then(grace_k8s::time),
         ..ObjectMeta::default()
     };
+    // uid, resourceVersion, generation, the deletion's timestamp and
+    // grace, finalizers: as the bridge writes them for a cluster.
+    grace_k8s::apply_record(meta, &mut metadata);
     let to_container = |c: &StoredContainer| Container {
         name: c.name.clone(),
         command: Some(c.command.clone()),

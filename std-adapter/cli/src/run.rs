@@ -94,6 +94,9 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         stop_signal: None,
     }];
 
+    // Orphans of the workloads are reaped here at once (best effort: else
+    // PID 1 reaps them).
+    let _ = grace_std::process::orphans::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let actuator = actuator
         .with_stop_signal(options.stop_signal)

@@ -3,50 +3,24 @@
 //! and `grace apply / get / delete / describe / wait` as separate
 //! processes.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, wait_for};
+use support::common::{alive, wait_for};
+use support::{Agent, GRACE, text};
 
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// A running agent (its data directory from `GRACE_DATA_DIR`), stopped
-/// with SIGTERM when dropped.
-struct Agent(Child, PathBuf);
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let child = Command::new(GRACE)
-            // The etcd tests' variable is also `--etcd`'s: these use a data dir.
-            .env_remove("GRACE_ETCD_ENDPOINTS")
-            .arg("agent")
-            .env("GRACE_DATA_DIR", dir)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("agent starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
-            assert!(Instant::now() < deadline, "the agent serves within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent(child, dir.to_path_buf())
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-        // The workloads outlive the agent: the test is done with them.
-        common::kill_left_workloads(&grace_cli::agent::workloads_dir(&self.1));
-    }
+/// A running agent whose data directory comes from `GRACE_DATA_DIR`.
+fn agent(dir: &Path) -> Agent {
+    let mut command = Command::new(GRACE);
+    command
+        // The etcd tests' variable is also `--etcd`'s: these use a data dir.
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .arg("agent")
+        .env("GRACE_DATA_DIR", dir);
+    Agent::spawn(dir, command)
 }
 
 /// `grace ARGS` on the store of `dir` (given by the environment, as
@@ -59,10 +33,6 @@ fn grace(dir: &Path, args: &[&str]) -> Output {
         .env("GRACE_DATA_DIR", dir)
         .output()
         .expect("grace runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `grace ARGS`, which must succeed; its standard output.
@@ -134,7 +104,7 @@ fn json(out: &str) -> serde_json::Value {
 fn yaml_and_json_pods_with_ignored_fields_sidecars_and_several_documents_run_and_are_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let manifests = d.join("manifests");
     std::fs::create_dir(&manifests).expect("dir");
     let pid = |n: &str| d.join(format!("{n}.pid"));
@@ -226,7 +196,7 @@ spec:
 fn refused_manifests_name_the_field_its_line_and_column_and_store_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = d.join("x.pid");
     let good = yaml_pod("x", "app: x", 5, &pid, "");
     let yaml = good.replace("    ports:\n", "    portz:\n");
@@ -276,7 +246,7 @@ fn refused_manifests_name_the_field_its_line_and_column_and_store_nothing() {
 fn apply_creates_then_updates_labels_and_finalizers_as_kubernetes_does() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = d.join("p.pid");
     let file = d.join("p.yaml");
     let apply = |manifest: &str| {
@@ -357,7 +327,7 @@ fn apply_creates_then_updates_labels_and_finalizers_as_kubernetes_does() {
 fn delete_by_label_all_ignore_not_found_and_output_name() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = |n: &str| d.join(format!("{n}.pid"));
     let docs: Vec<String> = [("w1", "app: web"), ("w2", "app: web"), ("db", "app: db")]
         .iter()
@@ -405,7 +375,7 @@ fn delete_by_label_all_ignore_not_found_and_output_name() {
 fn get_shows_kubectl_tables_and_kubernetes_objects() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let long = "a-pod-whose-name-is-longer-than-twenty-four";
     let pid = |n: &str| d.join(format!("{n}.pid"));
     let docs = [
@@ -504,7 +474,7 @@ fn get_shows_kubectl_tables_and_kubernetes_objects() {
 fn describe_tells_each_decision_of_the_deletion_with_its_rule() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = d.join("h.pid");
     let manifest = format!(
         "apiVersion: v1
@@ -561,11 +531,60 @@ spec:
     assert_eq!(out.status.code(), Some(1));
 }
 
+/// D2: a grace too long for the calendar saturates the deletion
+/// timestamp at 9999-12-31T23:59:59Z and the agent's deadlines at the end
+/// of its clock; `get` still shows the object as being deleted and
+/// `describe` says so instead of printing wrapped numbers. A later, shorter
+/// grace (R15) ends it.
+#[test]
+fn d2_a_grace_past_the_calendar_is_shown_saturated_and_a_shorter_one_ends_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = agent(d);
+    let pid = d.join("forever.pid");
+    // Its workload ignores SIGTERM: only SIGKILL ends it.
+    let manifest = yaml_pod("forever", "app: f", i64::MAX, &pid, "")
+        .replace(&workload(&pid, false), &workload(&pid, true));
+    ok(
+        d,
+        &["apply", "-f", path(&write(d, "forever.yaml", &manifest))],
+    );
+    wait_for("the workload starts", Duration::from_secs(5), || {
+        alive(&pid)
+    });
+    ok(d, &["delete", "forever", "--wait=false"]);
+    wait_for("the stop signal", Duration::from_secs(5), || {
+        ok(d, &["describe", "forever"]).contains("StopSignalSent")
+    });
+
+    let pod = json(&ok(d, &["get", "forever", "-o", "json"]));
+    assert_eq!(
+        pod["metadata"]["deletionTimestamp"], "9999-12-30T22:00:00Z",
+        "being deleted, at the latest time a Kubernetes Time holds in Rust"
+    );
+    assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], i64::MAX);
+    let out = ok(d, &["describe", "forever"]);
+    for needle in [
+        "Deletion time:    9999-12-31T23:59:59Z",
+        "stops there (D2)",
+        "no SIGKILL: the 9223372036854775807 s budget passes the end of the agent's clock",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    assert!(!out.contains(" -9"), "no wrapped number: {out}");
+
+    ok(
+        d,
+        &["delete", "forever", "--grace-period=1", "--timeout=10s"],
+    );
+    assert!(!alive(&pid), "SIGKILL reached it");
+}
+
 #[test]
 fn wait_for_delete_and_delete_wait_time_out_while_a_finalizer_holds_the_object() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = d.join("f.pid");
     let manifest = yaml_pod("f", "app: f", 1, &pid, "  finalizers: [example.com/keep]\n");
     ok(d, &["apply", "-f", path(&write(d, "f.yaml", &manifest))]);
@@ -598,7 +617,7 @@ fn wait_for_delete_and_delete_wait_time_out_while_a_finalizer_holds_the_object()
 fn a_container_stop_signal_is_the_one_sent() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let got = d.join("got");
     let manifest = format!(
         "apiVersion: v1
@@ -667,7 +686,7 @@ fn the_store_flags_come_from_the_environment_too() {
 fn apply_reads_standard_input_and_delete_f_deletes_a_files_objects() {
     let dir = tempfile::tempdir().expect("temp dir");
     let d = dir.path();
-    let _agent = Agent::start(d);
+    let _agent = agent(d);
     let pid = |n: &str| d.join(format!("{n}.pid"));
     let docs = [
         yaml_pod("in1", "app: in", 5, &pid("in1"), ""),

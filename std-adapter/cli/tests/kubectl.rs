@@ -3,95 +3,15 @@
 //! get / patch` as separate processes. Exit codes: 0 done, 1 a failed
 //! operation, 2 invalid input; a refused request changes nothing.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+mod support;
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Lines, alive, wait_for};
 use grace_std::RedbStore;
-
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// A running agent, stopped (SIGTERM) when dropped, and then its
-/// workloads too (they outlive it) unless it was [`stop`](Agent::stop)ped.
-struct Agent {
-    child: Child,
-    dir: PathBuf,
-    clean_up: bool,
-}
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let child = Command::new(GRACE)
-            // The etcd tests' variable is also `--etcd`'s: these use a data dir.
-            .env_remove("GRACE_ETCD_ENDPOINTS")
-            .args(["agent", "--data-dir"])
-            .arg(dir)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("agent starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
-            assert!(Instant::now() < deadline, "the agent serves within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent {
-            child,
-            dir: dir.to_path_buf(),
-            clean_up: true,
-        }
-    }
-
-    /// SIGTERM, then the agent's log.
-    fn stop(mut self) -> String {
-        terminate(&self.child);
-        let mut log = String::new();
-        if let Some(out) = self.child.stdout.take() {
-            let _ = std::io::Read::read_to_string(&mut BufReader::new(out), &mut log);
-        }
-        let status = self.child.wait().expect("agent exits");
-        assert!(status.success(), "agent exit: {status:?}\n{log}");
-        self.clean_up = false;
-        log
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        terminate(&self.child);
-        let _ = self.child.wait();
-        // The workloads outlive the agent: the test is done with them.
-        if self.clean_up {
-            common::kill_left_workloads(&grace_cli::agent::workloads_dir(&self.dir));
-        }
-    }
-}
-
-fn terminate(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-}
-
-fn grace(dir: &Path, args: &[&str]) -> Output {
-    Command::new(GRACE)
-        // The etcd tests' variable is also `--etcd`'s: these use a data dir.
-        .env_remove("GRACE_ETCD_ENDPOINTS")
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .expect("grace runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::common::{Lines, alive, wait_for};
+use support::{Agent, GRACE, grace, text};
 
 fn write(dir: &Path, name: &str, contents: &str) -> PathBuf {
     let path = dir.join(name);
@@ -139,7 +59,7 @@ fn store_revision(dir: &Path) -> u64 {
 #[test]
 fn delete_terminates_then_kills_then_removes_and_get_shows_terminating() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let agent = Agent::start(dir.path());
+    let agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("web.pid");
     let file = write(dir.path(), "web.json", &pod("web", 2, &pid, true, ""));
     let out = grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]);
@@ -205,7 +125,7 @@ fn delete_terminates_then_kills_then_removes_and_get_shows_terminating() {
 #[test]
 fn get_watch_shows_terminating_then_deleted() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("w.pid");
     apply(dir.path(), "w.json", &pod("w", 1, &pid, false, ""));
 
@@ -245,7 +165,7 @@ fn get_watch_shows_terminating_then_deleted() {
 #[test]
 fn d4_force_delete_removes_the_record_at_once_and_warns() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("f.pid");
     apply(dir.path(), "f.json", &pod("f", 30, &pid, true, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
@@ -276,7 +196,7 @@ fn d4_force_delete_removes_the_record_at_once_and_warns() {
 #[test]
 fn kubectl_grace_period_zero_without_force_is_a_one_second_graceful_delete() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("z.pid");
     apply(dir.path(), "z.json", &pod("z", 30, &pid, true, ""));
     let out = grace(dir.path(), &["delete", "z", "--grace-period", "0"]);
@@ -291,7 +211,7 @@ fn kubectl_grace_period_zero_without_force_is_a_one_second_graceful_delete() {
 #[test]
 fn dry_run_and_failed_preconditions_change_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("p.pid");
     apply(dir.path(), "p.json", &pod("p", 5, &pid, false, ""));
     let before = get_json(dir.path(), "p").expect("stored");
@@ -344,7 +264,7 @@ fn dry_run_and_failed_preconditions_change_nothing() {
 #[test]
 fn r38_cascade_foreground_finishes_on_its_own_through_the_gc_step() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     // An object with no graceful strategy: removed at once unless held.
     apply(
         dir.path(),
@@ -372,7 +292,7 @@ fn r38_cascade_foreground_finishes_on_its_own_through_the_gc_step() {
 #[test]
 fn r37_cascade_orphan_on_a_running_pod_finishes() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("o.pid");
     apply(dir.path(), "o.json", &pod("o", 2, &pid, false, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
@@ -394,7 +314,7 @@ fn r37_cascade_orphan_on_a_running_pod_finishes() {
 #[test]
 fn r39_gc_leaves_other_finalizers_and_r45_removing_the_last_completes_the_deletion() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     apply(
         dir.path(),
         "cm.json",
@@ -431,7 +351,7 @@ fn r39_gc_leaves_other_finalizers_and_r45_removing_the_last_completes_the_deleti
 #[test]
 fn malformed_object_files_are_refused_naming_the_field_and_store_nothing() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let revision = store_revision(dir.path());
     let cases = [
         (
@@ -546,7 +466,7 @@ fn changes_without_an_agent_say_how_to_start_one() {
 #[test]
 fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let agent = Agent::start(dir.path());
+    let agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("k.pid");
     apply(dir.path(), "k.json", &pod("k", 2, &pid, true, ""));
     wait_for("the workload starts", Duration::from_secs(5), || {
@@ -564,7 +484,7 @@ fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
 
     // A restarted agent adopts the workload and carries out its deletion:
     // the workload ignores SIGTERM, so it goes at the end of its grace.
-    let agent = Agent::start(dir.path());
+    let agent = Agent::start(dir.path(), &[]);
     let started = Instant::now();
     assert!(
         grace(dir.path(), &["delete", "k", "--wait=false"])
@@ -587,7 +507,7 @@ fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
 #[test]
 fn r19_an_unscheduled_pod_is_removed_at_once() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     apply(
         dir.path(),
         "u.json",
@@ -599,4 +519,103 @@ fn r19_an_unscheduled_pod_is_removed_at_once() {
         get_json(dir.path(), "u").is_none(),
         "gone with the delete itself"
     );
+}
+
+/// `/proc/PID/status`'s `PPid`, or `None` once the process is reaped.
+fn parent_of(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|p| p.trim().parse().ok())
+}
+
+fn read_pid(file: &Path) -> u32 {
+    std::fs::read_to_string(file)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid")
+}
+
+/// A workload whose shell is gone leaves its orphans to the agent (a
+/// subreaper), not to PID 1; once they end it reaps them at once: a
+/// zombie still counts as a member of the workload's process group, and
+/// one left to a PID 1 that reaps late (or never, when the agent is PID 1
+/// of a container) would hold the deletion.
+#[test]
+fn orphans_of_a_workload_come_to_the_agent_and_are_reaped_so_the_deletion_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path(), &[]);
+    let orphan = dir.path().join("orphan.pid");
+    let ready = dir.path().join("ready");
+    // The subshell starts a `sleep` (which ignores SIGTERM, as its shell
+    // does) and exits at once: the `sleep` is an orphan in the workload's
+    // group, and when SIGKILL ends it, nobody but its new parent reaps it.
+    let command = format!(
+        "trap '' TERM; (sleep 1000 & echo $! > {orphan}); touch {ready}; while :; do sleep 0.05; done",
+        orphan = orphan.display(),
+        ready = ready.display(),
+    );
+    let object = serde_json::json!({
+        "metadata": {"name": "parent"},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "command": ["sh", "-c", command]}]},
+    });
+    apply(dir.path(), "parent.json", &object.to_string());
+    wait_for("the orphan is made", Duration::from_secs(5), || {
+        ready.exists()
+    });
+    let orphan_pid = read_pid(&orphan);
+    assert_eq!(
+        parent_of(orphan_pid),
+        Some(agent.id()),
+        "the orphan's parent is the agent"
+    );
+
+    let out = grace(dir.path(), &["delete", "parent", "--timeout=20s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        parent_of(orphan_pid),
+        None,
+        "the orphan is reaped, not a zombie"
+    );
+}
+
+/// A process that left its workload's group (`setsid`) and outlives its
+/// parent also comes to the agent; whenever it ends, the agent reaps it
+/// rather than keep a zombie for its whole life.
+#[test]
+fn an_orphan_that_left_its_group_is_reaped_by_the_agent_when_it_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path(), &[]);
+    let escapee = dir.path().join("escapee.pid");
+    let command = format!(
+        "(setsid sh -c 'echo $$ > {escapee}; exec sleep 1000' &); while :; do sleep 0.05; done",
+        escapee = escapee.display(),
+    );
+    let object = serde_json::json!({
+        "metadata": {"name": "leaver"},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1,
+                 "containers": [{"name": "app", "command": ["sh", "-c", command]}]},
+    });
+    apply(dir.path(), "leaver.json", &object.to_string());
+    wait_for("the escapee runs", Duration::from_secs(5), || {
+        std::fs::read_to_string(&escapee).is_ok_and(|s| s.ends_with('\n'))
+    });
+    let pid = read_pid(&escapee);
+    wait_for("the escapee runs `sleep`", Duration::from_secs(5), || {
+        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    assert_eq!(parent_of(pid), Some(agent.id()), "its parent is the agent");
+    // With a cgroup each, the deletion kills it with its pod; with process
+    // groups only, it escaped the deletion and is ended here.
+    let out = grace(dir.path(), &["delete", "leaver", "--timeout=20s"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let _ = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status();
+    wait_for("the escapee is reaped", Duration::from_secs(10), || {
+        parent_of(pid).is_none()
+    });
 }

@@ -3,74 +3,15 @@
 //! agent was killed and started again), bounded by rotation, and removed
 //! with the object's record.
 
-#[path = "../../tests/common/mod.rs"]
-mod common;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{alive, wait_for};
-
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// A running agent, stopped (SIGTERM) when dropped, and then the
-/// workloads it leaves running too, unless it [`crash`](Agent::crash)ed.
-struct Agent(Child, Option<PathBuf>);
-
-impl Agent {
-    fn start(dir: &Path, extra: &[&str]) -> Agent {
-        let child = Command::new(GRACE)
-            .args(["agent", "--data-dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("agent starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
-            assert!(Instant::now() < deadline, "the agent serves within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent(child, Some(dir.to_path_buf()))
-    }
-
-    /// SIGKILL: the agent crashes, nothing is cleaned up (the next agent
-    /// adopts its workloads).
-    fn crash(mut self) {
-        self.1 = None;
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-        // The workloads outlive the agent: the test is done with them.
-        if let Some(dir) = &self.1 {
-            common::kill_left_workloads(&grace_cli::agent::workloads_dir(dir));
-        }
-    }
-}
-
-fn grace(dir: &Path, args: &[&str]) -> Output {
-    Command::new(GRACE)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .expect("grace runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::common::{alive, wait_for};
+use support::{Agent, GRACE, grace, text};
 
 /// Applies a pod bound to the agent's node with these containers
 /// (`(name, shell command)`), grace 1 s.

@@ -2,44 +2,12 @@
 //! request sent at once, the answers read back in order, each request
 //! seeing the ones before it, a refused one in its place.
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
 use grace_core::{DeleteOptions, Name, Record};
 use grace_std::api::{Client, ErrorKind, Reply, Request};
 use grace_std::store::StoredObject;
-
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
-
-/// A running agent, stopped (SIGTERM) when dropped.
-struct Agent(Child);
-
-impl Agent {
-    fn start(dir: &Path) -> Agent {
-        let child = Command::new(GRACE)
-            .args(["agent", "--data-dir"])
-            .arg(dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("agent starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
-            assert!(Instant::now() < deadline, "the agent serves within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent(child)
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let _ = self.0.wait();
-    }
-}
+use support::Agent;
 
 /// An object with no container, bound to another node (its deletion is
 /// decided here and waits for that node).
@@ -64,7 +32,7 @@ fn delete(name: &str) -> Request {
 #[test]
 fn pipelined_requests_are_answered_in_order_each_seeing_the_ones_before_it() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let _agent = Agent::start(dir.path());
+    let _agent = Agent::start(dir.path(), &[]);
     let mut client = Client::connect(dir.path()).expect("connects");
 
     let answers = client

@@ -3,59 +3,31 @@
 //! from starting; a data directory that is a file, or a path an agent
 //! cannot use, is refused with nothing written.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+use support::{Agent, GRACE, grace, terminate, text};
 
-fn grace(dir: &Path, args: &[&str]) -> Output {
-    Command::new(GRACE)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .expect("grace runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn start_agent(dir: &Path) -> Child {
-    let child = Command::new(GRACE)
-        .args(["agent", "--data-dir"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("agent starts");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !grace_cli::agent::is_serving(dir) {
-        assert!(Instant::now() < deadline, "the agent serves within 10 s");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
+/// SIGTERM to an agent started by hand; it must exit successfully.
 fn stop(mut agent: Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &agent.id().to_string()])
-        .status();
+    terminate(&agent);
     let status = agent.wait().expect("exits");
     assert!(status.success(), "{status:?}");
 }
 
 /// A data directory holding one object (`cm`), its agent stopped.
 fn store_with_an_object(dir: &Path) {
-    let agent = start_agent(dir);
+    let agent = Agent::start(dir, &[]);
     let file = dir.join("cm.json");
     std::fs::write(&file, r#"{"kind":"Object","metadata":{"name":"cm"}}"#).expect("written");
     let out = grace(dir, &["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    stop(agent);
+    agent.stop();
 }
 
 /// The store file's bytes and modification time.
@@ -91,15 +63,14 @@ fn get_without_an_agent_never_changes_the_store_file() {
 fn get_reads_a_store_left_by_a_crashed_agent_without_repairing_the_file() {
     let dir = tempfile::tempdir().expect("temp dir");
     store_with_an_object(dir.path());
-    let mut agent = start_agent(dir.path());
-    let _ = agent.kill(); // SIGKILL: the file is left as a crash leaves it
-    let _ = agent.wait();
+    // SIGKILL: the file is left as a crash leaves it.
+    Agent::start(dir.path(), &[]).crash();
     let db = dir.path().join("grace.redb");
     let before = fingerprint(&db);
     gets(dir.path());
     assert!(fingerprint(&db) == before, "repaired in memory only");
     // The next agent repairs it, as before.
-    stop(start_agent(dir.path()));
+    Agent::start(dir.path(), &[]).stop();
 }
 
 #[test]
@@ -252,4 +223,113 @@ fn a_store_file_that_is_not_a_store_fails_the_read_and_is_left_as_it_is() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("grace.redb"));
     assert_eq!(std::fs::read(&db).expect("read"), vec![0x5a; 4096]);
+}
+
+/// A tmpfs of a few MiB, unmounted when dropped (root only).
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount() -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=6m", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        mounted.then_some(SmallDisk(dir))
+    }
+
+    /// Fills what is left of it.
+    fn fill(&self) {
+        let _ = std::fs::write(self.0.path().join("fill"), vec![0u8; 8 << 20]);
+    }
+
+    fn free(&self) {
+        std::fs::remove_file(self.0.path().join("fill")).expect("filled");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// A full disk loses nothing: a delete that cannot be written fails with
+/// the reason (exit code 1), nothing is done that was not written first,
+/// and once there is room again the deletion completes — after a restart
+/// if the agent stopped on the store's error.
+#[test]
+fn a_full_disk_fails_the_write_and_the_deletion_completes_once_there_is_room() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting a small disk needs root");
+        return;
+    }
+    let Some(disk) = SmallDisk::mount() else {
+        eprintln!("skipped: tmpfs cannot be mounted here");
+        return;
+    };
+    let dir = disk.0.path().join("data");
+    let agent = Agent::start(&dir, &[]);
+    let pid = disk.0.path().join("app.pid");
+    let file = disk.0.path().join("app.json");
+    let object = serde_json::json!({
+        "metadata": {"name": "app"},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 5,
+                 "containers": [{"name": "app", "command": ["sh", "-c",
+                     format!("echo $$ > {}; trap 'exit 0' TERM; while :; do sleep 0.05; done", pid.display())]}]},
+    });
+    std::fs::write(&file, object.to_string()).expect("written");
+    let out = grace(&dir, &["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while std::fs::read_to_string(&pid).is_err() {
+        assert!(Instant::now() < deadline, "the workload starts");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    disk.fill();
+    let out = grace(&dir, &["delete", "app", "--timeout=5s"]);
+    let code = out.status.code();
+    assert!(
+        code == Some(0) || code == Some(1),
+        "done or failed, never a usage error or a crash: {code:?} {}",
+        text(&out.stderr)
+    );
+    if code == Some(1) {
+        assert!(
+            text(&out.stderr).contains("No space left on device"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+
+    disk.free();
+    // Wait for the agent to settle: serving on, or gone on the error.
+    std::thread::sleep(Duration::from_millis(500));
+    let agent = if grace_cli::agent::is_serving(&dir) {
+        agent
+    } else {
+        let log = agent.log();
+        assert!(
+            log.contains("No space left on device") || log.contains("store"),
+            "{log}"
+        );
+        // Its workload is left for the next agent, as after a crash.
+        agent.crash();
+        Agent::start(&dir, &[])
+    };
+    let out = grace(
+        &dir,
+        &["delete", "app", "--ignore-not-found", "--timeout=15s"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = grace(&dir, &["get", "app"]);
+    assert_eq!(out.status.code(), Some(1), "gone: {}", text(&out.stdout));
+    let workload = std::fs::read_to_string(&pid).expect("pid");
+    assert!(
+        !Path::new(&format!("/proc/{}", workload.trim())).exists(),
+        "its workload is stopped"
+    );
+    drop(agent);
 }

@@ -3,95 +3,38 @@
 //! run as user `nobody` (tests that need that run only as root, and say so
 //! when they are skipped) — and raw connections that misbehave.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use grace_std::api::{MAX_REQUEST_BYTES, Reply, socket_path};
-
-const GRACE: &str = env!("CARGO_BIN_EXE_grace");
+use support::{Agent, GRACE, grace, text};
 
 /// `nobody` and `nogroup` on Debian.
 const NOBODY: u32 = 65534;
 
-/// A running agent, stopped (SIGTERM) when dropped.
-struct Agent {
-    child: Child,
-}
-
-impl Agent {
-    /// Starts `grace agent --data-dir dir` with `extra` arguments, under
-    /// `umask`, and waits until it serves.
-    fn start(dir: &Path, extra: &[&str], umask: &str) -> Agent {
-        let mut child = Command::new("sh")
-            .arg("-c")
-            .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
-            .arg(GRACE)
-            .args(["agent", "--data-dir"])
-            .arg(dir)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("agent starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
-            if let Some(status) = child.try_wait().expect("wait") {
-                let mut err = String::new();
-                let _ = child.stderr.take().map(|mut e| e.read_to_string(&mut err));
-                panic!("the agent exited at start ({status}): {err}");
-            }
-            assert!(Instant::now() < deadline, "the agent serves within 10 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Agent { child }
-    }
-
-    /// SIGTERM, then what the agent wrote on standard error.
-    fn stop(mut self) -> String {
-        terminate(&self.child);
-        let _ = self.child.wait();
-        let mut err = String::new();
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        err
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        terminate(&self.child);
-        let _ = self.child.wait();
-    }
-}
-
-fn terminate(child: &Child) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+/// Starts `grace agent --data-dir dir` with `extra` arguments, under
+/// `umask`, and waits until it serves.
+fn start_agent(dir: &Path, extra: &[&str], umask: &str) -> Agent {
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+        .arg(GRACE)
+        .args(["agent", "--data-dir"])
+        .arg(dir)
+        .args(extra);
+    Agent::spawn(dir, command)
 }
 
 fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).expect("exists").mode() & 0o7777
-}
-
-/// `grace ARGS --data-dir DIR` as this test's user.
-fn grace(dir: &Path, args: &[&str]) -> Output {
-    Command::new(GRACE)
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .expect("grace runs")
 }
 
 /// `grace ARGS --data-dir DIR` as `nobody:nogroup`.
@@ -161,7 +104,7 @@ fn exists(dir: &Path, name: &str) -> bool {
 fn under_umask_000_the_agent_creates_nothing_group_or_world_accessible() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("parent/data");
-    let agent = Agent::start(&dir, &[], "000");
+    let agent = start_agent(&dir, &[], "000");
     assert_eq!(mode(&root.path().join("parent")), 0o700, "a created parent");
     assert_eq!(mode(&dir), 0o700, "the data directory");
     assert_eq!(mode(&dir.join("grace.redb")), 0o600, "the store");
@@ -211,11 +154,11 @@ fn everything_under(dir: &Path) -> Vec<std::path::PathBuf> {
 fn a_store_left_readable_by_an_older_agent_is_made_private() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("data");
-    drop(Agent::start(&dir, &[], "022"));
+    drop(start_agent(&dir, &[], "022"));
     let store = dir.join("grace.redb");
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let agent = Agent::start(&dir, &[], "022");
+    let agent = start_agent(&dir, &[], "022");
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&store), 0o600);
     drop(agent);
@@ -305,7 +248,7 @@ fn a_connection_from_another_uid_is_refused_and_logged_and_changes_nothing() {
     }
     let root = reachable_tempdir();
     let dir = root.path().join("data");
-    let agent = Agent::start(&dir, &[], "022");
+    let agent = start_agent(&dir, &[], "022");
     apply(&dir, "web");
 
     // The filesystem is the first gate: nobody cannot reach the socket.
@@ -347,7 +290,7 @@ fn an_allowed_group_read_only_may_get_but_not_delete() {
     }
     let root = reachable_tempdir();
     let dir = root.path().join("data");
-    let agent = Agent::start(&dir, &["--allow-group", "nogroup:ro"], "022");
+    let agent = start_agent(&dir, &["--allow-group", "nogroup:ro"], "022");
     assert_eq!(mode(&dir), 0o710);
     assert_eq!(std::fs::metadata(&dir).expect("dir").gid(), NOBODY);
     assert_eq!(mode(&socket_path(&dir)), 0o660);
@@ -376,7 +319,7 @@ fn an_allowed_group_read_write_may_delete() {
     }
     let root = reachable_tempdir();
     let dir = root.path().join("data");
-    let agent = Agent::start(&dir, &["--allow-group", "nogroup:rw"], "022");
+    let agent = start_agent(&dir, &["--allow-group", "nogroup:rw"], "022");
     apply(&dir, "web");
     let out = grace_as_nobody(&dir, &["delete", "web"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -401,7 +344,7 @@ fn an_allowed_group_counts_its_supplementary_members() {
     let group = "4242";
     let root = reachable_tempdir();
     let dir = root.path().join("data");
-    let agent = Agent::start(&dir, &["--allow-group", group], "022");
+    let agent = start_agent(&dir, &["--allow-group", group], "022");
     apply(&dir, "web");
     let as_member = |groups: &str| {
         Command::new(setpriv)
@@ -466,7 +409,7 @@ const GET: &[u8] = b"{\"op\":\"get\",\"name\":null}\n";
 fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blocking_others() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("data");
-    let _agent = Agent::start(&dir, &[], "022");
+    let _agent = start_agent(&dir, &[], "022");
 
     // Garbage: an error, and the connection goes on.
     {
@@ -520,7 +463,7 @@ fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blockin
 fn a_slow_client_does_not_hold_up_another() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("data");
-    let _agent = Agent::start(&dir, &[], "022");
+    let _agent = start_agent(&dir, &[], "022");
     apply(&dir, "web");
     // Half a request, then nothing.
     let (mut slow, _slow_reader) = connect(&dir);

@@ -73,7 +73,8 @@ mod options;
 
 pub use error::BridgeError;
 pub use meta::{
-    apply_record, container_specs, meta_from_record, phase_patch, record_from_meta, record_from_pod,
+    LATEST_TIME_SECONDS, apply_record, container_specs, meta_from_record, phase_patch,
+    record_from_meta, record_from_pod, time,
 };
 pub use options::{delete_options_from_wire, delete_options_to_wire};
 

@@ -21,8 +21,19 @@ fn timestamp(field: &'static str, time: &Time) -> Result<Timestamp, BridgeError>
     Ok(Timestamp::from_unix_seconds(seconds))
 }
 
-fn time(t: Timestamp) -> Option<Time> {
-    k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds())
+/// The latest whole second a Kubernetes `Time` holds in Rust (k8s-openapi
+/// keeps times as `jiff` timestamps, which end at 9999-12-30T22:00:00Z).
+/// grace saturates deletion timestamps later, at 9999-12-31T23:59:59Z
+/// ([`MAX_TIMESTAMP_SECONDS`](grace_core::MAX_TIMESTAMP_SECONDS), D2, as
+/// Go's `time` can write): such a timestamp is written as this one.
+pub const LATEST_TIME_SECONDS: i64 = 253_402_207_200;
+
+/// A timestamp as a Kubernetes `Time`. One past [`LATEST_TIME_SECONDS`]
+/// is written as that second rather than left out: an object without its
+/// deletion timestamp would read as one nobody is deleting. `None` only
+/// before year -9999, which no grace timestamp is.
+pub fn time(t: Timestamp) -> Option<Time> {
+    k8s_openapi::jiff::Timestamp::from_second(t.as_unix_seconds().min(LATEST_TIME_SECONDS))
         .ok()
         .map(Time)
 }

@@ -6,8 +6,8 @@ use grace_core::{
     Propagation, Record, Strategy as DeleteStrategy, Timestamp, WallTime, decide_delete,
 };
 use grace_k8s::{
-    BridgeError, container_specs, delete_options_from_wire, delete_options_to_wire,
-    meta_from_record, phase_patch, record_from_meta, record_from_pod,
+    BridgeError, LATEST_TIME_SECONDS, container_specs, delete_options_from_wire,
+    delete_options_to_wire, meta_from_record, phase_patch, record_from_meta, record_from_pod,
 };
 use k8s_openapi::api::core::v1::{Container, Lifecycle, LifecycleHandler, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -35,7 +35,11 @@ prop_compose! {
         uid in name(),
         resource_version in any::<u64>(),
         generation in 0i64..1_000,
-        ts in proptest::option::of(0..=MAX_TIMESTAMP_SECONDS),
+        // The whole range, and often its last day (past Rust's `Time`).
+        ts in proptest::option::of(prop_oneof![
+            0..=MAX_TIMESTAMP_SECONDS,
+            LATEST_TIME_SECONDS - 2..=MAX_TIMESTAMP_SECONDS,
+        ]),
         dgps in proptest::option::of(-5i64..100_000),
         finalizers in proptest::collection::btree_set("[a-z]{1,8}(/[a-z]{1,8})?", 0..=F),
         scheduled in any::<bool>(),
@@ -102,11 +106,53 @@ prop_compose! {
     }
 }
 
+/// A deletion timestamp as a Kubernetes `Time` holds it: the same, or
+/// the latest second it holds.
+fn as_written(ts: Option<Timestamp>) -> Option<Timestamp> {
+    ts.map(|t| Timestamp::from_unix_seconds(t.as_unix_seconds().min(LATEST_TIME_SECONDS)))
+}
+
+/// D2: a deletion timestamp saturated at 9999-12-31T23:59:59Z is still
+/// written (as the latest second a `Time` holds): left out, the object
+/// would read as one nobody is deleting.
+#[test]
+fn d2_a_saturated_deletion_timestamp_is_written_not_left_out() {
+    let mut r: Record<F> = Record::new(Name::try_from("u").expect("short"));
+    r.termination_grace_period_seconds = Some(i64::MAX);
+    let d = decide_delete(
+        &r,
+        &DeleteStrategy::POD,
+        &DeleteOptions::default(),
+        WallTime::from_unix_millis(1_000_000),
+    )
+    .expect("decided");
+    assert_eq!(
+        d.record.deletion_timestamp,
+        Some(Timestamp::from_unix_seconds(MAX_TIMESTAMP_SECONDS)),
+        "saturated (D2)"
+    );
+    let meta = meta_from_record(&d.record);
+    assert_eq!(
+        meta.deletion_grace_period_seconds,
+        Some(i64::MAX),
+        "as requested (D2)"
+    );
+    assert_eq!(
+        serde_json::to_value(&meta).expect("json")["deletionTimestamp"],
+        "9999-12-30T22:00:00Z"
+    );
+    let back: Record<F> = record_from_meta(&meta).expect("converts");
+    assert_eq!(
+        back.deletion_timestamp,
+        Some(Timestamp::from_unix_seconds(LATEST_TIME_SECONDS))
+    );
+}
+
 proptest! {
     #[test]
     fn a_pod_record_survives_kubernetes_metadata_and_back(r in record()) {
         let back: Record<F> = record_from_pod(&pod_of(&r)).expect("converts");
-        prop_assert_eq!(back, r);
+        prop_assert_eq!(back, Record { deletion_timestamp: as_written(r.deletion_timestamp), ..r });
     }
 
     #[test]
@@ -114,7 +160,7 @@ proptest! {
         let back: Record<F> = record_from_meta(&meta_from_record(&r)).expect("converts");
         prop_assert_eq!(back.uid, r.uid);
         prop_assert_eq!(back.resource_version, r.resource_version);
-        prop_assert_eq!(back.deletion_timestamp, r.deletion_timestamp);
+        prop_assert_eq!(back.deletion_timestamp, as_written(r.deletion_timestamp));
         prop_assert_eq!(back.deletion_grace_period_seconds, r.deletion_grace_period_seconds);
         prop_assert_eq!(back.finalizers, r.finalizers);
     }

@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use rustix::io::Errno;
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use rustix::process::{
+    Pid, Signal, WaitOptions, kill_process_group, test_kill_process_group, waitpgid,
+};
 
 use super::cgroup;
 
@@ -42,6 +44,21 @@ impl Group {
             Some(cgroup) => !cgroup::is_populated(cgroup),
             None => group_pid(self.pgid)
                 .is_none_or(|pid| test_kill_process_group(pid) == Err(Errno::SRCH)),
+        }
+    }
+
+    /// Reaps the members of the group that ended and wait on this process:
+    /// orphans of the workload that came to it (as a subreaper or PID 1,
+    /// see [`orphans`](super::orphans)). A zombie still counts as a member
+    /// of its group, so one nobody reaps would keep the group from ever
+    /// being empty.
+    ///
+    /// Only once the group's leader has been reaped: it would be reaped
+    /// here too, and its exit status lost.
+    pub fn reap_exited_members(&self) {
+        if let Some(pid) = group_pid(self.pgid) {
+            // Stops at "none has ended" and at "none is our child".
+            while let Ok(Some(_)) = waitpgid(pid, WaitOptions::NOHANG) {}
         }
     }
 

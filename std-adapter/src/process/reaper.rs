@@ -13,6 +13,7 @@ use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid
 
 use super::WorldEvent;
 use super::group::Group;
+use super::orphans::Sweep;
 
 /// How often the groups of exited leaders are checked for leftovers.
 const DRAIN_EVERY: StdDuration = StdDuration::from_millis(10);
@@ -114,6 +115,7 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>) {
         tv_nsec: i64::from(d.subsec_nanos()),
     };
     let (drain_tick, take_tick) = (timespec(DRAIN_EVERY), timespec(TAKE_EVERY));
+    let mut sweep = Sweep::new();
     loop {
         let mut ready = Vec::new();
         {
@@ -163,6 +165,9 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>) {
             draining.push((gone.watch, code));
         }
         draining.retain(|(watch, code)| {
+            // Its leader is reaped (or not our child): what ended of the
+            // rest and came to us is reaped, or it would count as running.
+            watch.group.reap_exited_members();
             if !watch.group.is_empty() {
                 watch.group.kill();
                 return true;
@@ -171,6 +176,7 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>) {
             let _ = events.send(event(watch, *code));
             false
         });
+        sweep.run(|| live.iter().filter(|l| l.watch.child).map(|l| l.watch.pid));
     }
 }
 

@@ -7,55 +7,98 @@ use grace_core::{Action, Duration, Now, Phase};
 
 use super::commit::Written;
 use super::objects::Id;
+use super::writes::Writes;
 use super::{Actuator, Change, Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{
-    KillState, Revision, Store, StoreError, StorePreconditions, StoredObject, Write,
-};
+use crate::store::{KillState, Revision, Store, StoreError, StorePreconditions, StoredObject};
 
-/// What the objects of a round did, for the batch after the actions.
-struct Acted {
-    /// `(id, whether it has a write in the batch)` of each object that acted.
-    acted: Vec<(Id, bool)>,
-    /// The batch after the actions, gathered as each object acts (the
-    /// object shown to the actuator is updated into its write), so that no
-    /// round's worth of shown objects is kept meanwhile.
-    writes: Vec<Write>,
-    /// The first write that could not be built: nothing is sent.
-    unwritable: Option<RuntimeError>,
-    /// The first object whose actions failed (a removal the store refused),
-    /// and every such object.
-    refused: Option<RuntimeError>,
-    refused_ids: Vec<Id>,
+/// The object an actuator is shown: the stored object as written before
+/// the actions.
+pub(super) enum Shown<'a> {
+    /// As written in a batch: its slot.
+    Written(&'a StoredObject),
+    /// Built when first needed, with the kill state written (`None`: none
+    /// was, the record is removed).
+    Build(Option<KillState>),
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// Carries out what each object of a round owes (after
-    /// [`write_ahead`](Self::write_ahead)), writes the lifecycles that
-    /// acted with one batch, then reports phase changes and reschedules.
+    /// [`write_ahead`](Self::write_ahead) put its write in `slots`), writes
+    /// the lifecycles that acted with one batch, in the same slots, then
+    /// reports phase changes and reschedules.
     pub(super) fn act_round(
         &mut self,
+        writes: &mut Writes,
         now: Now,
         round: Vec<(Id, Option<Phase>)>,
-        written: Vec<Option<KillState>>,
+        slots: Vec<Option<usize>>,
     ) -> Result<(), RuntimeError> {
-        let Acted {
-            acted,
-            mut writes,
-            unwritable,
-            refused,
-            refused_ids,
-        } = self.act_each(now, &round, written);
+        let mut acted = Vec::with_capacity(round.len());
+        // The first object whose actions failed (a removal the store
+        // refused), and every such object.
+        let mut refused = None;
+        let mut refused_ids = Vec::new();
+        // The batch after the actions, built as each object acts, in the
+        // slots of the batch before them: an object's write goes into a
+        // slot no later than its own, which held the write of an object
+        // that has acted already (or its own). `(id, whether it has a write
+        // in the batch)` of each object that acted; `late`, any that had no
+        // slot (none: a record removed stays removed), written once all
+        // have acted.
+        writes.clear();
+        let mut written = Vec::with_capacity(round.len());
+        let mut late = Vec::new();
+        // The first write that could not be built: nothing is sent.
+        let mut unwritable = None;
+        for (&(id, _), slot) in round.iter().zip(slots) {
+            let shown = match slot.and_then(|i| writes.object(i)) {
+                Some(object) => Shown::Written(object),
+                None => Shown::Build(None),
+            };
+            match self.act(id, now, shown) {
+                Ok(true) => {
+                    acted.push(id);
+                    if unwritable.is_some() {
+                        // Nothing is sent: the rest only act.
+                    } else if slot.is_none() {
+                        late.push(id);
+                    } else {
+                        match self.push_write(writes, id, Written::Update) {
+                            Ok(slot) => {
+                                written.push((id, slot.is_some()));
+                                self.close_written(id, slot);
+                            }
+                            Err(e) => unwritable = Some(e),
+                        }
+                    }
+                }
+                Ok(false) => {}
+                // Its stored state still owes what failed: not written,
+                // and read back after the batch, so that what the lifecycle
+                // in memory took as done is owed again.
+                Err(e) => {
+                    refused.get_or_insert(e);
+                    refused_ids.push(id);
+                }
+            }
+        }
+        for id in late {
+            if unwritable.is_some() {
+                break;
+            }
+            match self.push_write(writes, id, Written::Update) {
+                Ok(slot) => written.push((id, slot.is_some())),
+                Err(e) => unwritable = Some(e),
+            }
+        }
         // Deferred removals go last, after the writes `send` counts
         // revisions for; from here on removals are the store's at once.
-        self.take_removals(&mut writes);
+        self.take_removals(writes);
         let after = match unwritable {
-            Some(e) => {
-                self.give_back(writes);
-                Err(e)
-            }
+            Some(e) => Err(e),
             None => self
-                .send(&mut writes, acted.iter().copied())
+                .send(writes, written.iter().copied())
                 .map_err(|f| f.error),
         }
         .and(refused.map_or(Ok(()), Err));
@@ -64,7 +107,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             Ok(()) => Vec::new(),
             Err(_) => acted
                 .iter()
-                .map(|&(id, _)| id)
+                .copied()
                 .chain(refused_ids)
                 .filter_map(|id| self.name(id))
                 .collect(),
@@ -85,80 +128,26 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         after
     }
 
-    /// Each object of the round acts; the writes after its actions are
-    /// gathered.
-    fn act_each(
-        &mut self,
-        now: Now,
-        round: &[(Id, Option<Phase>)],
-        written: Vec<Option<KillState>>,
-    ) -> Acted {
-        let mut round_acted = Acted {
-            acted: Vec::with_capacity(round.len()),
-            writes: self.take_writes(round.len()),
-            unwritable: None,
-            refused: None,
-            refused_ids: Vec::new(),
-        };
-        let Acted {
-            acted,
-            writes,
-            unwritable,
-            refused,
-            refused_ids,
-        } = &mut round_acted;
-        for (&(id, _), written) in round.iter().zip(written) {
-            match self.act(id, now, written) {
-                Ok((true, shown)) => {
-                    let state = match unwritable {
-                        // Nothing is sent: the rest only act.
-                        Some(_) => None,
-                        None => match self.push_write(writes, id, Written::Update, shown) {
-                            Ok(state) => state,
-                            Err(e) => {
-                                *unwritable = Some(e);
-                                None
-                            }
-                        },
-                    };
-                    acted.push((id, state.is_some()));
-                }
-                Ok((false, _)) => {}
-                // Its stored state still owes what failed: not written,
-                // and read back after the batch, so that what the lifecycle
-                // in memory took as done is owed again.
-                Err(e) => {
-                    refused.get_or_insert(e);
-                    refused_ids.push(id);
-                }
-            }
+    /// Carries out every action the object owes, showing the actuator
+    /// `shown`. Returns whether anything was done. A removal the store
+    /// refuses is an error, returned before anything records it as done.
+    pub(super) fn act(&mut self, id: Id, now: Now, shown: Shown<'_>) -> Result<bool, RuntimeError> {
+        // Nothing owed (a packed lifecycle says so without being opened).
+        if self.objects.summary(id).is_some_and(|s| !s.acts) {
+            return Ok(false);
         }
-        round_acted
-    }
-
-    /// Carries out every action the object owes; `written` is the kill
-    /// state just persisted, for the object shown to the actuator. Returns
-    /// whether anything was done, and the object shown (if one was). A
-    /// removal the store refuses is an error, returned before anything
-    /// records it as done.
-    pub(super) fn act(
-        &mut self,
-        id: Id,
-        now: Now,
-        written: Option<KillState>,
-    ) -> Result<(bool, Option<StoredObject>), RuntimeError> {
         let mut acted = false;
-        // The object as written, for the actuator; built once, when first
-        // needed (taking actions changes nothing it shows).
-        let mut shown: Option<StoredObject> = None;
+        // Built once, when first needed (taking actions changes nothing it
+        // shows).
+        let mut built: Option<StoredObject> = None;
         while let Some(open) = self.objects.opened(id)? {
             let Some(action) = open.lifecycle.poll_action() else {
                 break;
             };
             acted = true;
-            let name = Arc::clone(open.name);
             let outcome = match action {
                 Action::Remove { .. } => {
+                    let name = Arc::clone(open.name);
                     let uid = open.lifecycle.record().uid.as_str().to_owned();
                     if let Err(e) = self.remove_record(id, &name, uid) {
                         // Not recorded as done: the stored state still
@@ -169,22 +158,26 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     Ok(())
                 }
                 _ => {
-                    let stored = match &mut shown {
-                        Some(object) => object,
-                        None => shown.insert(open.spec.object(open.lifecycle, written.clone())),
+                    let stored = match (&shown, &mut built) {
+                        (Shown::Written(object), _) => *object,
+                        (Shown::Build(_), Some(object)) => &*object,
+                        (Shown::Build(state), built) => {
+                            &*built.insert(open.spec.object(open.lifecycle, state.clone()))
+                        }
                     };
-                    self.actuator.perform(&name, stored, &action)
+                    self.actuator.perform(open.name, stored, &action)
                 }
             };
             if let (Ok(()), Action::SendStopSignal { container }) = (&outcome, action) {
                 self.stop_signal_sent(id, container)?;
             }
-            match outcome {
-                Ok(()) => self.emit(now, &name, Change::Action(action)),
-                Err(e) => self.emit(now, &name, Change::ActionFailed(action, e.reason())),
-            }
+            let change = match outcome {
+                Ok(()) => Change::Action(action),
+                Err(e) => Change::ActionFailed(action, e.reason()),
+            };
+            self.emit_id(now, id, change);
         }
-        Ok((acted, shown))
+        Ok(acted)
     }
 
     /// The runtime's own action: removes the record of `uid` from the store

@@ -16,10 +16,11 @@ use grace_core::{
     ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
 };
 
-use super::commit::Written;
+use super::commit::{RoundFailure, Written};
 use super::inputs;
-use super::objects::Id;
+use super::objects::{Before, Id};
 use super::stored::Spec;
+use super::writes::Writes;
 use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredObject, Write};
@@ -59,7 +60,7 @@ struct Touched {
     phases: Vec<Phase>,
     /// Its packed lifecycle before the batch, to go back to; `None` for an
     /// object it created (going back forgets it).
-    before: Option<Box<[u8]>>,
+    before: Option<Before>,
     /// Its container statuses before the batch, if an input of it set one.
     status_before: Option<Vec<ContainerStatus>>,
 }
@@ -96,9 +97,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// Moves the deferred removals to the end of `writes` and stops
     /// deferring.
-    pub(super) fn take_removals(&mut self, writes: &mut Vec<Write>) {
-        if let Some(removals) = self.removals.take() {
-            writes.extend(removals);
+    pub(super) fn take_removals(&mut self, writes: &mut Writes) {
+        for removal in self.removals.take().into_iter().flatten() {
+            writes.push(removal);
         }
     }
 }
@@ -271,15 +272,18 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
             };
             (t.id, how)
         });
-        let done = match rt.write_ahead(ids) {
-            Ok(written) => {
-                // Named now: a finished object is forgotten by `act_round`.
-                let names: Vec<_> = touched.iter().map(|t| rt.name(t.id)).collect();
-                // No phase change reported by the round: each input's is.
-                let round = touched.iter().map(|t| (t.id, None)).collect();
-                rt.removals = Some(Vec::new());
-                let done = rt.act_round(now, round, written);
-                rt.removals = None;
+        let done = match rt.with_writes(|rt, writes| -> Result<_, RoundFailure> {
+            let slots = rt.write_ahead(writes, ids)?;
+            // Named now: a finished object is forgotten by `act_round`.
+            let names: Vec<_> = touched.iter().map(|t| rt.name(t.id)).collect();
+            // No phase change reported by the round: each input's is.
+            let round = touched.iter().map(|t| (t.id, None)).collect();
+            rt.removals = Some(Vec::new());
+            let done = rt.act_round(writes, now, round, slots);
+            rt.removals = None;
+            Ok((names, done))
+        }) {
+            Ok((names, done)) => {
                 for (t, name) in touched.into_iter().zip(names) {
                     report_phases(rt, now, t, name.as_deref());
                 }

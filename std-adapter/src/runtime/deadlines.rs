@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use grace_core::{Instant, Now, Stage};
+use grace_core::{Instant, Now};
 
-use super::commit::Written;
+use super::commit::{RoundFailure, Written};
 use super::objects::Id;
 use super::{Actuator, Runtime, RuntimeError, store_down};
 use crate::clock::Clock;
@@ -69,13 +69,23 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             if first.0 > now.mono {
                 return failed.map_or(Ok(()), Err);
             }
-            let due: Vec<Id> = self
-                .deadlines
-                .iter()
-                .take_while(|&&(t, _)| t <= now.mono)
-                .take(self.round_size())
-                .map(|&(_, id)| id)
-                .collect();
+            // Taken out of the queue (cheaper than finding each one again
+            // to reschedule it); every one is queued again as it is handled,
+            // or put back if the round fails.
+            let size = self.round_size();
+            let mut due = Vec::with_capacity(size.min(self.deadlines.len()));
+            while due.len() < size {
+                match self.deadlines.first() {
+                    Some(&(t, id)) if t <= now.mono => {
+                        self.deadlines.pop_first();
+                        if let Some(entry) = self.objects.get_mut(id) {
+                            entry.deadline = None;
+                        }
+                        due.push(id);
+                    }
+                    _ => break,
+                }
+            }
             let done = self.timeout_round(now, due);
             self.objects.close();
             if let Err(e) = done {
@@ -91,28 +101,43 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// One round of [`handle_timeouts`](Self::handle_timeouts).
     fn timeout_round(&mut self, now: Now, due: Vec<Id>) -> Result<(), RuntimeError> {
-        // The packed lifecycles from before the round: to go back to.
+        // What the lifecycles were before the round: to go back to.
         let mut befores = Vec::with_capacity(due.len());
         let mut round = Vec::with_capacity(due.len());
-        for id in due {
-            let Some((lifecycle, packed)) = self.objects.open_keeping(id)? else {
-                continue;
-            };
-            // Only a deadline that has passed changes a lifecycle (an early
-            // call is a no-op), and handling one always moves it on: the
-            // deadline says whether anything changed, without a copy of the
-            // whole lifecycle to compare with.
-            if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
-                continue;
+        let failed = |error| RoundFailure { index: None, error };
+        let ahead = self.with_writes(|rt, writes| -> Result<_, RoundFailure> {
+            let mut slots = Vec::with_capacity(due.len());
+            for &id in &due {
+                let Some((lifecycle, before)) = rt.objects.open_keeping(id).map_err(failed)? else {
+                    continue;
+                };
+                // Only a deadline that has passed changes a lifecycle (an
+                // early call is a no-op), and handling one always moves it
+                // on: the deadline says whether anything changed, without a
+                // copy of the whole lifecycle to compare with.
+                if lifecycle.poll_timeout().is_none_or(|t| t > now.mono) {
+                    rt.objects.revert(id, before);
+                    rt.reschedule_id(id);
+                    continue;
+                }
+                let from = lifecycle.phase();
+                lifecycle.handle_timeout(now);
+                round.push((id, Some(from)));
+                befores.push(before);
+                slots.push(rt.push_write(writes, id, Written::Update).map_err(failed)?);
             }
-            let from = lifecycle.phase();
-            lifecycle.handle_timeout(now);
-            round.push((id, Some(from)));
-            befores.push(packed);
-        }
-        let ids = round.iter().map(|&(id, _)| (id, Written::Update));
-        match self.write_ahead(ids) {
-            Ok(written) => self.act_round(now, round, written),
+            let written = round
+                .iter()
+                .zip(&slots)
+                .map(|(&(id, _), s)| (id, s.is_some()));
+            rt.send(writes, written)?;
+            // Written: nothing goes back to them. Freed now, their memory
+            // serves the lifecycles packed as the round acts.
+            befores.clear();
+            Ok(rt.act_round(writes, now, std::mem::take(&mut round), slots))
+        });
+        match ahead {
+            Ok(done) => done,
             Err(failure) => {
                 // Refused, or applied with its answer lost: take the
                 // store's state (the last one known while it cannot be read).
@@ -122,6 +147,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let name = self.objects.get(id).map(|e| Arc::clone(&e.name));
                     self.objects.revert(id, before);
                     names.extend(name);
+                }
+                // Every object taken out of the queue goes back as it was
+                // (the ones read back below are queued as the store says).
+                for &id in &due {
+                    self.reschedule_id(id);
                 }
                 self.resync_each(&names);
                 if !one_object || round.len() < 2 {
@@ -164,18 +194,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     pub(super) fn reschedule_id(&mut self, id: Id) {
         self.unschedule_id(id);
-        let Ok(Some((next, finished))) = self.objects.read(id, |entry, lifecycle| {
-            let next = lifecycle.poll_timeout();
-            let finished = entry.revision.is_none()
-                && next.is_none()
-                && lifecycle
-                    .containers()
-                    .iter()
-                    .all(|c| c.stage() == Stage::Stopped);
-            (next, finished)
-        }) else {
+        let (Some(summary), Some(entry)) = (self.objects.summary(id), self.objects.get(id)) else {
             return;
         };
+        let next = summary.next;
+        let finished = entry.revision.is_none() && next.is_none() && summary.stopped;
         if finished {
             self.objects.remove(id);
             return;

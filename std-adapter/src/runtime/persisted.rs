@@ -20,7 +20,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ObjectLifecycle;
 use crate::store::KillState;
@@ -98,10 +98,23 @@ pub(super) fn unpack(body: &[u8]) -> Result<ObjectLifecycle, KillStateError> {
     postcard::from_bytes(body).map_err(|e| KillStateError(e.to_string()))
 }
 
+/// [`unpack`] into `place`, whatever it held: only what the packed form
+/// holds is written, where a decoded value (5 776 bytes) would be moved
+/// whole through each layer that builds it. If it fails, `place` is left
+/// partly written.
+pub(super) fn unpack_into(body: &[u8], place: &mut ObjectLifecycle) -> Result<(), KillStateError> {
+    let mut deserializer = postcard::Deserializer::from_bytes(body);
+    ObjectLifecycle::deserialize_in_place(&mut deserializer, place)
+        .map_err(|e| KillStateError(e.to_string()))
+}
+
 /// Encodes kill states and packed lifecycles through one reused buffer.
 #[derive(Default)]
 pub(super) struct Codec {
     buf: Vec<u8>,
+    /// Where the lifecycle starts in `buf` after a kill state: past the
+    /// format byte and the epoch.
+    body: usize,
 }
 
 impl Codec {
@@ -111,7 +124,48 @@ impl Codec {
         epoch: &str,
         lifecycle: &ObjectLifecycle,
     ) -> Result<KillState, KillStateError> {
-        KillRecord::encode_with(&mut self.buf, epoch, lifecycle)
+        self.encode_state(epoch, lifecycle)?;
+        Ok(KillState::from_bytes(&self.buf))
+    }
+
+    /// [`state`](Self::state) into `state`, in the bytes it holds if
+    /// nothing else holds them ([`KillState::assign`]).
+    pub(super) fn state_into(
+        &mut self,
+        epoch: &str,
+        lifecycle: &ObjectLifecycle,
+        state: &mut Option<KillState>,
+    ) -> Result<(), KillStateError> {
+        self.encode_state(epoch, lifecycle)?;
+        match state {
+            Some(state) => state.assign(&self.buf),
+            None => *state = Some(KillState::from_bytes(&self.buf)),
+        }
+        Ok(())
+    }
+
+    /// The kill state into `buf`, as [`KillRecord::encode_with`] writes it.
+    fn encode_state(
+        &mut self,
+        epoch: &str,
+        lifecycle: &ObjectLifecycle,
+    ) -> Result<(), KillStateError> {
+        // The tuple `(epoch, lifecycle)` in two steps (postcard writes a
+        // tuple as its elements one after the other), to know where the
+        // lifecycle starts.
+        encode(&mut self.buf, &[FORMAT], epoch)?;
+        self.body = self.buf.len();
+        let buf = std::mem::take(&mut self.buf);
+        self.buf =
+            postcard::to_extend(lifecycle, buf).map_err(|e| KillStateError(e.to_string()))?;
+        Ok(())
+    }
+
+    /// The lifecycle of the last kill state encoded, packed
+    /// ([`pack`](Self::pack)) without encoding it again: the kill state
+    /// after its epoch.
+    pub(super) fn last_packed(&self) -> &[u8] {
+        self.buf.get(self.body..).unwrap_or_default()
     }
 
     /// The lifecycle alone, as the runtime keeps it between inputs.
@@ -120,6 +174,7 @@ impl Codec {
         lifecycle: &ObjectLifecycle,
     ) -> Result<Box<[u8]>, KillStateError> {
         encode(&mut self.buf, &[], lifecycle)?;
+        self.body = 0;
         Ok(Box::from(self.buf.as_slice()))
     }
 }
@@ -177,6 +232,55 @@ mod tests {
         let packed = codec.pack(&lifecycle).expect("packs");
         assert_eq!(split(state.as_bytes()), Ok(("e", &packed[..])));
         assert_eq!(unpack(&packed), Ok(lifecycle));
+    }
+
+    #[test]
+    fn a_kill_state_written_into_a_slot_is_the_same_and_ends_with_the_packed_lifecycle() {
+        let lifecycle = terminating();
+        let mut codec = Codec::default();
+        let state = codec.state("boot:1", &lifecycle).expect("encodes");
+        let packed = codec.pack(&lifecycle).expect("packs");
+        // Into a state held elsewhere too (a store's copy): a new one.
+        let mut slot = Some(state.clone());
+        codec
+            .state_into("boot:1", &lifecycle, &mut slot)
+            .expect("encodes");
+        assert_eq!(slot.as_ref(), Some(&state));
+        assert_eq!(codec.last_packed(), &packed[..]);
+        // Into a state held by nobody else, of the same length: in place.
+        let mut slot = Some(KillState::from_bytes(&vec![0; state.as_bytes().len()]));
+        codec
+            .state_into("boot:1", &lifecycle, &mut slot)
+            .expect("encodes");
+        assert_eq!(slot, Some(state));
+    }
+
+    #[test]
+    fn a_lifecycle_unpacked_in_place_is_the_one_unpacked_whatever_the_place_held() {
+        let mut codec = Codec::default();
+        let mut other = terminating();
+        let mut finalized = Record::new(Name::try_from("uid-2-longer").expect("short"));
+        for f in ["a.example/one", "b.example/two"] {
+            finalized.finalizers.push_str(f).expect("fits");
+        }
+        let two = ObjectLifecycle::new(
+            Strategy::POD,
+            finalized,
+            &[ContainerSpec::default(), ContainerSpec::default()],
+        )
+        .expect("fits");
+        for lifecycle in [terminating(), two.clone()] {
+            let packed = codec.pack(&lifecycle).expect("packs");
+            for place in [&mut other, &mut two.clone(), &mut terminating()] {
+                unpack_into(&packed, place).expect("unpacks");
+                assert_eq!(*place, lifecycle);
+                assert_eq!(unpack(&packed), Ok(lifecycle.clone()));
+            }
+        }
+        for cut in 0..codec.pack(&two).expect("packs").len() {
+            let packed = codec.pack(&two).expect("packs");
+            assert!(unpack_into(&packed[..cut], &mut other).is_err());
+        }
     }
 
     #[test]

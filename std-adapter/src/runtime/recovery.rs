@@ -10,6 +10,7 @@ use grace_core::{Now, Stage};
 use super::objects::Objects;
 use super::persisted::Codec;
 use super::stored::{Spec, fresh};
+use super::writes::Writes;
 use super::{Actuator, Change, KillRecord, ObjectLifecycle, Runtime, RuntimeError, Transition};
 use crate::clock::Clock;
 use crate::store::{Revision, Store, StoredObject};
@@ -139,7 +140,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             unsure: BTreeSet::new(),
             retry_at: None,
             subscribers,
-            writes: Vec::new(),
+            writes: Writes::default(),
             removals: None,
         };
         let listing = runtime.store.list()?;

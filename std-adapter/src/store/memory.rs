@@ -216,16 +216,14 @@ impl Store for MemoryStore {
         Ok(revisions)
     }
 
-    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
         if writes.is_empty() {
             return Ok(Vec::new());
         }
         let mut state = self.shared.lock();
-        if let Err(e) = state.check_all(writes) {
-            writes.clear();
-            return Err(e);
-        }
-        let revisions = writes.drain(..).map(|w| state.apply(w)).collect();
+        state.check_all(writes)?;
+        // Each write copied as it is applied: no vector of copies.
+        let revisions = writes.iter().map(|w| state.apply(w.clone())).collect();
         drop(state);
         self.shared.changed.notify_all();
         Ok(revisions)

@@ -218,15 +218,20 @@ pub trait Store: Send + Sync {
     /// writes nothing and returns an empty list.
     fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError>;
 
-    /// [`batch`](Store::batch) of the writes in `writes`, which is left
-    /// empty (whether the batch succeeds or not) with its capacity kept for
-    /// the caller to fill again: the runtime's group commit keeps one
-    /// vector of about a megabyte (1 024 writes) from round to round
-    /// instead of allocating it for each batch. The default hands the
-    /// vector's contents to `batch`; a backend that can take its writes out
-    /// of a borrowed vector overrides it.
-    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
-        self.batch(std::mem::take(writes))
+    /// [`batch`](Store::batch) of writes the caller keeps: the store reads
+    /// them and takes nothing. The runtime's group commit builds each
+    /// round's writes in place in slots it keeps from round to round (the
+    /// names, nodes and containers' strings, the 5 KB records), shows the
+    /// actuator the objects as written, and updates the same slots for the
+    /// batch after the actions, so a write costs it no allocation and no
+    /// copy of a whole object. The default hands clones of the writes to
+    /// `batch`; a backend that only reads its writes (encodes them, or
+    /// copies what it keeps) overrides it.
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
+        if writes.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.batch(writes.to_vec())
     }
 
     /// A change feed of every change after `from` (see the contract above).
@@ -300,6 +305,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
         (**self).batch(writes)
+    }
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
+        (**self).batch_ref(writes)
     }
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         (**self).watch(from)

@@ -163,7 +163,7 @@ impl StoredObject {
 }
 
 /// One container of a stored object.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredContainer {
     /// The container's name, unique within the object.
     pub name: String,
@@ -180,6 +180,35 @@ pub struct StoredContainer {
     /// number); `None`: the actuator's (SIGTERM unless configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_signal: Option<i32>,
+}
+
+impl Clone for StoredContainer {
+    fn clone(&self) -> Self {
+        StoredContainer {
+            name: self.name.clone(),
+            pre_stop: self.pre_stop.clone(),
+            sidecar: self.sidecar,
+            command: self.command.clone(),
+            stop_signal: self.stop_signal,
+        }
+    }
+
+    /// Field by field, keeping the strings' allocations (the runtime
+    /// fills its writes in place so).
+    fn clone_from(&mut self, source: &Self) {
+        let StoredContainer {
+            name,
+            pre_stop,
+            sidecar,
+            command,
+            stop_signal,
+        } = source;
+        self.name.clone_from(name);
+        self.pre_stop.clone_from(pre_stop);
+        self.sidecar = *sidecar;
+        self.command.clone_from(command);
+        self.stop_signal = *stop_signal;
+    }
 }
 
 impl StoredContainer {
@@ -241,6 +270,15 @@ impl KillState {
     /// The encoded bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
+    }
+
+    /// Makes the state `bytes`, in the allocation it has if nothing else
+    /// holds it and the length is the same (the runtime's write slots).
+    pub(crate) fn assign(&mut self, bytes: &[u8]) {
+        match Arc::get_mut(&mut self.0) {
+            Some(own) if own.len() == bytes.len() => own.copy_from_slice(bytes),
+            _ => self.0 = Arc::from(bytes),
+        }
     }
 }
 

@@ -23,7 +23,7 @@
 //! files are read as they are and marked format 2 when opened.)
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use ::redb::{
@@ -102,7 +102,11 @@ pub struct RedbStore {
 }
 
 struct Inner {
-    db: Database,
+    /// `None` once a failed write closed it (see [`Inner::write`]), until
+    /// the next operation opens it again.
+    db: RwLock<Option<Database>>,
+    /// How to open it again.
+    options: RedbOptions,
     path: PathBuf,
     retention: u64,
     /// The revision of the last commit, for watchers to wait on.
@@ -136,22 +140,14 @@ impl RedbStore {
     /// cannot be read or created.
     pub fn open_with(path: impl AsRef<Path>, options: RedbOptions) -> Result<Self, StoreError> {
         let path = path.as_ref().to_path_buf();
-        let db = Builder::new()
-            .set_cache_size(options.cache_bytes)
-            .set_check_integrity_on_open(options.check_integrity)
-            .create(&path)
-            .map_err(|e| match e {
-                DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
-                    StoreError::AlreadyOpen { path: path.clone() }
-                }
-                other => redb_error(other),
-            })?;
+        let db = open_file(&path, &options)?;
         let revision = init(&db)?;
         Ok(RedbStore {
             inner: Arc::new(Inner {
-                db,
-                path,
+                db: RwLock::new(Some(db)),
                 retention: options.log_retention.max(1),
+                options,
+                path,
                 committed: Mutex::new(revision),
                 changed: Condvar::new(),
                 snapshot: false,
@@ -182,7 +178,8 @@ impl RedbStore {
                 Ok((db, revision)) => {
                     return Ok(RedbStore {
                         inner: Arc::new(Inner {
-                            db,
+                            db: RwLock::new(Some(db)),
+                            options: RedbOptions::default(),
                             path,
                             retention: DEFAULT_LOG_RETENTION,
                             committed: Mutex::new(revision),
@@ -204,6 +201,22 @@ impl RedbStore {
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
+}
+
+/// Opens (or creates) the database file.
+fn open_file(path: &Path, options: &RedbOptions) -> Result<Database, StoreError> {
+    Builder::new()
+        .set_cache_size(options.cache_bytes)
+        .set_check_integrity_on_open(options.check_integrity)
+        .create(path)
+        .map_err(|e| match e {
+            DatabaseError::DatabaseAlreadyOpen | DatabaseError::LockProtocolMismatch => {
+                StoreError::AlreadyOpen {
+                    path: path.to_path_buf(),
+                }
+            }
+            other => redb_error(other),
+        })
 }
 
 /// How many times [`RedbStore::snapshot`] reads a file that changes under
@@ -273,7 +286,46 @@ impl Inner {
     }
 
     fn read(&self) -> Result<ReadTransaction, StoreError> {
-        self.db.begin_read().map_err(redb_error)
+        self.with_db(|db| db.begin_read().map_err(redb_error))
+    }
+
+    /// Runs `op` on the database, opened again first if a failed write
+    /// closed it.
+    fn with_db<T>(
+        &self,
+        op: impl FnOnce(&Database) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let db = self.db.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(db) = db.as_ref() {
+            return op(db);
+        }
+        drop(db);
+        let mut slot = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            // Another thread may have opened it meanwhile. Opening checks the
+            // file and repairs what the failed commit left, as after a crash.
+            let db = open_file(&self.path, &self.options)?;
+            let revision = init(&db)?;
+            *slot = Some(db);
+            let mut committed = self.committed();
+            *committed = (*committed).max(revision);
+        }
+        match slot.as_ref() {
+            Some(db) => op(db),
+            None => Err(StoreError::Unavailable(
+                format!("{}: not open", self.path.display()).into(),
+            )),
+        }
+    }
+
+    /// Closes the database after a write failed on I/O (a full disk, a
+    /// device error): redb then refuses every later transaction until the
+    /// file is opened again, which the next operation does
+    /// ([`Inner::with_db`]) — so the store works again once the cause is
+    /// gone, instead of failing for the life of the process.
+    fn close_after_io_error(&self) {
+        let mut slot = self.db.write().unwrap_or_else(PoisonError::into_inner);
+        *slot = None;
     }
 
     /// The whole batch in one write transaction; nothing is committed if
@@ -284,11 +336,22 @@ impl Inner {
                 format!("{}: a read-only snapshot", self.path.display()).into(),
             )));
         }
-        let mut txn = self.db.begin_write().map_err(backend)?;
-        txn.set_durability(Durability::Immediate).map_err(backend)?;
-        let revisions = self.apply(&txn, writes)?;
-        // On an error above, dropping `txn` aborts it.
-        txn.commit().map_err(backend)?;
+        let mut txn = self
+            .with_db(|db| db.begin_write().map_err(redb_error))
+            .map_err(BatchError::backend)?;
+        let committed = txn
+            .set_durability(Durability::Immediate)
+            .map_err(backend)
+            .and_then(|()| self.apply(&txn, writes))
+            // On an error, dropping `txn` aborts it.
+            .and_then(|revisions| txn.commit().map(|()| revisions).map_err(backend));
+        let revisions = match committed {
+            Err(e) if matches!(e.error, StoreError::Io(_)) => {
+                self.close_after_io_error();
+                return Err(e);
+            }
+            other => other?,
+        };
         if let Some(&last) = revisions.last() {
             let mut committed = self.committed();
             // Commits are serialized by redb, but two committers may reach
@@ -666,6 +729,9 @@ fn redb_error(e: impl Into<::redb::Error>) -> StoreError {
     match e.into() {
         ::redb::Error::Corrupted(msg) => StoreError::Corrupt(msg.into()),
         ::redb::Error::Io(io) => StoreError::Io(crate::store::BackendError::from_error(io)),
+        // An earlier write failed on I/O and redb refuses to go on: still
+        // an I/O error (closing and opening the file again clears it).
+        e @ ::redb::Error::PreviousIo => StoreError::Io(crate::store::BackendError::from_error(e)),
         other => StoreError::Unavailable(crate::store::BackendError::from_error(other)),
     }
 }

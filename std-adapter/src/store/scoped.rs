@@ -59,8 +59,8 @@ impl<S: Store> Store for NodeScoped<S> {
         self.inner.batch(writes)
     }
 
-    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
-        self.inner.batch_from(writes)
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
+        self.inner.batch_ref(writes)
     }
 
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
