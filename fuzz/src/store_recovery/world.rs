@@ -163,7 +163,7 @@ fn crashed() -> StoreError {
 }
 
 /// A [`Store`] that forwards to the in-memory store and fails as the world
-/// says. Every write goes through [`Store::batch_from`] (the trait's
+/// says. Every write goes through [`Store::batch_ref`] (the trait's
 /// `create`, `update` and `delete` are batches of one, through
 /// [`Store::batch`]).
 pub struct FaultyStore {
@@ -193,16 +193,15 @@ impl Store for FaultyStore {
         self.inner.revision()
     }
 
-    fn batch(&self, mut writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
-        self.batch_from(&mut writes)
+    fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.batch_ref(&writes)
     }
 
-    /// As the in-memory store's: `writes` is left empty with its capacity
-    /// kept, which the runtime reuses from batch to batch.
-    fn batch_from(&self, writes: &mut Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+    /// Forwarded as it is, as the runtime lends its writes to the real
+    /// stores (the trait's default would clone them first).
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
         let mut world = lock(&self.world);
         if !world.alive() {
-            writes.clear();
             return Err(BatchError::backend(crashed()));
         }
         let fires = match world.fault.as_mut() {
@@ -218,14 +217,13 @@ impl Store for FaultyStore {
             world.fired += 1;
         }
         if fires == Some(false) {
-            writes.clear();
             return Err(BatchError::backend(StoreError::Unavailable(
                 "injected: the write failed".into(),
             )));
         }
         let mut staged = std::mem::take(&mut world.staged);
         staged.extend(writes.iter().map(Written::of));
-        let result = self.inner.batch_from(writes);
+        let result = self.inner.batch_ref(writes);
         let applied = result.is_ok();
         if applied {
             world.events.extend(staged.drain(..).map(Event::Wrote));
