@@ -5,11 +5,11 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{Action, Container, Now, Phase, Stage, Timestamp};
+use grace_core::{Action, Container, Name, Now, Phase, Stage, Timestamp};
 use grace_std::runtime::{CONTAINERS, KillRecord, ObjectLifecycle, Recovery};
-use grace_std::store::{Store, StoredObject, Write};
+use grace_std::store::{KillState, Listing, Store, StoredObject};
 
-use super::world::Event;
+use super::world::{Event, Written};
 
 /// R62 in milliseconds.
 const MIN_STOP_MS: u64 = 2_000;
@@ -17,7 +17,12 @@ const MIN_STOP_MS: u64 = 2_000;
 /// The epoch and the lifecycle the runtime persisted with an object
 /// (`StoredObject::agent`).
 pub fn persisted(object: &StoredObject) -> Result<(String, ObjectLifecycle), String> {
-    let agent = object.agent.as_ref().ok_or("no kill state stored")?;
+    decode(object.agent.as_ref())
+}
+
+/// The epoch and the lifecycle of a stored kill state.
+fn decode(agent: Option<&KillState>) -> Result<(String, ObjectLifecycle), String> {
+    let agent = agent.ok_or("no kill state stored")?;
     let record = KillRecord::decode(agent).map_err(|e| e.to_string())?;
     Ok((record.epoch, record.lifecycle))
 }
@@ -73,14 +78,15 @@ struct Kill {
 /// One object (one uid), as the log shows it.
 #[derive(Debug)]
 struct Tracked {
-    name: String,
+    name: Name,
     removed: bool,
     /// A delete of it was answered `Ok` (not a dry run).
     accepted: bool,
     /// A persisted lifecycle said it was evicted.
     evicted: bool,
-    /// The lifecycle last persisted, with the boot it was written in.
-    last: Option<(ObjectLifecycle, u32)>,
+    /// The lifecycle last persisted, with the boot it was written in
+    /// (boxed: a lifecycle is kilobytes, and the map moves its values).
+    last: Option<(Box<ObjectLifecycle>, u32)>,
     ts: Option<Timestamp>,
     grace: Option<i64>,
     kill: Kill,
@@ -95,6 +101,9 @@ pub struct Checker {
     objects: BTreeMap<String, Tracked>,
     /// The uid stored under each name, as the log says.
     names: BTreeMap<String, String>,
+    /// Writes the log holds: the store's revision counts the writes it
+    /// applied, one each.
+    writes: u64,
 }
 
 impl Checker {
@@ -105,6 +114,7 @@ impl Checker {
             epoch,
             objects: BTreeMap::new(),
             names: BTreeMap::new(),
+            writes: 0,
         }
     }
 
@@ -142,22 +152,28 @@ impl Checker {
                     object,
                     uid,
                     action,
-                } => self.acted(object, uid, *action, now)?,
+                } => self.acted(object.as_str(), uid.as_str(), *action, now)?,
             }
         }
         Ok(())
     }
 
-    fn wrote(&mut self, write: &Write, now: Now) -> Result<(), String> {
+    fn wrote(&mut self, write: &Written, now: Now) -> Result<(), String> {
+        self.writes += 1;
         match write {
-            Write::Create { name, object } => {
-                let uid = object.uid().to_owned();
-                if self.objects.contains_key(&uid) {
+            Written::Stored {
+                name,
+                created: true,
+                uid,
+                ..
+            } => {
+                let uid = uid.as_str();
+                if self.objects.contains_key(uid) {
                     return Err(format!("invariant 1: uid {uid} stored a second time"));
                 }
-                self.names.insert(name.clone(), uid.clone());
+                self.names.insert(name.to_string(), uid.to_owned());
                 self.objects.insert(
-                    uid.clone(),
+                    uid.to_owned(),
                     Tracked {
                         name: name.clone(),
                         removed: false,
@@ -169,29 +185,30 @@ impl Checker {
                         kill: Kill::default(),
                     },
                 );
-                self.examine(&uid, object, now)
+                self.examine(write, now)
             }
-            Write::Update { name, object, .. } => {
-                let uid = object.uid();
+            Written::Stored { name, uid, .. } => {
+                let (name, uid) = (name.as_str(), uid.as_str());
                 if self.uid_of(name) != Some(uid) {
                     return Err(format!(
                         "{name}: {uid} written over {:?}",
                         self.uid_of(name)
                     ));
                 }
-                self.examine(uid, object, now)
+                self.examine(write, now)
             }
-            Write::Delete {
+            Written::Removed {
                 name,
-                preconditions,
+                uid: precondition,
             } => {
+                let name = name.as_str();
                 let uid = self
                     .names
                     .remove(name)
                     .ok_or_else(|| format!("{name}: removed, but nothing was stored"))?;
-                if preconditions.uid.as_deref() != Some(uid.as_str()) {
+                if precondition.as_deref() != Some(uid.as_str()) {
                     return Err(format!(
-                        "R75: {name} ({uid}) removed without its uid as precondition: {preconditions:?}"
+                        "R75: {name} ({uid}) removed without its uid as precondition: {precondition:?}"
                     ));
                 }
                 let t = self.objects.get_mut(&uid).ok_or("untracked uid")?;
@@ -214,27 +231,37 @@ impl Checker {
     }
 
     /// A stored (created or updated) object.
-    fn examine(&mut self, uid: &str, object: &StoredObject, now: Now) -> Result<(), String> {
+    fn examine(&mut self, write: &Written, now: Now) -> Result<(), String> {
+        let Written::Stored {
+            uid,
+            deletion_timestamp,
+            deletion_grace_period_seconds,
+            agent,
+            ..
+        } = write
+        else {
+            return Ok(());
+        };
+        let uid = uid.as_str();
         let honour = self.recovery == Recovery::HonourOriginalDeadline;
-        let (boot, epoch) = (self.boot, self.epoch.clone());
+        let (boot, epoch) = (self.boot, &self.epoch);
         let t = self.objects.get_mut(uid).ok_or("untracked uid")?;
         let name = t.name.clone();
         let fail = |why: String| format!("{name} ({uid}): {why}");
         if t.removed {
             return Err(fail("invariant 1: written again after its removal".into()));
         }
-        let (written_epoch, lc) = persisted(object).map_err(&fail)?;
-        if written_epoch != epoch {
+        let (written_epoch, lc) = decode(agent.as_ref()).map_err(&fail)?;
+        if written_epoch != *epoch {
             return Err(fail(format!(
                 "kill state written for epoch {written_epoch:?} on {epoch:?}"
             )));
         }
 
         // Invariant 2 / R16: never unset, never later than max(previous, now).
-        let record = &object.record;
         if let Some(previous) = t.ts {
             let bound = previous.max(now.wall.floor_to_timestamp());
-            match record.deletion_timestamp {
+            match *deletion_timestamp {
                 None => {
                     return Err(fail(format!(
                         "invariant 2: deletion timestamp {previous} unset"
@@ -248,12 +275,12 @@ impl Checker {
                 Some(_) => {}
             }
         }
-        if record.deletion_timestamp.is_some() {
-            t.ts = record.deletion_timestamp;
+        if deletion_timestamp.is_some() {
+            t.ts = *deletion_timestamp;
         }
         // Invariant 2: the stored grace never grows.
         if let Some(previous) = t.grace {
-            match record.deletion_grace_period_seconds {
+            match *deletion_grace_period_seconds {
                 None => return Err(fail(format!("invariant 2: grace {previous} unset"))),
                 Some(g) if read_grace(g) > read_grace(previous) => {
                     return Err(fail(format!("invariant 2: grace grew: {previous} -> {g}")));
@@ -261,8 +288,8 @@ impl Checker {
                 Some(_) => {}
             }
         }
-        if record.deletion_grace_period_seconds.is_some() {
-            t.grace = record.deletion_grace_period_seconds;
+        if deletion_grace_period_seconds.is_some() {
+            t.grace = *deletion_grace_period_seconds;
         }
 
         // The phase only moves forward, across restarts too.
@@ -350,7 +377,13 @@ impl Checker {
                 }
             }
         }
-        t.last = Some((lc, boot));
+        match &mut t.last {
+            Some((last, last_boot)) => {
+                **last = lc;
+                *last_boot = boot;
+            }
+            None => t.last = Some((Box::new(lc), boot)),
+        }
         Ok(())
     }
 
@@ -451,10 +484,35 @@ impl Checker {
         Ok(())
     }
 
-    /// After every step: no accepted deletion is lost (invariant 7), and
-    /// the log agrees with the store.
+    /// After every step: the log holds every write the store applied (as
+    /// many as the store's revision counts), and no accepted deletion is
+    /// lost (invariant 7): the last write of an accepted object that is
+    /// still stored has a deletion timestamp (a later write without one
+    /// already failed invariant 2). Read from the log, which is what the
+    /// store applied, write by write; [`Checker::end`] compares it with a
+    /// listing of the store.
     pub fn store(&self, store: &impl Store) -> Result<(), String> {
-        let listing = store.list().map_err(|e| e.to_string())?;
+        let revision = store.revision().map_err(|e| e.to_string())?.get();
+        if revision != self.writes {
+            return Err(format!(
+                "harness: the store applied {revision} writes, the log holds {}",
+                self.writes
+            ));
+        }
+        for (uid, t) in &self.objects {
+            if t.accepted && !t.removed && t.ts.is_none() {
+                return Err(format!(
+                    "invariant 7: {} ({uid}): an accepted deletion is lost: no deletion timestamp stored",
+                    t.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The store holds what the log says: the same uid under each name,
+    /// and a deletion timestamp on every object whose deletion was accepted.
+    fn listing_agrees(&self, listing: &Listing) -> Result<(), String> {
         let stored: BTreeMap<&str, &str> = listing
             .objects
             .iter()
@@ -489,7 +547,10 @@ impl Checker {
         store: &impl Store,
         tracked: impl Fn(&str) -> Option<ObjectLifecycle>,
     ) -> Result<(), String> {
-        for (name, object, _) in store.list().map_err(|e| e.to_string())?.objects {
+        self.store(store)?;
+        let listing = store.list().map_err(|e| e.to_string())?;
+        self.listing_agrees(&listing)?;
+        for (name, object, _) in listing.objects {
             let uid = object.uid();
             if object.record.deletion_timestamp.is_some() {
                 return Err(format!(

@@ -49,7 +49,9 @@ use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{MemoryStore, StoredContainer, StoredObject};
 
 pub use self::check::{Checker, persisted};
-pub use self::world::{BootClock, Event, FaultyStore, Recorder, Shared, World, WriteFault, lock};
+pub use self::world::{
+    BootClock, Event, FaultyStore, Recorder, Shared, World, WriteFault, Written, lock,
+};
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, WallMs, name};
 
 /// Object names: few, so that scripts hit the same objects often.
@@ -226,9 +228,8 @@ pub struct Harness {
     rt: Option<Rt>,
     uids: u32,
     checker: Checker,
-    /// The store was checked against the log since the last write applied
-    /// or deletion accepted: checking it again would find the same.
-    store_checked: bool,
+    /// The world's log as last drained, kept for its capacity.
+    drained: Vec<Event>,
 }
 
 /// The outcome of one runtime call: `Err` is a violation.
@@ -242,7 +243,10 @@ impl Harness {
         ));
         let world = Shared::default();
         Harness {
-            inner: Arc::new(MemoryStore::new()),
+            // Nothing watches it: one change is all its watch log keeps
+            // (the default retention would copy every write again, and
+            // keep kilobytes per write for nothing).
+            inner: Arc::new(MemoryStore::with_log_retention(1)),
             checker: Checker::new(recovery, clock.epoch()),
             world,
             clock,
@@ -250,7 +254,7 @@ impl Harness {
             recovery,
             rt: None,
             uids: 0,
-            store_checked: false,
+            drained: Vec::new(),
         }
     }
 
@@ -258,22 +262,17 @@ impl Harness {
         self.clock.now()
     }
 
-    /// Feeds what took effect to the checker, then checks the store (a
-    /// listing and a comparison with the log: skipped when neither the
-    /// store nor the accepted deletions changed since the last check).
+    /// Feeds what took effect to the checker, then checks the store
+    /// against the log.
     fn settle(&mut self) -> Checked {
-        let events = std::mem::take(&mut lock(&self.world).events);
+        let mut events = std::mem::take(&mut self.drained);
+        std::mem::swap(&mut events, &mut lock(&self.world).events);
         let now = self.now();
-        self.checker.events(&events, now)?;
-        if events.iter().any(|e| matches!(e, Event::Wrote(_))) {
-            self.store_checked = false;
-        }
-        if self.store_checked {
-            return Ok(());
-        }
-        self.checker.store(&*self.inner)?;
-        self.store_checked = true;
-        Ok(())
+        let checked = self.checker.events(&events, now);
+        events.clear();
+        self.drained = events;
+        checked?;
+        self.checker.store(&*self.inner)
     }
 
     /// Opens the runtime on the store, as a supervisor restarts a crashed
@@ -413,12 +412,12 @@ impl Harness {
             | Op::PreStopFinished { .. }
             | Op::ContainerExited { .. } => {}
         }
-        let uid = format!("uid-{}", self.uids);
         let Some(rt) = self.rt.as_mut() else {
             return Ok(());
         };
         match op {
             Op::Create { name: n, object } => {
+                let uid = format!("uid-{}", self.uids);
                 self.uids += 1;
                 let result = rt.create(&object_name(*n), object.build(&uid));
                 answer(&self.world, "create", &result)
@@ -445,7 +444,6 @@ impl Harness {
                     // before the acceptance.
                     self.settle()?;
                     self.checker.accepted(record.uid.as_str())?;
-                    self.store_checked = false;
                 }
                 Ok(())
             }

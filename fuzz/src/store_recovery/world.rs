@@ -12,25 +12,79 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use grace_core::{Action, Now};
+use grace_core::{Action, Name, Now, Timestamp};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{ActionError, Actuator};
 use grace_std::store::{
-    BatchError, Listing, MemoryStore, Revision, Store, StoreError, StoredObject, Watch, Write,
+    BatchError, KillState, Listing, MemoryStore, Revision, Store, StoreError, StoredObject, Watch,
+    Write,
 };
 
 /// Something that took effect, in the order it did.
 #[derive(Clone, Debug)]
 pub enum Event {
     /// The store applied this write (whatever the runtime was told).
-    Wrote(Box<Write>),
+    Wrote(Written),
     /// The actuator carried out `action` for `object`, whose uid (in the
     /// stored object the runtime handed over) is `uid`.
     Acted {
-        object: String,
-        uid: String,
+        object: Name,
+        uid: Name,
         action: Action,
     },
+}
+
+/// What the checks read of a write the store applied, taken from the write
+/// before the store consumes it: logging a write copies neither its record
+/// (kilobytes of inline finalizer capacity) nor its containers.
+#[derive(Clone, Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per applied write, kept inline: a box would be an allocation per write"
+)]
+pub enum Written {
+    /// A create or an update.
+    Stored {
+        name: Name,
+        created: bool,
+        uid: Name,
+        deletion_timestamp: Option<Timestamp>,
+        deletion_grace_period_seconds: Option<i64>,
+        /// The runtime's kill state (shared with the write, not copied).
+        agent: Option<KillState>,
+    },
+    /// A removal, with its uid precondition.
+    Removed { name: Name, uid: Option<String> },
+}
+
+impl Written {
+    fn of(write: &Write) -> Self {
+        match write {
+            Write::Create { name, object } | Write::Update { name, object, .. } => {
+                Written::Stored {
+                    name: object_name(name),
+                    created: matches!(write, Write::Create { .. }),
+                    uid: object.record.uid.clone(),
+                    deletion_timestamp: object.record.deletion_timestamp,
+                    deletion_grace_period_seconds: object.record.deletion_grace_period_seconds,
+                    agent: object.agent.clone(),
+                }
+            }
+            Write::Delete {
+                name,
+                preconditions,
+            } => Written::Removed {
+                name: object_name(name),
+                uid: preconditions.uid.clone(),
+            },
+        }
+    }
+}
+
+/// An object name as the log keeps it. The harness's names are short
+/// (`obj-N`), so one that does not fit is a harness bug.
+fn object_name(name: &str) -> Name {
+    Name::try_from(name).unwrap_or_else(|_| panic!("harness: object name {name:?} too long"))
 }
 
 /// One write to fail: the `skip + 1`-th write from now.
@@ -56,6 +110,8 @@ pub struct World {
     pub fired: u32,
     /// What took effect since the harness last drained it.
     pub events: Vec<Event>,
+    /// What a batch being applied writes (kept for its capacity).
+    staged: Vec<Written>,
 }
 
 impl World {
@@ -107,8 +163,9 @@ fn crashed() -> StoreError {
 }
 
 /// A [`Store`] that forwards to the in-memory store and fails as the world
-/// says. Every write goes through [`Store::batch`] (the trait's `create`,
-/// `update` and `delete` are batches of one).
+/// says. Every write goes through [`Store::batch_ref`] (the trait's
+/// `create`, `update` and `delete` are batches of one, through
+/// [`Store::batch`]).
 pub struct FaultyStore {
     pub inner: Arc<MemoryStore>,
     pub world: Shared,
@@ -137,6 +194,12 @@ impl Store for FaultyStore {
     }
 
     fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {
+        self.batch_ref(&writes)
+    }
+
+    /// Forwarded as it is, as the runtime lends its writes to the real
+    /// stores (the trait's default would clone them first).
+    fn batch_ref(&self, writes: &[Write]) -> Result<Vec<Revision>, BatchError> {
         let mut world = lock(&self.world);
         if !world.alive() {
             return Err(BatchError::backend(crashed()));
@@ -158,17 +221,20 @@ impl Store for FaultyStore {
                 "injected: the write failed".into(),
             )));
         }
-        let result = self.inner.batch(writes.clone());
-        if result.is_ok() {
-            world
-                .events
-                .extend(writes.into_iter().map(|w| Event::Wrote(Box::new(w))));
+        let mut staged = std::mem::take(&mut world.staged);
+        staged.extend(writes.iter().map(Written::of));
+        let result = self.inner.batch_ref(writes);
+        let applied = result.is_ok();
+        if applied {
+            world.events.extend(staged.drain(..).map(Event::Wrote));
             world.took_effect();
-            if fires == Some(true) {
-                return Err(BatchError::backend(StoreError::Unavailable(
-                    "injected: the write was applied, its acknowledgement lost".into(),
-                )));
-            }
+        }
+        staged.clear();
+        world.staged = staged;
+        if applied && fires == Some(true) {
+            return Err(BatchError::backend(StoreError::Unavailable(
+                "injected: the write was applied, its acknowledgement lost".into(),
+            )));
         }
         result
     }
@@ -193,11 +259,14 @@ impl Actuator for Recorder {
     ) -> Result<(), ActionError> {
         let mut world = lock(&self.world);
         if !world.alive() {
-            return Err(ActionError::new(action, "injected: the process has crashed"));
+            return Err(ActionError::new(
+                action,
+                "injected: the process has crashed",
+            ));
         }
         world.events.push(Event::Acted {
-            object: object.to_owned(),
-            uid: stored.uid().to_owned(),
+            object: object_name(object),
+            uid: stored.record.uid.clone(),
             action: *action,
         });
         world.took_effect();
