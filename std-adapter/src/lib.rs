@@ -52,6 +52,7 @@
 //! The rules the machine follows, each with its Kubernetes source, are in
 //! [`grace_core::rules`].
 #![deny(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Examples (and the README's) compile without warnings, as a user copying
 // them would see them.
