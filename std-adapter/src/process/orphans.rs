@@ -15,7 +15,7 @@
 //! members of a group whose leader it has reaped
 //! ([`Group::reap_exited_members`](super::group::Group::reap_exited_members)),
 //! and, from a subreaper, any other child that ended and that no one
-//! watches ([`Sweep`], for a process that left its workload's group).
+//! watches (a sweep, for a process that left its workload's group).
 
 use std::collections::HashSet;
 use std::io;
