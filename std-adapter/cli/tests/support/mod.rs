@@ -31,18 +31,6 @@ pub fn grace(dir: &Path, args: &[&str]) -> Output {
         .expect("grace runs")
 }
 
-/// `grace ARGS --data-dir DIR`, which must succeed; its standard output.
-pub fn grace_ok(dir: &Path, args: &[&str]) -> String {
-    let out = grace(dir, args);
-    assert!(
-        out.status.success(),
-        "grace {args:?}: {}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
 /// Sends SIGTERM to `child`.
 pub fn terminate(child: &Child) {
     let _ = Command::new("kill")
