@@ -53,12 +53,27 @@ impl Group {
     /// of its group, so one nobody reaps would keep the group from ever
     /// being empty.
     ///
+    /// Returns whether a child of this process is still in the group:
+    /// running, or ending and not yet a zombie. The workload does not count
+    /// as stopped while one is: a process leaves its cgroup as it starts to
+    /// exit, before it can be reaped, so an empty cgroup alone would end a
+    /// deletion with an orphan still to reap.
+    ///
     /// Only once the group's leader has been reaped: it would be reaped
     /// here too, and its exit status lost.
-    pub fn reap_exited_members(&self) {
-        if let Some(pid) = group_pid(self.pgid) {
-            // Stops at "none has ended" and at "none is our child".
-            while let Ok(Some(_)) = waitpgid(pid, WaitOptions::NOHANG) {}
+    pub fn reap_exited_members(&self) -> bool {
+        let Some(pid) = group_pid(self.pgid) else {
+            return false;
+        };
+        loop {
+            match waitpgid(pid, WaitOptions::NOHANG) {
+                // One reaped: look for the next.
+                Ok(Some(_)) => {}
+                // Children of ours in the group, none ended yet.
+                Ok(None) => return true,
+                // None of the group is our child (ECHILD).
+                Err(_) => return false,
+            }
         }
     }
 

@@ -255,9 +255,11 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
         }
         draining.retain_mut(|(watch, code, due)| {
             // Its leader is reaped (or not our child): what ended of the
-            // rest and came to us is reaped, or it would count as running.
-            watch.group.reap_exited_members();
-            if !watch.group.is_empty() {
+            // rest and came to us is reaped, or it would count as running;
+            // the workload is stopped once none of it is left and none of
+            // our children in its group is still to be reaped.
+            let children_left = watch.group.reap_exited_members();
+            if children_left || !watch.group.is_empty() {
                 if *due {
                     watch.group.kill();
                 }
