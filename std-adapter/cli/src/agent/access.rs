@@ -17,7 +17,8 @@ use crate::api::Request;
 /// What an allowed peer may do.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// `get` and `watch`: read the objects, change nothing.
+    /// `get` and `watch` (and the agent's status, for `describe`): read,
+    /// change nothing.
     ReadOnly,
     /// Everything the agent's own user may do.
     ReadWrite,
@@ -28,7 +29,12 @@ impl Access {
     pub fn allows(self, request: &Request) -> bool {
         match self {
             Access::ReadWrite => true,
-            Access::ReadOnly => matches!(request, Request::Get { .. } | Request::Watch),
+            Access::ReadOnly => {
+                matches!(
+                    request,
+                    Request::Get { .. } | Request::Watch | Request::Status
+                )
+            }
         }
     }
 }
