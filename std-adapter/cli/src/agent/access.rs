@@ -224,6 +224,8 @@ mod tests {
     fn read_only_allows_get_and_watch_only() {
         assert!(Access::ReadOnly.allows(&Request::Watch));
         assert!(Access::ReadOnly.allows(&Request::Get { name: None }));
+        // The agent's own state, for `describe`.
+        assert!(Access::ReadOnly.allows(&Request::Status));
         let delete = Request::Delete {
             name: "a".into(),
             options: grace_core::DeleteOptions::default(),
