@@ -83,6 +83,29 @@ pub enum Request {
     },
     /// Every object, then every change after that listing.
     Watch,
+    /// The agent's own state ([`AgentStatus`]), which `grace describe`
+    /// shows beside the objects.
+    Status,
+}
+
+/// The agent's own state, beside its objects' (a [`Reply::Status`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    /// Set while the agent cannot write its own steps (a deadline's, a
+    /// process exit's) to the store: they wait, retried with back-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_unwritable: Option<StoreUnwritable>,
+}
+
+/// The agent's own writes fail (a full disk, say): what it waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreUnwritable {
+    /// Why the last attempt failed, as the store said it.
+    pub error: String,
+    /// When the first write failed (Unix milliseconds).
+    pub since_unix_millis: u64,
+    /// The attempts that failed so far.
+    pub attempts: u32,
 }
 
 /// An object as `get` returns it.
@@ -174,6 +197,8 @@ pub enum Reply {
     },
     /// One change, during a watch.
     Event(Event),
+    /// The agent's own state (an answer to [`Request::Status`]).
+    Status(AgentStatus),
     /// The request failed; nothing was changed.
     Error(ApiError),
 }

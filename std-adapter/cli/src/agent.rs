@@ -42,13 +42,16 @@ use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
+use outage::Outage;
 
 pub mod access;
 mod batched;
+mod outage;
 mod serve;
 
 pub use access::{Access, AllowGroup};
 pub use batched::GROUP_COMMIT_ENV;
+pub use outage::{FIRST_RETRY, LAST_RETRY};
 pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
 
 /// How to run an agent.
@@ -401,7 +404,9 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     };
     let served = Arc::clone(&store);
     let policy = access::Policy::new(options.allow_group.clone());
-    std::thread::spawn(move || serve::accept(listener, served, tx, policy));
+    let status = outage::SharedStatus::default();
+    let shared = Arc::clone(&status);
+    std::thread::spawn(move || serve::accept(listener, served, tx, policy, shared));
 
     let _ = writeln!(
         log,
@@ -439,6 +444,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
             logs: &logs,
             batching,
             on_exit: options.on_exit,
+            status,
         },
         log,
     );
@@ -524,6 +530,8 @@ struct Serving<'a> {
     /// [`batched`]).
     batching: bool,
     on_exit: OnExit,
+    /// What the connection threads tell `grace describe` of the agent.
+    status: outage::SharedStatus,
 }
 
 /// The runtime thread's loop, until SIGTERM or SIGINT (with
@@ -540,7 +548,11 @@ fn serve(
         logs,
         batching,
         on_exit,
+        status,
     } = serving;
+    // The agent's own steps that cannot be written wait, retried with
+    // back-off: the agent stays up (see `outage`).
+    let mut outage = Outage::new(status);
     let mut next = None;
     // With `OnExit::Stop`, once stopping: the objects whose processes are
     // awaited.
@@ -548,13 +560,14 @@ fn serve(
     loop {
         let removed = log_transitions(transitions, log);
         remove_logs(rt, logs, &removed);
+        forget_not_run(rt, &removed, node);
         if let Some(awaited) = &mut stopping {
             awaited.retain(|name| rt.actuator().holds(name));
             if awaited.is_empty() {
                 return Ok(());
             }
         }
-        let wait = wait_for_next(rt);
+        let wait = outage.wait(wait_for_next(rt));
         let input = match next.take() {
             Some(input) => Ok(input),
             None => inputs.recv_timeout(wait),
@@ -577,7 +590,8 @@ fn serve(
                 if batching && stopping.is_none() && batched::batchable(&request) =>
             {
                 let first = Input::Request(request, reply);
-                next = batched::serve_batch(rt, first, inputs, node, true)?;
+                let served = batched::serve_batch(rt, first, inputs, node, true);
+                next = outage.served(served, log)?;
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(handle(rt, request, node));
@@ -586,7 +600,8 @@ fn serve(
                 // With the events and requests already waiting, in one
                 // commit.
                 let requests = batching && stopping.is_none();
-                next = batched::serve_batch(rt, Input::World(event), inputs, node, requests)?;
+                let served = batched::serve_batch(rt, Input::World(event), inputs, node, requests);
+                next = outage.served(served, log)?;
             }
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {
@@ -596,7 +611,58 @@ fn serve(
             Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
-        rt.handle_timeouts()?;
+        if outage.due() {
+            own_steps(rt, &mut outage, log)?;
+        }
+    }
+}
+
+/// The agent's own steps: the process events whose write failed, offered
+/// again, then the deadlines that have passed. A write that fails on the
+/// store leaves them for the next retry ([`Outage`]); any other error
+/// stops the agent.
+fn own_steps(
+    rt: &mut AgentRuntime,
+    outage: &mut Outage,
+    log: &mut impl Write,
+) -> Result<(), RuntimeError> {
+    let events = outage.take_events();
+    if !events.is_empty() {
+        let mut events = events.into_iter().peekable();
+        while events.peek().is_some() {
+            let mut batch = rt.open_batch();
+            let mut failed = None;
+            while let Some(event) = events.next_if(|e| batch.has_room_for(e.object())) {
+                if let Err(e) = batch.handle_world_event(event) {
+                    failed.get_or_insert(e);
+                }
+            }
+            let (committed, unwritten) = batch.commit_keeping_events();
+            outage.keep(unwritten);
+            if let Some(e) = failed.or(committed.err()) {
+                outage.keep(events.collect());
+                return outage.store_failed(e, log);
+            }
+        }
+    }
+    match rt.handle_timeouts() {
+        Ok(()) => {
+            outage.succeeded(log);
+            Ok(())
+        }
+        Err(e) => outage.store_failed(e, log),
+    }
+}
+
+/// Forgets the objects whose records were removed (`removed`) and that
+/// this agent never ran (not bound here, none of their processes held):
+/// nobody here will report their containers stopped, and their names are
+/// free for a new object at once, as `get` says.
+fn forget_not_run(rt: &mut AgentRuntime, removed: &[String], node: &str) {
+    for name in removed {
+        if !bound_here(rt, name, node) && !rt.actuator().holds(name) {
+            let _ = rt.forget_removed(name);
+        }
     }
 }
 
@@ -608,7 +674,7 @@ fn request_name(request: &Request) -> &str {
         | Request::Delete { name, .. }
         | Request::RemoveFinalizer { name, .. } => name,
         Request::Get { name } => name.as_deref().unwrap_or(""),
-        Request::Watch => "",
+        Request::Watch | Request::Status => "",
     }
 }
 
@@ -727,7 +793,9 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             }
         }
         // Reads are served by the connection threads.
-        Request::Get { .. } | Request::Watch => invalid("not a change request".into()),
+        Request::Get { .. } | Request::Watch | Request::Status => {
+            invalid("not a change request".into())
+        }
     }
 }
 

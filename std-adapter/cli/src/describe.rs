@@ -11,6 +11,7 @@ use std::io::Write;
 
 use grace_core::{Instant, Stage, Timestamp};
 
+use crate::api::{Client, Reply, Request};
 use crate::clock::{Clock, SystemClock};
 use crate::k8s_pod::phase_word;
 use crate::kubectl::{CommandError, Selection, Target, fetch_all};
@@ -32,6 +33,11 @@ pub fn describe(
         }
         let _ = write!(out, "{}", text(&item.name, &item.object));
     }
+    if !found.is_empty()
+        && let Some(condition) = agent_condition(target)
+    {
+        let _ = writeln!(out, "\n{:<18}{condition}", "Agent:");
+    }
     match missing.first() {
         Some(name) => Err(CommandError::failed(format!(
             "Error from server (NotFound): pods \"{name}\" not found"
@@ -39,6 +45,29 @@ pub fn describe(
         None if found.is_empty() => Err(CommandError::failed("No resources found")),
         None => Ok(()),
     }
+}
+
+/// What is wrong with the agent serving `target`, if one serves it and
+/// something is: its own steps cannot be written (a full disk), so its
+/// deadlines and process exits wait (docs/agent.md, "What survives
+/// what"). Nothing when no agent answers.
+fn agent_condition(target: Target<'_>) -> Option<String> {
+    let Target::Agent(dir) = target else {
+        return None;
+    };
+    let mut client = Client::connect(dir).ok()?;
+    let Ok(Reply::Status(status)) = client.call(&Request::Status) else {
+        return None;
+    };
+    let unwritable = status.store_unwritable?;
+    let since = i64::try_from(unwritable.since_unix_millis / 1000).unwrap_or(i64::MAX);
+    Some(format!(
+        "store not writable since {} ({} failed attempts): {}; the agent's own steps \
+         (deadlines, process exits) wait, retried with back-off",
+        rfc3339(Timestamp::from_unix_seconds(since)),
+        unwritable.attempts,
+        unwritable.error
+    ))
 }
 
 /// An RFC 3339 time (whole seconds, as Kubernetes writes them).

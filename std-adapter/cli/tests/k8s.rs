@@ -725,3 +725,40 @@ fn apply_reads_standard_input_and_delete_f_deletes_a_files_objects() {
     assert_eq!(out.status.code(), Some(1), "gone: not found");
     assert_eq!(text(&out.stderr).matches("NotFound").count(), 2);
 }
+
+/// A pod this agent does not run (no `nodeName`, or another node's) frees
+/// its name once its record is removed: the same name can be applied
+/// again at once, as `get` says it is gone (before, the agent kept it
+/// until it restarted).
+#[test]
+fn a_deleted_pod_this_agent_does_not_run_frees_its_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = agent(d);
+    let unscheduled = write(
+        d,
+        "u.json",
+        r#"{"metadata":{"name":"u"},"spec":{"containers":[{"name":"c","command":["sleep","100"]}]}}"#,
+    );
+    let elsewhere = write(
+        d,
+        "w.json",
+        r#"{"metadata":{"name":"w"},"spec":{"nodeName":"other","containers":[{"name":"c","command":["sleep","100"]}]}}"#,
+    );
+    for (name, file) in [("u", &unscheduled), ("w", &elsewhere)] {
+        assert_eq!(
+            ok(d, &["apply", "-f", path(file)]),
+            format!("pod/{name} created\n")
+        );
+        // Another node's pod waits for its own agent: forced here.
+        ok(d, &["delete", name, "--grace-period=0", "--force"]);
+        let out = grace(d, &["get", name]);
+        assert_eq!(out.status.code(), Some(1), "{name} is gone");
+        assert_eq!(
+            ok(d, &["apply", "-f", path(file)]),
+            format!("pod/{name} created\n"),
+            "{name}: its name is free"
+        );
+        ok(d, &["delete", name, "--grace-period=0", "--force"]);
+    }
+}

@@ -21,7 +21,9 @@ use super::inputs;
 use super::objects::{Before, Id};
 use super::stored::Spec;
 use super::writes::Writes;
-use super::{Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError, WorldEvent};
+use super::{
+    Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError, WorldEvent, store_down,
+};
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredObject, Write};
 
@@ -52,6 +54,10 @@ pub struct Batch<'a, S: Store, C: Clock, A: Actuator> {
     /// The world events taken as inputs without error: the actuator hears
     /// of each once the batch is durable.
     taken: Vec<WorldEvent>,
+    /// The world events whose input failed because the store did not
+    /// answer: not taken, to be offered again (see
+    /// [`commit_keeping_events`](Batch::commit_keeping_events)).
+    untaken: Vec<WorldEvent>,
 }
 
 /// An object a batch changed.
@@ -76,6 +82,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             touched: Vec::new(),
             ids: BTreeSet::new(),
             taken: Vec::new(),
+            untaken: Vec::new(),
         }
     }
 
@@ -265,6 +272,9 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
             match take_world_event(self, &taken) {
                 Ok(()) => self.taken.push(taken),
                 Err(e) => {
+                    if store_down(&e) {
+                        self.untaken.push(taken);
+                    }
                     first_error.get_or_insert(e);
                 }
             }
@@ -277,15 +287,32 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
     /// actions, one store batch after (which also holds the removals the
     /// actions owe); then the actuator hears of the world events taken.
     /// On `Err`, see the type's docs.
-    pub fn commit(mut self) -> Result<(), RuntimeError> {
+    pub fn commit(self) -> Result<(), RuntimeError> {
+        self.commit_keeping_events().0
+    }
+
+    /// [`commit`](Self::commit), handing back the world events that are
+    /// not durable: every one taken if the commit failed, and any whose
+    /// input failed because the store did not answer (a full disk, a store
+    /// that is down). The actuator has not heard them taken, and the
+    /// runtime has not recorded them: a program that cannot afford to
+    /// lose them (the exit of a container being deleted would never be
+    /// known otherwise) offers them again with
+    /// [`handle_world_event`](Self::handle_world_event) once the store
+    /// takes writes (an exit offered again after all was recorded is
+    /// ignored: its container is stopped already).
+    pub fn commit_keeping_events(mut self) -> (Result<(), RuntimeError>, Vec<WorldEvent>) {
         let taken = std::mem::take(&mut self.taken);
+        let mut kept = std::mem::take(&mut self.untaken);
         let done = self.commit_inputs();
         if done.is_ok() {
             for event in &taken {
                 self.rt.actuator.world_event_taken(event);
             }
+        } else {
+            kept.extend(taken);
         }
-        done
+        (done, kept)
     }
 
     fn commit_inputs(&mut self) -> Result<(), RuntimeError> {

@@ -185,6 +185,31 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         }
     }
 
+    /// Forgets `name` once its record is removed, if nothing more is owed
+    /// for it (no deadline, no action, its stored state known) — for an
+    /// object whose containers never ran under this runtime (not
+    /// scheduled, or bound to another node): the runtime would otherwise
+    /// track it, its name taken for [`create`](Self::create), until its
+    /// containers were reported stopped, which nobody here will report.
+    /// The caller knows that none of its processes runs here. Returns
+    /// whether it was forgotten.
+    pub fn forget_removed(&mut self, name: &str) -> bool {
+        let Some(id) = self.objects.id(name) else {
+            return false;
+        };
+        let removed = self.objects.get(id).is_some_and(|e| e.revision.is_none());
+        let idle = self
+            .objects
+            .summary(id)
+            .is_some_and(|s| s.next.is_none() && !s.acts);
+        if !removed || !idle || self.unsure.contains(name) {
+            return false;
+        }
+        self.unschedule_id(id);
+        self.objects.remove(id);
+        true
+    }
+
     /// Brings the deadline queue up to date; forgets a finished object.
     pub(super) fn reschedule(&mut self, name: &str) {
         if let Some(id) = self.objects.id(name) {

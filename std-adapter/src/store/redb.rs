@@ -585,8 +585,10 @@ fn encode_event(
     Ok(())
 }
 
-impl Store for RedbStore {
-    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+impl RedbStore {
+    // The reads, once each (see `reread`).
+
+    fn get_once(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
         let txn = self.inner.read()?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
         let log = txn.open_table(LOG).map_err(redb_error)?;
@@ -601,7 +603,7 @@ impl Store for RedbStore {
         }
     }
 
-    fn list(&self) -> Result<Listing, StoreError> {
+    fn list_once(&self) -> Result<Listing, StoreError> {
         let txn = self.inner.read()?;
         let meta = txn.open_table(META).map_err(redb_error)?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
@@ -620,10 +622,52 @@ impl Store for RedbStore {
         Ok(listing)
     }
 
-    fn revision(&self) -> Result<Revision, StoreError> {
+    fn revision_once(&self) -> Result<Revision, StoreError> {
         let txn = self.inner.read()?;
         let meta = txn.open_table(META).map_err(redb_error)?;
         Ok(Revision(meta_get(&meta, META_REVISION)?))
+    }
+}
+
+/// Runs a read again if the database was closed under it: a write that
+/// failed on I/O (a full disk) closes it while other threads read, and the
+/// next read opens it again ([`Inner::with_db`]). A few times at most.
+fn reread<T>(read: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut tries = 0_u8;
+    loop {
+        match read() {
+            Err(e) if tries < 3 && closed_under(&e) => tries = tries.saturating_add(1),
+            done => return done,
+        }
+    }
+}
+
+/// Whether `e` says the database was closed under the read.
+fn closed_under(e: &StoreError) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if matches!(
+            s.downcast_ref::<::redb::Error>(),
+            Some(::redb::Error::DatabaseClosed)
+        ) {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+impl Store for RedbStore {
+    fn get(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
+        reread(|| self.get_once(name))
+    }
+
+    fn list(&self) -> Result<Listing, StoreError> {
+        reread(|| self.list_once())
+    }
+
+    fn revision(&self) -> Result<Revision, StoreError> {
+        reread(|| self.revision_once())
     }
 
     fn batch(&self, writes: Vec<Write>) -> Result<Vec<Revision>, BatchError> {

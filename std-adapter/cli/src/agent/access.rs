@@ -17,7 +17,8 @@ use crate::api::Request;
 /// What an allowed peer may do.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Access {
-    /// `get` and `watch`: read the objects, change nothing.
+    /// `get` and `watch` (and the agent's status, for `describe`): read,
+    /// change nothing.
     ReadOnly,
     /// Everything the agent's own user may do.
     ReadWrite,
@@ -28,7 +29,12 @@ impl Access {
     pub fn allows(self, request: &Request) -> bool {
         match self {
             Access::ReadWrite => true,
-            Access::ReadOnly => matches!(request, Request::Get { .. } | Request::Watch),
+            Access::ReadOnly => {
+                matches!(
+                    request,
+                    Request::Get { .. } | Request::Watch | Request::Status
+                )
+            }
         }
     }
 }
@@ -218,6 +224,8 @@ mod tests {
     fn read_only_allows_get_and_watch_only() {
         assert!(Access::ReadOnly.allows(&Request::Watch));
         assert!(Access::ReadOnly.allows(&Request::Get { name: None }));
+        // The agent's own state, for `describe`.
+        assert!(Access::ReadOnly.allows(&Request::Status));
         let delete = Request::Delete {
             name: "a".into(),
             options: grace_core::DeleteOptions::default(),

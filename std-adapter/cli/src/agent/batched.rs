@@ -20,7 +20,7 @@ use grace_core::{FinalizerChange, Name};
 use super::{Input, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
-use crate::process::ProcessActuator;
+use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Batch, Runtime, RuntimeError};
 use crate::store::Store;
 
@@ -62,16 +62,17 @@ enum Decided {
 /// came: one for the next batch (a request on an object this one changed,
 /// or past a full batch) or another input. One batch per call, so that the
 /// caller handles deadlines between batches however busy the clients keep
-/// it. Fails if a process event could not be taken (the agent stops, as a
-/// runtime that cannot record an exit must); every request is answered
-/// first.
+/// it. Every request is answered before it returns; a process event that
+/// could not be taken is reported in [`Served`], with the events to offer
+/// again once the store takes writes (an exit lost would leave its
+/// container running forever as far as the agent knows).
 pub(super) fn serve_batch<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     first: Input,
     inputs: &mpsc::Receiver<Input>,
     node: &str,
     requests: bool,
-) -> Result<Option<Input>, RuntimeError> {
+) -> Served {
     let mut batch = rt.open_batch();
     let mut waiting = Vec::new();
     let mut events = 0_usize;
@@ -102,13 +103,34 @@ pub(super) fn serve_batch<S: Store, C: Clock>(
             None => break None,
         }
     };
-    let committed = batch.commit();
+    let wrote = !batch.is_empty();
+    let (committed, unwritten) = batch.commit_keeping_events();
     answer(rt, waiting, committed.as_ref().err());
-    match (failed, committed) {
-        (Some(e), _) => Err(e),
-        (None, Err(e)) if events > 0 => Err(e),
-        _ => Ok(rest),
+    let wrote = wrote && committed.is_ok();
+    let failed = match (failed, committed) {
+        (Some(e), _) => Some(e),
+        (None, Err(e)) if events > 0 => Some(e),
+        _ => None,
+    };
+    Served {
+        rest,
+        failed,
+        unwritten,
+        wrote,
     }
+}
+
+/// What [`serve_batch`] leaves to its caller.
+pub(super) struct Served {
+    /// The input that ended the batch, if one came.
+    pub(super) rest: Option<Input>,
+    /// Why a process event could not be taken, if one could not.
+    pub(super) failed: Option<RuntimeError>,
+    /// The process events not written (the store failed): to be offered
+    /// again.
+    pub(super) unwritten: Vec<WorldEvent>,
+    /// Whether the batch wrote something (the store takes writes).
+    pub(super) wrote: bool,
 }
 
 /// The next input if one is waiting or comes within [`LINGER`].
@@ -131,7 +153,7 @@ fn name(request: &Request) -> Option<&str> {
         Request::Apply { name, .. }
         | Request::Delete { name, .. }
         | Request::RemoveFinalizer { name, .. } => Some(name),
-        Request::Put { .. } | Request::Get { .. } | Request::Watch => None,
+        Request::Put { .. } | Request::Get { .. } | Request::Watch | Request::Status => None,
     }
 }
 
@@ -193,7 +215,7 @@ fn decide<S: Store, C: Clock>(
             }
         }
         // Never in a batch (see `batchable`).
-        Request::Put { .. } | Request::Get { .. } | Request::Watch => {
+        Request::Put { .. } | Request::Get { .. } | Request::Watch | Request::Status => {
             Decided::Refused(invalid("not a request decided in a batch".into()))
         }
     }
@@ -381,7 +403,9 @@ mod tests {
         drop(tx);
         let mut next = first.map(|(request, reply)| Input::Request(request, reply));
         while let Some(input @ Input::Request(..)) = next {
-            next = serve_batch(rt, input, &inputs, NODE, true).expect("no process event");
+            let served = serve_batch(rt, input, &inputs, NODE, true);
+            assert!(served.failed.is_none(), "no process event");
+            next = served.rest;
         }
         assert!(next.is_none());
         store.look();
@@ -534,7 +558,12 @@ mod tests {
             code: Some(143),
         };
 
-        let rest = serve_batch(&mut rt, Input::World(exit), &inputs, NODE, true).expect("taken");
+        let served = serve_batch(&mut rt, Input::World(exit), &inputs, NODE, true);
+        assert!(
+            served.failed.is_none() && served.unwritten.is_empty(),
+            "taken"
+        );
+        let rest = served.rest;
 
         assert!(rest.is_none(), "every input in the batch");
         // The write-ahead and the commit after the actions, for all three.

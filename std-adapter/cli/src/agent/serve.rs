@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use grace_std::private::{self, PrivateError};
 
 use super::access::{Access, AllowGroup, Policy, peer};
+use super::outage::SharedStatus;
 use super::{Input, items};
 use crate::api::{
     ApiError, BadRequest, DATABASE, ErrorKind, MAX_REQUEST_BYTES, Reply, Request, read_request,
@@ -91,6 +92,7 @@ pub(super) fn accept(
     store: Arc<RedbStore>,
     changes: mpsc::Sender<Input>,
     policy: Policy,
+    status: SharedStatus,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
     for stream in listener.incoming() {
@@ -120,8 +122,9 @@ pub(super) fn accept(
         };
         let store = Arc::clone(&store);
         let changes = changes.clone();
+        let status = Arc::clone(&status);
         std::thread::spawn(move || {
-            connection(stream, access, &store, &changes);
+            connection(stream, access, &store, &changes, &status);
             drop(slot);
         });
     }
@@ -183,6 +186,7 @@ fn connection(
     access: Access,
     store: &RedbStore,
     changes: &mpsc::Sender<Input>,
+    status: &SharedStatus,
 ) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
@@ -223,6 +227,12 @@ fn connection(
                 }
                 read(store, name.as_deref())
             }
+            Ok(Request::Status) => Reply::Status(
+                status
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+            ),
             Ok(Request::Watch) => {
                 if answer(&mut writer, &mut pending) {
                     watch(store, &mut writer);

@@ -120,6 +120,11 @@ impl Agent {
         log
     }
 
+    /// Whether the agent's process is still running (has not exited).
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// SIGKILL: the agent crashes and nothing is cleaned up (the next
     /// agent adopts its workloads).
     pub fn crash(mut self) {
