@@ -391,11 +391,13 @@ impl ProcessActuator {
         command: &[String],
     ) -> std::io::Result<Group> {
         let hook = workload_of.is_none();
+        // A workload's log pipe comes with a keeper, which the workload
+        // inherits: held until it is started.
         let streams = |cmd: &mut Command, output: &Output| match workload_of {
             Some(stored) => output.workload(cmd, object, stored, container),
             None => {
                 output.hook(cmd);
-                Ok(())
+                Ok(None)
             }
         };
         let Some(table) = &self.table else {
@@ -411,8 +413,9 @@ impl ProcessActuator {
                 None => Command::new(program),
             };
             cmd.args(args);
-            streams(&mut cmd, &self.output)?;
+            let keeper = streams(&mut cmd, &self.output)?;
             let child = spawn_group(cmd)?;
+            drop(keeper);
             let group = Group {
                 pgid: child.id(),
                 cgroup: None,
@@ -431,10 +434,11 @@ impl ProcessActuator {
             .arg("sh")
             .args(&self.launcher)
             .args(command);
-        streams(&mut cmd, &self.output)?;
+        let keeper = streams(&mut cmd, &self.output)?;
         // The gate's stdin (the command's is `/dev/null`).
         cmd.stdin(Stdio::piped());
         let mut child = spawn_group(cmd)?;
+        drop(keeper);
         let group = Group {
             pgid: child.id(),
             cgroup: cgroup.clone(),
