@@ -297,7 +297,14 @@ fn a_full_speed_writer_keeps_no_more_than_size_times_files() {
     };
     let mut copies = std::collections::HashSet::new();
     let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(4) {
+    // Four seconds at least, and until the file was rotated a few times
+    // more (slower on a loaded machine).
+    while started.elapsed() < Duration::from_secs(4) || copies.len() < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "it kept writing: {} rotations",
+            copies.len()
+        );
         let sizes = app_sizes(dir.path());
         // The bound, exactly: no slack.
         assert!(sizes[0] <= MAX && sizes[1] <= MAX, "{sizes:?}");
@@ -305,11 +312,6 @@ fn a_full_speed_writer_keeps_no_more_than_size_times_files() {
         copies.extend(first_copy(dir.path()));
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(
-        copies.len() > 3,
-        "it kept writing: {} rotations",
-        copies.len()
-    );
     // What is kept is the writer's output, whole lines read in order.
     let all = logs(dir.path(), &["fast"]);
     assert!(all.len() as u64 >= MAX, "{} bytes", all.len());

@@ -307,7 +307,7 @@ impl ContainerLogs {
         let writer = OpenOptions::new().write(true).open(&fifo)?;
         let keeper = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty())?;
         self.pump()?
-            .add(pump::Sink::new(reader, fifo, path, self.limits))?;
+            .add(pump::Sink::new(reader, path, self.limits))?;
         let mut tracked = self.tracked();
         tracked.piped = true;
         tracked.paths.insert(file_entry);
@@ -344,19 +344,11 @@ impl ContainerLogs {
                 Err(Errno::NOENT) => continue,
                 Err(e) => return Err(e.into()),
             };
-            let mut sink = pump::Sink::new(reader, fifo.clone(), log, self.limits);
-            // What it holds now; then nothing to read: a writer is there
-            // (EAGAIN), or none is left (end of file: the workload is gone).
+            let mut sink = pump::Sink::new(reader, log, self.limits);
+            // What it holds now (a turn's worth: the pump reads the rest);
+            // end of file if no writer is left (the workload is gone).
             let mut buf = vec![0_u8; 64 * 1024];
-            let alive = loop {
-                match rustix::io::read(sink.pipe(), &mut buf) {
-                    Ok(0) => break false,
-                    Ok(n) => sink.append(buf.get(..n).unwrap_or_default()),
-                    Err(Errno::AGAIN) => break true,
-                    Err(Errno::INTR) => {}
-                    Err(_) => break false,
-                }
-            };
+            let alive = matches!(sink.pump(&mut buf), pump::Flow::Open);
             if alive {
                 self.pump()?.add(sink)?;
                 adopted += 1;
@@ -658,7 +650,6 @@ mod tests {
         let pipe = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).expect("a fd");
         let mut sink = pump::Sink::new(
             pipe,
-            dir.path().join("app.pipe"),
             current.clone(),
             LogLimits {
                 max_bytes: 32,

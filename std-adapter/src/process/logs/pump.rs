@@ -23,7 +23,7 @@ use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use rustix::io::Errno;
 
-use super::{LogLimits, rotated};
+use super::{LogLimits, fifo_of, rotated};
 
 /// How much one read takes from a pipe.
 const READ_SIZE: usize = 64 * 1024;
@@ -46,8 +46,10 @@ pub(super) struct Pump {
 }
 
 /// Whether a pipe is still open for writing.
-enum Flow {
+pub(super) enum Flow {
+    /// A writer is there (or was, at the last read).
     Open,
+    /// No writer is left: the pipe is done with.
     Ended,
 }
 
@@ -56,12 +58,13 @@ enum Flow {
 pub(super) struct Sink {
     /// The read end of the container's pipe (non-blocking).
     pipe: OwnedFd,
-    /// The pipe's path (a FIFO beside the log), removed when it ends.
-    fifo: PathBuf,
-    /// The log file being written.
+    /// The log file being written (the pipe is the FIFO beside it,
+    /// removed when it ends).
     log: PathBuf,
     limits: LogLimits,
-    /// The log file, open while writes work.
+    /// The log file, open while its pipe holds more to write (closed once
+    /// the pipe is drained: an idle container costs the agent one file
+    /// descriptor, its pipe's).
     file: Option<File>,
     /// Its size.
     size: u64,
@@ -72,11 +75,11 @@ pub(super) struct Sink {
 }
 
 impl Sink {
-    /// A sink from `pipe` (the read end of the FIFO at `fifo`) into `log`.
-    pub(super) fn new(pipe: OwnedFd, fifo: PathBuf, log: PathBuf, limits: LogLimits) -> Self {
+    /// A sink from `pipe` (the read end of the FIFO beside `log`) into
+    /// `log`.
+    pub(super) fn new(pipe: OwnedFd, log: PathBuf, limits: LogLimits) -> Self {
         Sink {
             pipe,
-            fifo,
             log,
             limits,
             file: None,
@@ -86,18 +89,17 @@ impl Sink {
         }
     }
 
-    /// The read end of the pipe.
-    pub(super) fn pipe(&self) -> &OwnedFd {
-        &self.pipe
-    }
-
     /// Reads what the pipe holds (a few reads at most) into the log.
-    fn pump(&mut self, buf: &mut [u8]) -> Flow {
+    pub(super) fn pump(&mut self, buf: &mut [u8]) -> Flow {
         for _ in 0..READS_PER_TURN {
             match rustix::io::read(&self.pipe, &mut *buf) {
                 Ok(0) => return Flow::Ended, // no writer left
                 Ok(n) => self.append(buf.get(..n).unwrap_or_default()),
-                Err(Errno::AGAIN) => return Flow::Open,
+                Err(Errno::AGAIN) => {
+                    // Drained: the log file is closed until more comes.
+                    self.file = None;
+                    return Flow::Open;
+                }
                 Err(Errno::INTR) => {}
                 Err(_) => return Flow::Ended,
             }
@@ -258,7 +260,7 @@ impl Pump {
                         if sink.dropped > 0 {
                             sink.append(b"");
                         }
-                        let _ = std::fs::remove_file(&sink.fifo);
+                        let _ = std::fs::remove_file(fifo_of(&sink.log));
                     }
                 }
             }
