@@ -115,6 +115,9 @@ pub struct ProcessActuator {
     /// The cgroups, where contained in cgroups.
     cgroups: Option<Cgroups>,
     output: Output,
+    /// A command prefix every process is started through
+    /// ([`with_launcher`](Self::with_launcher)); empty: none.
+    launcher: Vec<String>,
 }
 
 impl ProcessActuator {
@@ -134,6 +137,7 @@ impl ProcessActuator {
             table: None,
             cgroups: None,
             output: Output::Discard,
+            launcher: Vec::new(),
         };
         (actuator, rx)
     }
@@ -236,6 +240,29 @@ impl ProcessActuator {
     pub fn with_output(mut self, output: Output) -> Self {
         self.output = output;
         self
+    }
+
+    /// Starts every process (workload or hook) through `launcher`: as
+    /// `launcher... command...`, the launcher `exec`ing the command in the
+    /// same process. `grace run` starts its command through itself so that
+    /// the command dies with it (a parent-death signal, set by the launcher
+    /// before its `exec`). The command is checked ([`start`](Self::start))
+    /// before the launcher runs.
+    pub fn with_launcher(mut self, launcher: Vec<String>) -> Self {
+        self.launcher = launcher;
+        self
+    }
+
+    /// Sends `signal` to the process group of container `container`'s
+    /// workload; false if no workload of it runs.
+    pub fn signal(&self, object: &str, container: usize, signal: Signal) -> bool {
+        match self.workloads.get(&(object.to_owned(), container)) {
+            Some(group) => {
+                group.signal(signal);
+                true
+            }
+            None => false,
+        }
     }
 
     /// How workloads are contained.
@@ -364,21 +391,31 @@ impl ProcessActuator {
         command: &[String],
     ) -> std::io::Result<Group> {
         let hook = workload_of.is_none();
+        // A workload's log pipe comes with a keeper, which the workload
+        // inherits: held until it is started.
         let streams = |cmd: &mut Command, output: &Output| match workload_of {
             Some(stored) => output.workload(cmd, object, stored, container),
             None => {
                 output.hook(cmd);
-                Ok(())
+                Ok(None)
             }
         };
         let Some(table) = &self.table else {
             let Some((program, args)) = command.split_first() else {
                 return Err(std::io::Error::other("no command"));
             };
-            let mut cmd = Command::new(program);
+            let mut cmd = match self.launcher.split_first() {
+                Some((launcher, launcher_args)) => {
+                    let mut cmd = Command::new(launcher);
+                    cmd.args(launcher_args).arg(program);
+                    cmd
+                }
+                None => Command::new(program),
+            };
             cmd.args(args);
-            streams(&mut cmd, &self.output)?;
+            let keeper = streams(&mut cmd, &self.output)?;
             let child = spawn_group(cmd)?;
+            drop(keeper);
             let group = Group {
                 pgid: child.id(),
                 cgroup: None,
@@ -392,11 +429,16 @@ impl ProcessActuator {
             None => None,
         };
         let mut cmd = Command::new("sh");
-        cmd.arg("-c").arg(GATE).arg("sh").args(command);
-        streams(&mut cmd, &self.output)?;
+        cmd.arg("-c")
+            .arg(GATE)
+            .arg("sh")
+            .args(&self.launcher)
+            .args(command);
+        let keeper = streams(&mut cmd, &self.output)?;
         // The gate's stdin (the command's is `/dev/null`).
         cmd.stdin(Stdio::piped());
         let mut child = spawn_group(cmd)?;
+        drop(keeper);
         let group = Group {
             pgid: child.id(),
             cgroup: cgroup.clone(),

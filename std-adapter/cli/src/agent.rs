@@ -38,7 +38,7 @@ use signal_hook::iterator::Signals;
 
 use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
-use crate::process::logs::{ContainerLogs, LogLimits, ROTATE_EVERY};
+use crate::process::logs::{ContainerLogs, LogLimits};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
@@ -123,14 +123,16 @@ pub fn container_logs(
     }
 }
 
-/// Rotates `logs` every [`ROTATE_EVERY`], from a thread of its own.
-pub(crate) fn spawn_rotation(logs: ContainerLogs) {
-    std::thread::spawn(move || {
-        loop {
-            std::thread::sleep(ROTATE_EVERY);
-            let _ = logs.rotate();
-        }
-    });
+/// Takes over the log pipes of the containers an earlier agent left
+/// running ([`ContainerLogs::adopt`]), before any container is started;
+/// a failure is logged (those containers' output waits in their pipes).
+pub(crate) fn adopt_logs(logs: &ContainerLogs, log: &mut impl Write) {
+    if let Err(e) = logs.adopt() {
+        let _ = writeln!(
+            log,
+            "grace agent: cannot take over the output of earlier containers: {e}"
+        );
+    }
 }
 
 /// The agent's clock: the machine's, whose epoch is the boot. Deadlines
@@ -380,6 +382,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     stop_on_signal(tx.clone(), Input::Stop)?;
 
     let logs = container_logs(dir, None, options.log_limits);
+    adopt_logs(&logs, log);
     let (actuator, world, gone) = open_actuator(&workloads_dir(dir), log)?;
     let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt: AgentRuntime = Runtime::open(
@@ -433,7 +436,6 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     log_orphans(&mut rt, log);
     // Logs of records removed while no agent was running go now.
     logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
-    spawn_rotation(logs.clone());
     let batching = batched::group_commit();
     let result = serve(
         &mut rt,

@@ -20,6 +20,17 @@ enum Command {
     /// Supervise one command like a one-container pod: on SIGTERM or
     /// SIGINT, stop it the Kubernetes way; exit with its status.
     Run(RunArgs),
+    /// Internal: how `grace run` starts its command, so that the command
+    /// dies with it (a parent-death signal, then `exec`).
+    #[command(hide = true)]
+    RunExec {
+        /// The pid of the `grace run` that started this process.
+        #[arg(long)]
+        parent: u32,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
     /// Delete three real processes the Kubernetes way and watch the
     /// timeline (about 6 s; uses a temporary embedded store).
     Demo {
@@ -525,6 +536,9 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Simulate { file, format } => simulate(&file, format),
         Command::Run(args) => run(args),
+        Command::RunExec { parent, command } => {
+            ExitCode::from(grace_cli::run::exec_child(parent, &command))
+        }
         Command::Fence { store, node } => fence(&store, &node),
         Command::Agent(args) => agent(args),
         Command::Apply { store, files } => on_store("apply", &store, |target| {
@@ -599,6 +613,10 @@ fn run(args: RunArgs) -> ExitCode {
     };
     match grace_cli::run::run(&options) {
         Ok(code) => ExitCode::from(code),
+        Err(grace_cli::run::RunError::CannotRun { reason, code }) => {
+            eprintln!("grace run: {reason}");
+            ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("grace run: {e}");
             ExitCode::from(1)

@@ -38,8 +38,8 @@ use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::agent::{
-    RunClock, forward, log_orphans, log_transitions, open_actuator, reconcile, remove_logs,
-    spawn_rotation, start, stop_on_signal, wait_for_next,
+    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
+    remove_logs, start, stop_on_signal, wait_for_next,
 };
 use crate::clock::Clock;
 use crate::process::Output;
@@ -96,6 +96,7 @@ pub fn run(
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
     let (actuator, world, gone) = open_actuator(&options.state_dir, log)?;
+    adopt_logs(&options.logs, log);
     let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.
     let mut rt: SharedRuntime = Runtime::open(
@@ -128,7 +129,6 @@ pub fn run(
     options
         .logs
         .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
-    spawn_rotation(options.logs.clone());
     let check_every = options.lease_ttl / 3;
     let logs = &options.logs;
     let result = serve(&mut rt, &inputs, &transitions, logs, log, |since_check| {

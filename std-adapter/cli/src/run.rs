@@ -11,13 +11,26 @@
 //! the command — and a command that reads from the terminal itself is
 //! stopped by it (SIGTTIN), as any background job is; feed it through a
 //! pipe or a file instead.
+//!
+//! Other signals grace gets are forwarded to the command's process group,
+//! as tini (`-g`) and dumb-init do: SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2,
+//! SIGALRM, SIGWINCH, SIGCONT, SIGURG, SIGVTALRM, SIGPROF, SIGIO, SIGPWR
+//! and SIGTSTP (after which grace stops itself too, as a job would; the
+//! SIGCONT that resumes it is forwarded). SIGKILL and SIGSTOP cannot be
+//! caught: the command is started through grace itself ([`exec_child`]),
+//! which sets a parent-death signal (SIGKILL) before it `exec`s the
+//! command, so a `grace run` killed outright takes its command with it.
+//! A command that cannot be run ends grace with 127 (not found) or 126
+//! (found, not executable), as a shell does.
 
+use std::ffi::OsString;
+use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
 use grace_core::{DeleteOptions, Name, Record};
 use rustix::process::Signal;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
 use crate::clock::{Clock, SystemClock};
@@ -62,12 +75,110 @@ pub fn parse_signal(name: &str) -> Result<Signal, String> {
     Ok(signal)
 }
 
+/// The signals `grace run` forwards to its command's process group
+/// (SIGTERM and SIGINT start the stop instead).
+pub const FORWARDED: [Signal; 13] = [
+    Signal::HUP,
+    Signal::QUIT,
+    Signal::USR1,
+    Signal::USR2,
+    Signal::ALARM,
+    Signal::WINCH,
+    Signal::CONT,
+    Signal::URG,
+    Signal::VTALARM,
+    Signal::PROF,
+    Signal::IO,
+    Signal::POWER,
+    Signal::TSTP,
+];
+
+/// Why `grace run` failed.
+#[derive(Debug)]
+pub enum RunError {
+    /// The command could not be run; grace exits with `code`: 127 if it
+    /// was not found, 126 if it was found but cannot be executed, as a
+    /// shell does.
+    CannotRun {
+        /// What went wrong, as a container runtime says it.
+        reason: String,
+        /// 127 or 126.
+        code: u8,
+    },
+    /// The supervision failed.
+    Runtime(RuntimeError),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::CannotRun { reason, .. } => f.write_str(reason),
+            RunError::Runtime(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+impl From<RuntimeError> for RunError {
+    fn from(e: RuntimeError) -> Self {
+        RunError::Runtime(e)
+    }
+}
+
+/// The shell's exit code for `program`, which could not be run: 126 if a
+/// file of that name is there (a path, or found in `PATH`) but cannot be
+/// executed, 127 if there is none.
+fn cannot_run_code(program: &str) -> u8 {
+    let found = if program.contains('/') {
+        Path::new(program).exists()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+    };
+    if found { 126 } else { 127 }
+}
+
+/// `grace run-exec`: the first moments of `grace run`'s command. Asks for
+/// SIGKILL when the parent dies (`PR_SET_PDEATHSIG`; the parent is the
+/// thread of `grace run` that started it, its main thread, which lives as
+/// long as `grace run`), checks the parent (pid `parent`) is still there,
+/// then replaces itself with `command` (the signal setting is kept across
+/// `exec`, except for set-user-ID programs). Returns only if that fails:
+/// the exit code, 127 or 126, as a shell's.
+pub fn exec_child(parent: u32, command: &[OsString]) -> u8 {
+    use std::os::unix::process::CommandExt;
+    let Some((program, args)) = command.split_first() else {
+        return 127;
+    };
+    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
+        eprintln!("grace run: cannot tie the command to grace: {e}");
+        return 126;
+    }
+    let parent_now = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    if u32::try_from(parent_now).ok() != Some(parent) {
+        // grace run died before the signal was set: it would never come.
+        return 137;
+    }
+    let e = std::process::Command::new(program).args(args).exec();
+    eprintln!("grace run: {}: {e}", program.to_string_lossy());
+    if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
 /// Runs the command to its end; returns the exit code grace should exit
 /// with: the command's own, or 128 + the signal that ended it.
-pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
+pub fn run(options: &RunOptions) -> Result<u8, RunError> {
     let (tx, signals_rx) = mpsc::channel();
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
+    let mut signals = Signals::new(
+        [SIGTERM, SIGINT]
+            .into_iter()
+            .chain(FORWARDED.map(Signal::as_raw)),
+    )
+    .map_err(|e| RuntimeError::io("signals", e))?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
             if tx.send(signal).is_err() {
@@ -100,7 +211,15 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
     let (actuator, world) = ProcessActuator::new();
     let actuator = actuator
         .with_stop_signal(options.stop_signal)
-        .with_output(Output::Inherit);
+        .with_output(Output::Inherit)
+        .with_launcher(vec![
+            // This very binary, even if its file was replaced meanwhile.
+            "/proc/self/exe".into(),
+            "run-exec".into(),
+            "--parent".into(),
+            std::process::id().to_string(),
+            "--".into(),
+        ]);
     let mut rt = Runtime::open(
         MemoryStore::new(),
         SystemClock::new(),
@@ -108,18 +227,34 @@ pub fn run(options: &RunOptions) -> Result<u8, RuntimeError> {
         Recovery::default(),
     )?;
     rt.create("main", object.clone())?;
-    rt.actuator()
-        .start("main", &object)
-        .map_err(|e| RuntimeError::io(format!("cannot start {:?}", options.command), e))?;
+    if let Err(e) = rt.actuator().start("main", &object) {
+        let program = options.command.first().map_or("", String::as_str);
+        return Err(RunError::CannotRun {
+            reason: e.to_string(),
+            code: cannot_run_code(program),
+        });
+    }
 
     let mut status: Option<u8> = None;
     let mut deleting = false;
     loop {
-        if !deleting && signals_rx.try_recv().is_ok() {
-            // kubectl delete: the spec's grace.
-            deleting = true;
-            let _ = rt.handle_delete("main", &DeleteOptions::default())?;
-            let _ = rt.handle_agent_sync("main")?;
+        while let Ok(signal) = signals_rx.try_recv() {
+            if signal == SIGTERM || signal == SIGINT {
+                if !deleting {
+                    // kubectl delete: the spec's grace.
+                    deleting = true;
+                    let _ = rt.handle_delete("main", &DeleteOptions::default())?;
+                    let _ = rt.handle_agent_sync("main")?;
+                }
+                continue;
+            }
+            if let Some(forwarded) = Signal::from_named_raw(signal) {
+                let _ = rt.actuator().signal("main", 0, forwarded);
+            }
+            if signal == SIGTSTP {
+                // Stopped like a job, once the command was told.
+                let _ = rustix::process::kill_process(rustix::process::getpid(), Signal::STOP);
+            }
         }
         let wait = rt
             .poll_timeout()

@@ -1,7 +1,7 @@
 //! Container output kept by a real `grace agent`: one log file per
 //! container in the data directory, read with `grace logs` (also after the
-//! agent was killed and started again), bounded by rotation, and removed
-//! with the object's record.
+//! agent was killed and started again), bounded by rotation at any write
+//! rate, and removed with the object's record.
 
 mod support;
 
@@ -47,6 +47,10 @@ fn log_files(dir: &Path) -> Vec<(PathBuf, u64)> {
             .expect("readable")
             .flatten()
         {
+            // The container's pipe (a FIFO) is no log file.
+            if !file.file_type().is_ok_and(|t| t.is_file()) {
+                continue;
+            }
             let len = file.metadata().map_or(0, |m| m.len());
             files.push((file.path(), len));
         }
@@ -251,4 +255,181 @@ fn logs_name_the_container_to_choose_and_refuse_unknown_ones() {
     assert!(text(&out.stderr).contains("object \"absent\" not found"));
     let out = grace(dir.path(), &["delete", "two", "--grace-period", "1"]);
     assert!(out.status.success());
+}
+
+/// The sizes of `app.log`, `app.log.1` and `app.log.2` of the one object
+/// under the agent's log directory (0 for a file not there).
+fn app_sizes(dir: &Path) -> [u64; 3] {
+    let Some(object) = std::fs::read_dir(dir.join("logs"))
+        .ok()
+        .and_then(|mut d| d.next())
+        .and_then(Result::ok)
+    else {
+        return [0; 3];
+    };
+    ["app.log", "app.log.1", "app.log.2"]
+        .map(|name| std::fs::metadata(object.path().join(name)).map_or(0, |m| m.len()))
+}
+
+#[test]
+fn a_full_speed_writer_keeps_no_more_than_size_times_files() {
+    const MAX: u64 = 1024 * 1024;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(
+        dir.path(),
+        &["--log-max-size", "1Mi", "--log-max-files", "2"],
+    );
+    // `yes` writes as fast as it can: the issue saw 1.5 GB in 2 s.
+    apply(dir.path(), "fast", &[("app", "exec yes")]);
+    wait_for("rotated", Duration::from_secs(10), || {
+        app_sizes(dir.path())[1] > 0
+    });
+    let first_copy = |dir: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        let object = std::fs::read_dir(dir.join("logs"))
+            .ok()?
+            .next()?
+            .ok()?
+            .path();
+        std::fs::metadata(object.join("app.log.1"))
+            .ok()
+            .map(|m| m.ino())
+    };
+    let mut copies = std::collections::HashSet::new();
+    let started = Instant::now();
+    // Four seconds at least, and until the file was rotated a few times
+    // more (slower on a loaded machine).
+    while started.elapsed() < Duration::from_secs(4) || copies.len() < 4 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "it kept writing: {} rotations",
+            copies.len()
+        );
+        let sizes = app_sizes(dir.path());
+        // The bound, exactly: no slack.
+        assert!(sizes[0] <= MAX && sizes[1] <= MAX, "{sizes:?}");
+        assert_eq!(sizes[2], 0, "2 files at most: {sizes:?}");
+        copies.extend(first_copy(dir.path()));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // What is kept is the writer's output, whole lines read in order.
+    let all = logs(dir.path(), &["fast"]);
+    assert!(all.len() as u64 >= MAX, "{} bytes", all.len());
+    assert!(
+        all.lines().skip(1).all(|l| l == "y"),
+        "only `y` lines (the first may be cut)"
+    );
+    let out = grace(dir.path(), &["delete", "fast"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn dropped_bytes_are_counted_and_marked_in_the_log() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(
+        dir.path(),
+        &["--log-max-size", "8Ki", "--log-max-files", "2"],
+    );
+    apply(
+        dir.path(),
+        "chatty",
+        &[(
+            "app",
+            "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; sleep 0.01; done",
+        )],
+    );
+    wait_for("rotated", Duration::from_secs(10), || {
+        app_sizes(dir.path())[1] > 0
+    });
+    let object = std::fs::read_dir(dir.path().join("logs"))
+        .expect("logs")
+        .flatten()
+        .next()
+        .expect("an object")
+        .path();
+    let copy = object.join("app.log.1");
+    // A directory where the rotation renames the full file: it cannot, and
+    // what the container writes meanwhile is dropped.
+    wait_for("the rotation blocked", Duration::from_secs(10), || {
+        let _ = std::fs::remove_file(&copy);
+        std::fs::create_dir(&copy).is_ok()
+    });
+    std::fs::write(copy.join("in-the-way"), "").expect("written");
+    // The file being written fills up, then output is dropped for a while.
+    wait_for("full", Duration::from_secs(10), || {
+        app_sizes(dir.path())[0] >= 8 * 1024
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::remove_dir_all(&copy).expect("removed");
+    // The marker, and the container writing on after it, on lines of
+    // their own (read at once: the files turn over every second or so).
+    let mut marker = String::new();
+    wait_for("marked and written on", Duration::from_secs(10), || {
+        let all = logs(dir.path(), &["chatty"]);
+        let Some((before, from)) = all.split_once("[grace: ") else {
+            return false;
+        };
+        assert!(
+            before.is_empty() || before.ends_with('\n'),
+            "the marker starts a line"
+        );
+        let (line, after) = from.split_once('\n').unwrap_or((from, ""));
+        marker = format!("[grace: {line}");
+        after.lines().filter(|l| l.starts_with("line ")).count() >= 3
+    });
+    let dropped: u64 = marker
+        .strip_prefix("[grace: ")
+        .and_then(|m| m.strip_suffix(" bytes dropped]"))
+        .and_then(|n| n.parse().ok())
+        .expect("a count");
+    // Lines of 63 bytes every 10 ms or so, for 500 ms at least (the first
+    // may have been cut: its start filled the file).
+    assert!(dropped > 0, "{marker}");
+    let out = grace(dir.path(), &["delete", "chatty"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn output_written_while_no_agent_runs_is_kept_and_the_workload_lives_on() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid = dir.path().join("app.pid");
+    let agent = Agent::start(dir.path(), &[]);
+    apply(
+        dir.path(),
+        "ticker",
+        &[(
+            "app",
+            &format!(
+                "echo $$ > {}; i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.02; done",
+                pid.display()
+            ),
+        )],
+    );
+    let ticks = |dir: &Path| -> Vec<u64> {
+        let out = grace(dir, &["logs", "ticker"]);
+        text(&out.stdout)
+            .lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+            .collect()
+    };
+    wait_for("ticking", Duration::from_secs(10), || {
+        ticks(dir.path()).len() >= 5
+    });
+    agent.crash();
+    let at_crash = ticks(dir.path()).len();
+    // No agent reads the pipe: the workload writes on into it (no SIGPIPE).
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(alive(&pid), "the workload lives without an agent");
+    let _agent = Agent::start(dir.path(), &[]);
+    wait_for("ticking on", Duration::from_secs(10), || {
+        ticks(dir.path()).len() > at_crash + 25
+    });
+    let all = ticks(dir.path());
+    assert!(
+        all.windows(2).all(|w| w[1] == w[0] + 1),
+        "none lost or repeated: {all:?}"
+    );
+    assert_eq!(all.first(), Some(&1));
+    let out = grace(dir.path(), &["delete", "ticker"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
 }

@@ -162,3 +162,128 @@ fn run_passes_stdin_and_stderr_through_to_the_command() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "x\ny\n");
     assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
 }
+
+fn signal(child: &Child, signal: Signal) {
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid")).expect("pid");
+    kill_process(pid, signal).expect("signal to grace");
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn other_signals_are_forwarded_to_the_command_and_grace_keeps_running() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let names = ["HUP", "USR1", "USR2", "ALRM", "WINCH", "QUIT", "CONT"];
+    let traps: String = names
+        .iter()
+        .map(|n| format!("trap 'touch {d}/got-{n}' {n}; "))
+        .collect();
+    let script = format!("{traps}touch {d}/up; while :; do sleep 0.05; done");
+    let mut child = grace_run(&["--", "sh", "-c", &script]);
+    wait_for(&dir.path().join("up"));
+    for (name, sig) in names.iter().zip([
+        Signal::HUP,
+        Signal::USR1,
+        Signal::USR2,
+        Signal::ALARM,
+        Signal::WINCH,
+        Signal::QUIT,
+        Signal::CONT,
+    ]) {
+        signal(&child, sig);
+        wait_for(&dir.path().join(format!("got-{name}")));
+        assert!(
+            child.try_wait().expect("status").is_none(),
+            "grace ended on SIG{name}"
+        );
+    }
+    terminate(&child);
+    let out = child.wait_with_output().expect("ends");
+    // The trap-less TERM ends sh: 128 + 15.
+    assert_eq!(
+        out.status.code(),
+        Some(143),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_grace_run_killed_outright_takes_its_command_with_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path().display();
+    let script =
+        format!("echo $$ > {d}/pid.tmp; mv {d}/pid.tmp {d}/pid; while :; do sleep 0.05; done");
+    let mut child = grace_run(&["--", "sh", "-c", &script]);
+    wait_for(&dir.path().join("pid"));
+    let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(!gone(pid), "the command runs");
+    signal(&child, Signal::KILL);
+    let _ = child.wait().expect("grace ends");
+    let start = Instant::now();
+    while !gone(pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the command {pid} outlived grace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_command_not_found_exits_127_and_one_not_executable_126() {
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--", "/nonexistent/command"])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(127),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--", "no-such-command-on-the-path"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(127));
+    let dir = tempfile::tempdir().expect("temp dir");
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "echo hi\n").expect("written");
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--"])
+        .arg(&plain)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(126),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("permission denied"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // A directory is no command either.
+    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
+        .args(["run", "--"])
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(126));
+}

@@ -11,24 +11,29 @@
 //! <dir>/<name>_<uid>/<container>.log.1    the previous one (older: .2, ..)
 //! ```
 //!
-//! The container's stdout and stderr are that file itself, opened in
-//! append mode: no process of ours sits between the workload and its file,
-//! so the workload's output is kept (and it never gets SIGPIPE) whatever
-//! happens to the agent. Rotation is therefore *copy-truncate*: when a file
-//! has grown past [`LogLimits::max_bytes`], it is copied to `.1` (older
-//! copies shifted, the oldest dropped) and truncated; the workload's next
-//! write lands at its start (append mode). What a container writes between
-//! the copy and the truncation is lost, as with logrotate's `copytruncate`,
-//! and a file may exceed the bound by what is written between two checks
-//! ([`ContainerLogs::rotate`], which the agent calls every
-//! [`ROTATE_EVERY`]) — the kubelet's container log rotation is periodic
-//! in the same way.
+//! The container's stdout and stderr are a pipe (a FIFO beside the log,
+//! `<container>.pipe`) that the agent reads: one thread for every
+//! container (an epoll loop) writes what it reads into the log
+//! file and rotates it by rename when it is full (older copies shifted,
+//! the oldest dropped). The agent owns the write path, so no file ever
+//! exceeds [`LogLimits::max_bytes`] and a container keeps at most
+//! `max_bytes × max_files` bytes, at any write rate: a container that
+//! writes faster than its log is written waits on its full pipe, as a
+//! process writing to a slow terminal does. Bytes that cannot be written
+//! (the disk is full, a rotation fails) are dropped, counted, and marked in
+//! the log (`[grace: 123456 bytes dropped]`); the marker counts within the
+//! bound.
+//!
+//! Workloads outlive the agent: each workload also holds a read end of its
+//! own pipe (inherited, never read), so that it never gets SIGPIPE while
+//! no agent runs; it waits once its pipe (64 KiB) is full, until the next
+//! agent opens the FIFO again by its path ([`ContainerLogs::adopt`]) and
+//! reads on.
 //!
 //! A [`ContainerLogs`] (and its clones) keeps the list of the files it
 //! opened, and of those an earlier agent left (read from the directory
-//! once, at the first rotation or removal): a check looks at each file
-//! being written, not at every directory, and the logs of a removed
-//! object are found without reading the log directory. Removed objects'
+//! once, at the first adoption or removal): the logs of a removed object
+//! are found without reading the log directory. Removed objects'
 //! directories are deleted in the background ([`super::removal`]).
 //!
 //! Files are created `0600` in `0700` directories: output is the
@@ -38,25 +43,41 @@ use std::collections::BTreeSet;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom};
 use std::ops::Bound;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
 
 use super::removal;
 use crate::store::StoredObject;
+
+mod pump;
 
 /// The most rotated copies a container keeps ([`LogLimits::max_files`]
 /// is at most one more).
 pub const MAX_COPIES: u32 = 99;
 
-/// How often a supervisor should call [`ContainerLogs::rotate`].
-pub const ROTATE_EVERY: Duration = Duration::from_millis(500);
+/// What a container's stdout and stderr are: the write end of its pipe,
+/// and a read end the workload holds too ([`ContainerLogs::open`]).
+#[derive(Debug)]
+pub struct ContainerOutput {
+    /// The write end: the workload's stdout and stderr.
+    pub writer: File,
+    /// A read end the workload inherits (it is not close-on-exec) and never
+    /// reads, so that its writes never fail with SIGPIPE while no agent
+    /// reads the pipe. Close it once the workload is started: until then,
+    /// any process started by this one inherits it.
+    pub keeper: OwnedFd,
+}
 
 /// How big container logs may grow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LogLimits {
-    /// A file that has grown past this many bytes is rotated.
+    /// The most bytes one file holds: a write that would pass it goes on
+    /// in a new file (the full one rotated).
     pub max_bytes: u64,
     /// How many files a container keeps: the one being written and
     /// `max_files - 1` rotated copies (at least 2, as the kubelet's
@@ -98,8 +119,10 @@ pub struct ContainerLogs {
     dir: PathBuf,
     limits: LogLimits,
     /// The files being written, shared by the clones (the actuator opens
-    /// them, the rotation thread checks them).
+    /// them, removal forgets them).
     tracked: Arc<Mutex<Tracked>>,
+    /// The pump, started at the first open or adoption.
+    pump: Arc<Mutex<Option<Arc<pump::Pump>>>>,
 }
 
 /// The log files known to be written.
@@ -108,6 +131,9 @@ struct Tracked {
     /// Whether the files already in the directory (an earlier agent's)
     /// were read in.
     scanned: bool,
+    /// Whether a pipe was opened or adopted: adoption is for the pipes of
+    /// an earlier agent, before any of this one.
+    piped: bool,
     /// Each file being written, relative to the log directory
     /// (`<name>_<uid>/<container>.log`); an object directory made before
     /// its file could be opened, as `<name>_<uid>/`. Ordered, so that an
@@ -148,9 +174,6 @@ impl Tracked {
     }
 }
 
-/// How many files one step of a rotation checks under the lock.
-const ROTATE_CHUNK: usize = 256;
-
 impl ContainerLogs {
     /// Logs under `dir` (created, `0700`, when the first file is opened).
     pub fn new(dir: impl Into<PathBuf>, limits: LogLimits) -> Self {
@@ -158,16 +181,25 @@ impl ContainerLogs {
             dir: dir.into(),
             limits,
             tracked: Arc::default(),
+            pump: Arc::default(),
         }
+    }
+
+    /// The pump, started if it was not.
+    fn pump(&self) -> io::Result<Arc<pump::Pump>> {
+        let mut pump = self.pump.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pump) = &*pump {
+            return Ok(Arc::clone(pump));
+        }
+        let started = pump::Pump::start()?;
+        *pump = Some(Arc::clone(&started));
+        Ok(started)
     }
 
     /// The tracked files, with those already in the directory read in
     /// first if they were not yet.
     fn tracked(&self) -> MutexGuard<'_, Tracked> {
-        let mut tracked = self
-            .tracked
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut tracked = self.tracked.lock().unwrap_or_else(PoisonError::into_inner);
         if !tracked.scanned {
             tracked.scanned = true;
             tracked.paths.extend(scan(&self.dir));
@@ -218,9 +250,17 @@ impl ContainerLogs {
         files
     }
 
-    /// Opens (creating it, and its directories) the file a container's
-    /// stdout and stderr go to, in append mode.
-    pub fn open(&self, name: &str, object: &StoredObject, container: usize) -> io::Result<File> {
+    /// Opens the output of container `container` of `object` (stored as
+    /// `name`): creates its directories, its log file (empty, if it was
+    /// not there) and a new pipe (a FIFO beside the log), which the pump
+    /// reads into the log from now on. The workload's stdout and stderr are
+    /// the returned [`ContainerOutput::writer`].
+    pub fn open(
+        &self,
+        name: &str,
+        object: &StoredObject,
+        container: usize,
+    ) -> io::Result<ContainerOutput> {
         let path = self
             .file(name, object, container)
             .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no such container"))?;
@@ -244,81 +284,79 @@ impl ContainerLogs {
             .recursive(true)
             .mode(0o700)
             .create(&object_dir)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)?;
+        drop(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&path)?,
+        );
+        let fifo = fifo_of(&path);
+        // A pipe of an earlier run of the container: a new one.
+        match std::fs::remove_file(&fifo) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::RUSR | Mode::WUSR)?;
+        let reader = rustix::fs::open(
+            &fifo,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        // Opened after a reader, so at once; blocking for the workload.
+        let writer = OpenOptions::new().write(true).open(&fifo)?;
+        let keeper = rustix::fs::open(&fifo, OFlags::RDONLY | OFlags::NONBLOCK, Mode::empty())?;
+        self.pump()?
+            .add(pump::Sink::new(reader, path, self.limits))?;
         let mut tracked = self.tracked();
+        tracked.piped = true;
         tracked.paths.insert(file_entry);
         tracked.paths.remove(&placeholder);
-        Ok(file)
+        Ok(ContainerOutput { writer, keeper })
     }
 
-    /// Rotates every file being written that has grown past the limit: the
-    /// files opened through this value (or a clone), and those found in
-    /// the directory at the first call. Errors on one file do not stop the
-    /// others; the first is returned.
-    pub fn rotate(&self) -> io::Result<()> {
-        // A chunk at a time, the lock taken for each: opening a workload's
-        // file never waits for a whole pass.
-        let mut first = None;
-        let mut after: Option<Box<str>> = None;
-        loop {
-            let chunk: Vec<Box<str>> = {
-                let tracked = self.tracked();
-                let from = match &after {
-                    Some(last) => Bound::Excluded(&**last),
-                    None => Bound::Unbounded,
-                };
-                tracked
-                    .paths
-                    .range::<str, _>((from, Bound::Unbounded))
-                    .take(ROTATE_CHUNK)
-                    .cloned()
-                    .collect()
-            };
-            let Some(last) = chunk.last().cloned() else {
-                break;
-            };
-            for relative in chunk.iter().filter(|p| !p.ends_with('/')) {
-                match self.rotate_file(&self.dir.join(&**relative)) {
-                    Ok(()) => {}
-                    // Removed with its object meanwhile.
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        first.get_or_insert(e);
-                    }
-                }
-            }
-            after = Some(last);
+    /// Takes over the pipes an earlier agent's workloads still write
+    /// (`<container>.pipe` beside each log): the pump reads them on into
+    /// their logs. A pipe no workload writes any more is removed. Returns
+    /// how many were taken over. Only the first call, before any
+    /// [`open`](Self::open), does anything.
+    pub fn adopt(&self) -> io::Result<usize> {
+        let mut tracked = self.tracked();
+        if std::mem::replace(&mut tracked.piped, true) {
+            return Ok(0);
         }
-        first.map_or(Ok(()), Err)
-    }
-
-    /// Copy-truncate of one file, if it is past the limit.
-    fn rotate_file(&self, path: &Path) -> io::Result<()> {
-        if std::fs::metadata(path)?.len() <= self.limits.max_bytes {
-            return Ok(());
-        }
-        // Shift the copies: .(n-2) → .(n-1), .., .1 → .2; the oldest goes.
-        for n in (1..self.limits.max_files.saturating_sub(1)).rev() {
-            let from = rotated(path, n);
-            if from.exists() {
-                std::fs::rename(&from, rotated(path, n.saturating_add(1)))?;
+        let files: Vec<PathBuf> = tracked
+            .paths
+            .iter()
+            .filter(|p| !p.ends_with('/'))
+            .map(|p| self.dir.join(&**p))
+            .collect();
+        drop(tracked);
+        let mut adopted = 0;
+        for log in files {
+            let fifo = fifo_of(&log);
+            let reader = match rustix::fs::open(
+                &fifo,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) {
+                Ok(reader) => reader,
+                Err(Errno::NOENT) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let mut sink = pump::Sink::new(reader, log, self.limits);
+            // What it holds now (a turn's worth: the pump reads the rest);
+            // end of file if no writer is left (the workload is gone).
+            let mut buf = vec![0_u8; 64 * 1024];
+            let alive = matches!(sink.pump(&mut buf), pump::Flow::Open);
+            if alive {
+                self.pump()?.add(sink)?;
+                adopted += 1;
+            } else {
+                let _ = std::fs::remove_file(&fifo);
             }
         }
-        let copy = rotated(path, 1);
-        let _ = std::fs::remove_file(&copy);
-        let mut out = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .mode(0o600)
-            .open(&copy)?;
-        let mut current = OpenOptions::new().read(true).write(true).open(path)?;
-        io::copy(&mut current, &mut out)?;
-        // The workload appends: its next write lands at offset 0.
-        current.set_len(0)
+        Ok(adopted)
     }
 
     /// Removes the logs of the object stored as `name`, except those of
@@ -421,70 +459,72 @@ fn scan(dir: &Path) -> Vec<Box<str>> {
 /// last. The file is kept open, so a follower reads to the end even once
 /// the record and its logs are removed.
 ///
-/// A rotation is told by the first rotated copy changing (a new copy is a
-/// new file) or by the file being shorter than what was read: the rest of
-/// what was read is then in that copy, and the file is read from its start.
+/// Rotation is by rename: the file held open becomes `.1`. A follower
+/// reads it to its end, then the copies newer than it (if it was rotated
+/// more than once since), then the new file from its start.
 #[derive(Debug)]
 pub struct LogFollower {
     file: File,
     current: PathBuf,
     offset: u64,
-    copy: Option<CopyId>,
 }
 
-/// What tells one rotated copy from the next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct CopyId {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime: (i64, i64),
-}
-
-fn copy_id(path: &Path) -> Option<CopyId> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(path).ok()?;
-    Some(CopyId {
-        dev: m.dev(),
-        ino: m.ino(),
-        len: m.len(),
-        mtime: (m.mtime(), m.mtime_nsec()),
-    })
+/// The device and inode of a file.
+fn identity(m: &std::fs::Metadata) -> (u64, u64) {
+    (m.dev(), m.ino())
 }
 
 impl LogFollower {
     /// Opens the file being written, `current`, to follow it from its
     /// start.
     pub fn open(current: &Path) -> io::Result<Self> {
-        let copy = copy_id(&rotated(current, 1));
         Ok(LogFollower {
             file: File::open(current)?,
             current: current.to_path_buf(),
             offset: 0,
-            copy,
         })
     }
 
     /// What was written since the last call (the first: the whole file).
     pub fn read_new(&mut self) -> io::Result<Vec<u8>> {
         let mut text = Vec::new();
-        let len = self.file.metadata()?.len();
-        let copy = copy_id(&rotated(&self.current, 1));
-        let from = if copy != self.copy || len < self.offset {
-            if let Ok(mut old) = File::open(rotated(&self.current, 1)) {
-                let _ = old.seek(SeekFrom::Start(self.offset))?;
-                let _ = old.read_to_end(&mut text)?;
-            }
-            0
-        } else {
-            self.offset
-        };
-        let _ = self.file.seek(SeekFrom::Start(from))?;
+        let _ = self.file.seek(SeekFrom::Start(self.offset))?;
         let read = self.file.read_to_end(&mut text)?;
-        self.offset = from.saturating_add(read as u64);
-        self.copy = copy;
+        self.offset = self.offset.saturating_add(read as u64);
+        let ours = identity(&self.file.metadata()?);
+        if std::fs::metadata(&self.current).is_ok_and(|m| identity(&m) == ours) {
+            return Ok(text);
+        }
+        // Rotated: ours is a copy now (or gone). The newer copies, oldest
+        // first, then the new file.
+        let copies: Vec<PathBuf> = (1..=MAX_COPIES)
+            .map(|n| rotated(&self.current, n))
+            .take_while(|p| p.exists())
+            .collect();
+        let at = copies
+            .iter()
+            .position(|p| std::fs::metadata(p).is_ok_and(|m| identity(&m) == ours));
+        let newer = copies.get(..at.unwrap_or(copies.len())).unwrap_or_default();
+        let mut next: Option<(File, u64)> = None;
+        for copy in newer.iter().rev().map(Some).chain([None]) {
+            let Ok(mut file) = File::open(copy.map_or(self.current.as_path(), PathBuf::as_path))
+            else {
+                continue;
+            };
+            let read = file.read_to_end(&mut text)?;
+            next = Some((file, read as u64));
+        }
+        if let Some((file, offset)) = next {
+            self.file = file;
+            self.offset = offset;
+        }
         Ok(text)
     }
+}
+
+/// The pipe beside the log file `log`: `<container>.pipe`.
+fn fifo_of(log: &Path) -> PathBuf {
+    log.with_extension("pipe")
 }
 
 /// The `n`th rotated copy of `current`: `<current>.<n>`.
@@ -554,8 +594,24 @@ mod tests {
         file.write_all(text.as_bytes()).expect("written");
     }
 
+    /// Waits (10 s at most) until `done` holds.
+    fn wait_until(what: &str, done: impl Fn() -> bool) {
+        let start = std::time::Instant::now();
+        while !done() {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "{what}: not in 10 s"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn read(path: &Path) -> String {
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
     #[test]
-    fn rotation_copies_truncates_and_keeps_max_files() {
+    fn rotation_by_rename_keeps_max_files_of_at_most_max_bytes() {
         let dir = tempfile::tempdir().expect("temp dir");
         let logs = ContainerLogs::new(
             dir.path(),
@@ -565,28 +621,59 @@ mod tests {
             },
         );
         let web = object("u1");
-        let mut file = logs.open("web", &web, 0).expect("opened");
+        let mut output = logs.open("web", &web, 0).expect("opened");
         let current = logs.file("web", &web, 0).expect("a container");
-        append(&mut file, "one\n");
-        logs.rotate().expect("rotated");
+        append(&mut output.writer, "one\n");
+        wait_until("written", || read(&current) == "one\n");
         assert_eq!(
             ContainerLogs::files(&current),
             std::slice::from_ref(&current),
             "within the bound"
         );
-        for text in ["two\n2\n", "three\n", "four\n4\n"] {
-            append(&mut file, text);
-            logs.rotate().expect("rotated");
+        // 29 bytes in all: cut every 4 bytes, whatever the reads.
+        for text in ["two\n2\n", "three\n", "four\n4\n", "five\n"] {
+            append(&mut output.writer, text);
         }
-        // The writer appends: after each truncation it starts again at 0.
-        append(&mut file, "five\n");
-        let files = ContainerLogs::files(&current);
-        assert_eq!(files.len(), 3, "{files:?}");
-        let read: Vec<String> = files
+        wait_until("rotated", || read(&current) == "ive\n");
+        let read: Vec<String> = ContainerLogs::files(&current)
             .iter()
-            .map(|f| std::fs::read_to_string(f).expect("read"))
+            .map(|f| read(f))
             .collect();
-        assert_eq!(read, ["three\n", "four\n4\n", "five\n"]);
+        assert_eq!(read, ["four", "\n4\nf", "ive\n"]);
+    }
+
+    #[test]
+    fn bytes_that_cannot_be_written_are_counted_and_marked() {
+        const FULL: &[u8] = b"0123456789012345678901234567890\n";
+        let dir = tempfile::tempdir().expect("temp dir");
+        let current = dir.path().join("app.log");
+        let pipe = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).expect("a fd");
+        let mut sink = pump::Sink::new(
+            pipe,
+            current.clone(),
+            LogLimits {
+                max_bytes: 32,
+                max_files: 2,
+            },
+        );
+        sink.append(FULL);
+        assert_eq!(read(&current).as_bytes(), FULL);
+        // The rotation cannot rename the full file: a directory is there.
+        let copy = rotated(&current, 1);
+        std::fs::create_dir_all(copy.join("in-the-way")).expect("made");
+        sink.append(b"lost\n");
+        sink.append(b"gone\n");
+        assert_eq!(read(&current).as_bytes(), FULL, "nothing more written");
+        std::fs::remove_dir_all(&copy).expect("removed");
+        sink.append(b"kept\n");
+        let all: String = ContainerLogs::files(&current)
+            .iter()
+            .map(|f| read(f))
+            .collect();
+        assert!(all.ends_with("[grace: 10 bytes dropped]\nkept\n"), "{all}");
+        for file in ContainerLogs::files(&current) {
+            assert!(std::fs::metadata(&file).expect("stat").len() <= 32);
+        }
     }
 
     #[test]
@@ -596,28 +683,33 @@ mod tests {
             dir.path(),
             LogLimits {
                 max_bytes: 8,
-                max_files: 2,
+                max_files: 3,
             },
         );
         let web = object("u1");
-        let mut writer = logs.open("web", &web, 0).expect("opened");
+        let mut output = logs.open("web", &web, 0).expect("opened");
         let current = logs.file("web", &web, 0).expect("a container");
         let mut follower = LogFollower::open(&current).expect("open");
-        append(&mut writer, "a\n");
-        assert_eq!(follower.read_new().expect("read"), b"a\n");
-        assert_eq!(follower.read_new().expect("read"), b"", "nothing new");
-        // The file is rotated and grows past what was read: the rest comes
-        // from the copy, then the file from its start.
-        append(&mut writer, "bbbbbbbbb\n");
-        logs.rotate().expect("rotated");
-        append(&mut writer, "c\n");
-        assert_eq!(follower.read_new().expect("read"), b"bbbbbbbbb\nc\n");
-        // Rotated twice more, read in between.
-        append(&mut writer, "dddddddd\n");
-        logs.rotate().expect("rotated");
-        assert_eq!(follower.read_new().expect("read"), b"dddddddd\n");
-        append(&mut writer, "e\n");
-        assert_eq!(follower.read_new().expect("read"), b"e\n");
+        let mut written = String::new();
+        let mut followed = String::new();
+        // Each text ends a line: once the files end with it, it is all in.
+        for text in ["a\n", "bbbbbbbbb\n", "cccccccccccc\n", "d\n"] {
+            append(&mut output.writer, text);
+            written.push_str(text);
+            wait_until("written", || {
+                let kept: String = ContainerLogs::files(&current)
+                    .iter()
+                    .map(|f| read(f))
+                    .collect();
+                written.ends_with(&kept) && kept.ends_with(text)
+            });
+            followed.push_str(&String::from_utf8_lossy(
+                &follower.read_new().expect("read"),
+            ));
+            assert_eq!(follower.read_new().expect("read"), b"", "nothing new");
+        }
+        // The third text was rotated twice between two reads.
+        assert_eq!(followed, written);
     }
 
     #[test]
@@ -642,48 +734,51 @@ mod tests {
     }
 
     #[test]
-    fn rotation_checks_the_files_opened_since_and_those_an_earlier_agent_left() {
+    fn adoption_reads_an_earlier_agents_live_pipes_and_removes_dead_ones() {
         let dir = tempfile::tempdir().expect("temp dir");
         let limits = LogLimits {
-            max_bytes: 4,
+            max_bytes: 64,
             max_files: 2,
         };
-        // An earlier agent's file, written after it stopped checking.
+        // An earlier agent's pipes, as its workloads left them: one still
+        // written (its writer open), one whose writer is gone.
+        let live = object("u-live");
+        let dead = object("u-dead");
         let earlier = ContainerLogs::new(dir.path(), limits);
-        let old = object("u-old");
-        let mut old_writer = earlier.open("old", &old, 0).expect("opened");
-        append(&mut old_writer, "earlier agent\n");
-        drop(earlier);
+        let live_file = earlier.file("live", &live, 0).expect("a container");
+        let dead_file = earlier.file("dead", &dead, 0).expect("a container");
+        let mut writer = None;
+        for file in [&live_file, &dead_file] {
+            std::fs::create_dir_all(file.parent().expect("dir")).expect("made");
+            std::fs::write(file, "before\n").expect("written");
+            rustix::fs::mkfifoat(rustix::fs::CWD, fifo_of(file), Mode::RUSR | Mode::WUSR)
+                .expect("fifo");
+        }
+        let keeper = rustix::fs::open(
+            fifo_of(&live_file),
+            OFlags::RDONLY | OFlags::NONBLOCK,
+            Mode::empty(),
+        )
+        .expect("keeper");
+        let mut w = OpenOptions::new()
+            .write(true)
+            .open(fifo_of(&live_file))
+            .expect("writer");
+        append(&mut w, "while no agent ran\n");
+        writer.replace(w);
 
         let logs = ContainerLogs::new(dir.path(), limits);
-        logs.rotate().expect("rotated");
-        let old_file = logs.file("old", &old, 0).expect("a container");
-        assert_eq!(
-            ContainerLogs::files(&old_file).len(),
-            2,
-            "found and rotated"
-        );
-        // A file opened after the first check (no directory scan since),
-        // through a clone, as the actuator opens them.
-        let opener = logs.clone();
-        let new = object("u-new");
-        let mut writer = opener.open("new", &new, 0).expect("opened");
-        let new_file = logs.file("new", &new, 0).expect("a container");
-        append(&mut writer, "written after\n");
-        logs.rotate().expect("rotated");
-        assert_eq!(ContainerLogs::files(&new_file).len(), 2, "rotated too");
-        assert_eq!(
-            std::fs::metadata(&new_file).expect("stat").len(),
-            0,
-            "truncated"
-        );
-        // A removed object's files are no longer checked (and gone).
-        logs.remove_object("new", None);
-        removal::flush();
-        assert!(!logs.object_dir("new", "u-new").exists());
-        append(&mut writer, "after its removal\n");
-        logs.rotate().expect("a removed file is no error");
-        assert!(logs.object_dir("old", "u-old").exists(), "untouched");
+        assert_eq!(logs.adopt().expect("adopted"), 1);
+        assert_eq!(logs.adopt().expect("once"), 0, "only once");
+        assert_eq!(read(&live_file), "before\nwhile no agent ran\n");
+        append(writer.as_mut().expect("writer"), "after\n");
+        wait_until("pumped", || read(&live_file).ends_with("after\n"));
+        assert!(!fifo_of(&dead_file).exists(), "a dead pipe goes");
+        assert_eq!(read(&dead_file), "before\n");
+        // The writer goes: so does its pipe.
+        drop(writer);
+        drop(keeper);
+        wait_until("pipe removed", || !fifo_of(&live_file).exists());
     }
 
     #[test]

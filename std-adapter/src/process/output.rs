@@ -1,5 +1,6 @@
 //! Where the standard streams of the processes the actuator starts go.
 
+use std::os::fd::OwnedFd;
 use std::process::{Command, Stdio};
 
 use super::logs::ContainerLogs;
@@ -16,21 +17,24 @@ pub enum Output {
     /// The supervisor's own: an entrypoint or `ExecStart` wrapper such as
     /// `grace run` passes its stdin, stdout and stderr through.
     Inherit,
-    /// stdin `/dev/null`; stdout and stderr appended to the container's
-    /// log file ([`ContainerLogs`]).
+    /// stdin `/dev/null`; stdout and stderr a pipe the supervisor reads
+    /// into the container's log file ([`ContainerLogs`]).
     Logs(ContainerLogs),
 }
 
 impl Output {
     /// Sets the streams of container `container` of `object` (stored as
-    /// `name`) on `command`; fails if its log file cannot be opened.
+    /// `name`) on `command`; fails if its log pipe cannot be made. With
+    /// [`Output::Logs`], returns the pipe's keeper
+    /// ([`ContainerOutput::keeper`](super::logs::ContainerOutput)), to be
+    /// dropped once the workload is started.
     pub(crate) fn workload(
         &self,
         command: &mut Command,
         name: &str,
         object: &StoredObject,
         container: usize,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Option<OwnedFd>> {
         match self {
             Output::Discard => {
                 command
@@ -45,15 +49,16 @@ impl Output {
                     .stderr(Stdio::inherit());
             }
             Output::Logs(logs) => {
-                let file = logs.open(name, object, container)?;
-                let err = file.try_clone()?;
+                let output = logs.open(name, object, container)?;
+                let err = output.writer.try_clone()?;
                 command
                     .stdin(Stdio::null())
-                    .stdout(Stdio::from(file))
+                    .stdout(Stdio::from(output.writer))
                     .stderr(Stdio::from(err));
+                return Ok(Some(output.keeper));
             }
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Sets the streams of a pre-stop hook on `command`: stdin is always
