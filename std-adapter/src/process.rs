@@ -646,14 +646,32 @@ impl Actuator for ProcessActuator {
     }
 }
 
-/// Raises this process's soft limit of open files (`RLIMIT_NOFILE`) to its
-/// hard limit, as the Go runtime does at start, and returns the limits as
-/// they now are (`soft`, `hard`; `None`: unlimited). The reaper holds one
-/// pidfd per watched process, so an agent with thousands of workloads
-/// needs more than the usual soft limit of 1 024; processes started
-/// afterwards inherit the raised limit.
+/// The hard limit of open files [`raise_open_files_limit`] asks for where
+/// it may raise it (as root): an agent holds two descriptors per running
+/// workload (its pidfd and its output pipe), so the usual hard limits of
+/// 4 096 to 20 000 end at a few thousand workloads.
+pub const WANTED_OPEN_FILES: u64 = 65_536;
+
+/// Raises this process's limit of open files (`RLIMIT_NOFILE`): the hard
+/// limit to [`WANTED_OPEN_FILES`] where it is lower and this process may
+/// raise it (root; refused otherwise, and then left as it is), and the
+/// soft limit to the hard one, as the Go runtime does at start. Returns
+/// the limits as they now are (`soft`, `hard`; `None`: unlimited). The
+/// reaper holds one pidfd per watched process and the log pump one pipe
+/// per container, so an agent with thousands of workloads needs more
+/// than the usual soft limit of 1 024; processes started afterwards
+/// inherit the raised limit.
 pub fn raise_open_files_limit() -> std::io::Result<(Option<u64>, Option<u64>)> {
     use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.maximum.is_some_and(|hard| hard < WANTED_OPEN_FILES) {
+        let wanted = Rlimit {
+            current: Some(WANTED_OPEN_FILES),
+            maximum: Some(WANTED_OPEN_FILES),
+        };
+        // Refused without the privilege: the soft limit is raised below.
+        let _ = setrlimit(Resource::Nofile, wanted);
+    }
     let limit = getrlimit(Resource::Nofile);
     if limit.current != limit.maximum {
         let raised = Rlimit {

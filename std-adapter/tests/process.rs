@@ -391,3 +391,32 @@ fn the_reaper_reports_each_exit_of_many_real_processes_once_and_wakes_for_a_new_
         other => panic!("the late exit: {other:?}"),
     }
 }
+
+/// Whether this process may raise its hard limits (`CAP_SYS_RESOURCE`,
+/// bit 24 of the effective capabilities; root in a container may lack it).
+fn may_raise_hard_limits() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let caps = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+            u64::from_str_radix(caps.trim(), 16).ok()
+        })
+        .is_some_and(|caps| caps & (1 << 24) != 0)
+}
+
+/// The agent's open-files limit: the soft limit ends equal to the hard
+/// one, and where it may (`CAP_SYS_RESOURCE`) a hard limit below
+/// `WANTED_OPEN_FILES` is raised to it (two descriptors per workload:
+/// 10 000 workloads need over 20 000).
+#[test]
+fn the_open_files_limit_is_raised_for_thousands_of_workloads() {
+    let (soft, hard) = grace_std::process::raise_open_files_limit().expect("limits raised");
+    assert_eq!(soft, hard, "the soft limit is the hard one");
+    if may_raise_hard_limits() {
+        assert!(
+            hard.is_none_or(|h| h >= grace_std::process::WANTED_OPEN_FILES),
+            "with CAP_SYS_RESOURCE the hard limit is raised to at least {}: {hard:?}",
+            grace_std::process::WANTED_OPEN_FILES
+        );
+    }
+}
