@@ -125,6 +125,10 @@ fn watch_flood_as_another_user() {
 /// Starts [`watch_flood_as_another_user`] as `nobody` on the agent of
 /// `dir`; returns it (its standard input open: it holds its connections)
 /// and the lines it printed once its flood is in place.
+#[allow(
+    clippy::zombie_processes,
+    reason = "the flood is returned to the caller, which waits for it"
+)]
 fn flood_as_nobody(dir: &Path, count: usize) -> (Child, Vec<String>) {
     let me = std::env::current_exe().expect("this test binary");
     let mut child = as_nobody(&me)
@@ -144,8 +148,11 @@ fn flood_as_nobody(dir: &Path, count: usize) -> (Child, Vec<String>) {
     let mut lines = Vec::new();
     loop {
         let mut line = String::new();
-        let n = out.read_line(&mut line).expect("the flood's output");
-        assert!(n > 0, "the flood ended early: {lines:?}");
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let status = child.wait();
+            panic!("the flood ended early ({status:?}): {lines:?}");
+        }
         // (The test harness may have begun the line with the test's name.)
         let Some(at) = line.find("FLOOD") else {
             continue;
