@@ -8,15 +8,15 @@
 //! - Every connection's peer is checked first ([`super::access`]); a
 //!   refused peer gets one error line and is dropped, and the refusal is
 //!   logged (on standard error).
-//! - At most [`MAX_CONNECTIONS`](super::MAX_CONNECTIONS) are served at once, of which at most
-//!   [`MAX_WATCHES`](super::MAX_WATCHES) watches; the members of the allowed group, each of
-//!   them and all together, have a share of both, and a few connections
-//!   always stay for the agent's own user and root ([`super::quota`]). A
-//!   connection over a quota gets an error line; a watch over one gets an
-//!   error line and the connection goes on. A client that hangs up frees
-//!   its connection at once, a watch too (within [`HANGUP_CHECK`], without
-//!   waiting for the next change). A request line is at most
-//!   [`MAX_REQUEST_BYTES`] and must
+//! - At most [`MAX_CONNECTIONS`](super::MAX_CONNECTIONS) are served at
+//!   once, of which at most [`MAX_WATCHES`](super::MAX_WATCHES) watches;
+//!   the members of the allowed group, each of them and all together, have
+//!   a share of both, and a few connections always stay for the agent's
+//!   own user and root ([`super::quota`]). A connection over a quota gets
+//!   an error line; a watch over one gets an error line and the connection
+//!   goes on. A client that hangs up frees its connection at once, a watch
+//!   too (within [`HANGUP_CHECK`], without waiting for the next change). A
+//!   request line is at most [`MAX_REQUEST_BYTES`] and must
 //!   arrive within [`REQUEST_TIMEOUT`] of the agent's waiting for it; a
 //!   line that is not a request gets an error and the connection goes on,
 //!   a line too long or too slow ends the connection. Each connection has
