@@ -334,3 +334,28 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod shown {
+    use super::*;
+    use crate::store::StoredContainer;
+    use grace_core::{Record, Timestamp};
+
+    #[test]
+    fn an_accepted_object_with_extreme_values_is_shown_without_a_panic() {
+        for created in [i64::MIN, -1, 0, i64::MAX] {
+            let record = Record::builder("u").build().expect("a record");
+            let mut o = StoredObject::on_node(record, "n");
+            let mut c = StoredContainer::new("a", ["x"]);
+            c.stop_signal = Some(31);
+            o.containers.push(c);
+            o.created = Some(Timestamp::from_unix_seconds(created));
+            o.record.termination_grace_period_seconds = Some(i64::MAX);
+            assert_eq!(object_named("p", &o, true), Ok(()));
+            for now in [i64::MIN, 0, i64::MAX] {
+                let _ = crate::output::row("p", &o, true, Timestamp::from_unix_seconds(now), None);
+            }
+            let _ = crate::k8s_pod::to_pod("p", &o);
+        }
+    }
+}
