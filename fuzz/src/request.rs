@@ -8,10 +8,17 @@
 //! reader's buffer size (1 to 16 bytes: lines cross buffer refills at
 //! every offset). Every request read must survive a round trip through
 //! its JSON form unchanged.
+//!
+//! Every request read then goes through the agent's one validation
+//! (`grace_cli::validate::request`), which must not panic; an object it
+//! accepts must hold what the agent relies on when it runs one (checked
+//! here apart from the validation's own code) and must be shown by
+//! `grace get` (its table row, its Pod) without a panic.
 
 use std::io::{BufReader, Cursor};
 
 use grace_std::api::{BadRequest, MAX_REQUEST_BYTES, Request, parse_request, read_request};
+use grace_std::store::StoredObject;
 
 /// Runs one input; panics on a difference from the model.
 pub fn run(data: &[u8]) {
@@ -36,6 +43,7 @@ pub fn run(data: &[u8]) {
         assert_eq!(got, want, "line {read} (limit {limit}, buffer {capacity})");
         if let Ok(request) = &got {
             round_trip(request);
+            validated(request);
         }
         if matches!(got, Err(BadRequest::TooLong { .. })) {
             // The connection ends there.
@@ -76,6 +84,79 @@ fn round_trip(request: &Request) {
     );
 }
 
+/// The agent's validation on `request`; what it accepts is checked.
+fn validated(request: &Request) {
+    let verdict = grace_cli::validate::request(request);
+    let (name, object, uid_required) = match request {
+        Request::Apply { name, object } => (name, object, true),
+        Request::Put { name, object } => (name, object, false),
+        Request::RemoveFinalizer { finalizer, .. } => {
+            if verdict.is_ok() {
+                assert!(!finalizer.is_empty(), "an empty finalizer accepted");
+            }
+            return;
+        }
+        Request::Delete { .. } | Request::Get { .. } | Request::Watch => {
+            assert!(verdict.is_ok(), "nothing to refuse in {request:?}: {verdict:?}");
+            return;
+        }
+    };
+    if let Err(e) = &verdict {
+        assert!(!e.field.is_empty() && !e.message.is_empty(), "{e:?}");
+        return;
+    }
+    runnable(name, object, uid_required);
+    let now = grace_core::Timestamp::from_unix_seconds(0);
+    let _ = grace_cli::output::row(name, object, true, now, None);
+    let _ = grace_cli::k8s_pod::to_pod(name, object);
+}
+
+/// What the agent relies on in an object it stores and runs.
+fn runnable(name: &str, object: &StoredObject, uid_required: bool) {
+    let label = |s: &str| {
+        (1..=63).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !s.starts_with('-')
+            && !s.ends_with('-')
+    };
+    assert!(label(name), "name {name:?}");
+    assert!(!uid_required || !object.uid().is_empty(), "no uid");
+    assert!(object.agent.is_none(), "a kill state from a client");
+    assert!(object.status.is_empty(), "statuses from a client");
+    assert!(object.record.deletion_timestamp.is_none(), "a deletion from a client");
+    assert!(
+        object
+            .record
+            .termination_grace_period_seconds
+            .is_none_or(|g| g >= 0),
+        "a negative grace"
+    );
+    assert!(object.node.as_deref().is_none_or(label), "node {:?}", object.node);
+    assert!(object.containers.len() <= grace_std::runtime::CONTAINERS);
+    for (i, c) in object.containers.iter().enumerate() {
+        assert!(label(&c.name), "container {i} name {:?}", c.name);
+        assert!(
+            object.containers[..i].iter().all(|o| o.name != c.name),
+            "container {i}: a duplicate name"
+        );
+        let program = c.command.first().map(String::as_str);
+        assert!(program.is_some_and(|p| !p.is_empty()), "container {i}: no program");
+        assert!(c.command.iter().all(|a| !a.contains('\0')), "container {i}: a NUL");
+        assert!(
+            c.pre_stop
+                .as_deref()
+                .is_none_or(|h| !h.trim().is_empty() && !h.contains('\0')),
+            "container {i}: an empty hook"
+        );
+        assert!(
+            c.stop_signal.is_none_or(|n| (1..=64).contains(&n)),
+            "container {i}: signal {:?}",
+            c.stop_signal
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,5 +167,28 @@ mod tests {
         run(b"\x05\x00toolongline\n{}\n");
         run(b"\x00\x07\n\n");
         run(b"\xff\x0f\xff\xfe garbage\n{\"op\":\"delete\",\"name\":\"a\",\"options\":{}}");
+    }
+
+    #[test]
+    fn objects_are_validated_an_empty_command_refused() {
+        for seed in ["apply_empty_command", "put_pod"] {
+            let path = format!("{}/corpus/request_parse/{seed}", env!("CARGO_MANIFEST_DIR"));
+            run(&std::fs::read(&path).expect("a seed"));
+        }
+        let line = std::fs::read(format!(
+            "{}/corpus/request_parse/apply_empty_command",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("a seed");
+        let request = parse_request(&line[2..]).expect("a request");
+        let e = grace_cli::validate::request(&request).expect_err("refused");
+        assert_eq!(e.field, "spec.containers[0].command");
+        let line = std::fs::read(format!(
+            "{}/corpus/request_parse/put_pod",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .expect("a seed");
+        let request = parse_request(&line[2..]).expect("a request");
+        assert_eq!(grace_cli::validate::request(&request), Ok(()));
     }
 }

@@ -14,8 +14,9 @@
 //!
 //! One thread runs the [`Runtime`]; one reaper thread watches every
 //! workload ([`grace_std::process`]); every connection has a thread of its
-//! own (at most [`MAX_CONNECTIONS`] at once) that reads straight from the
-//! store and hands changes to the runtime thread.
+//! own (at most [`MAX_CONNECTIONS`] at once, with a share for each user of
+//! the allowed group: see [`quota`]) that reads straight from the store and
+//! hands changes to the runtime thread.
 //!
 //! Workloads outlive the agent, as containers outlive the kubelet: each is
 //! written to the workload table in `<data-dir>/workloads` before it runs,
@@ -47,12 +48,17 @@ use outage::Outage;
 pub mod access;
 mod batched;
 mod outage;
+pub mod quota;
 mod serve;
 
 pub use access::{Access, AllowGroup};
 pub use batched::GROUP_COMMIT_ENV;
 pub use outage::{FIRST_RETRY, LAST_RETRY};
-pub use serve::{MAX_CONNECTIONS, REQUEST_TIMEOUT};
+pub use quota::{
+    GROUP_CONNECTIONS, GROUP_WATCHES, MAX_CONNECTIONS, MAX_WATCHES, RESERVED, USER_CONNECTIONS,
+    USER_WATCHES,
+};
+pub use serve::{HANGUP_CHECK, REQUEST_TIMEOUT};
 
 /// How to run an agent.
 #[derive(Clone, Debug)]

@@ -846,10 +846,11 @@ fn watch_from(
             if i + 1 == cells.len() {
                 line.push_str(cell);
             } else {
-                line.push_str(&format!(
-                    "{cell:<w$}",
-                    w = widths.get(i).copied().unwrap_or(0)
-                ));
+                // A cell wider than its column (a status longer than any
+                // in the listing) still has the tab-writer's padding
+                // after it: the columns shift, they never run together.
+                let w = widths.get(i).copied().unwrap_or(0).max(cell.len() + 3);
+                line.push_str(&format!("{cell:<w$}"));
             }
         }
         line

@@ -35,6 +35,7 @@ pub mod selector;
 pub mod simulate;
 pub mod svg;
 pub mod timeline;
+pub mod validate;
 
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};

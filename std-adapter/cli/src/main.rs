@@ -1,5 +1,6 @@
 //! The `grace` command line.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -572,8 +573,20 @@ fn main() -> ExitCode {
             kubectl::wait_for_delete(target, &selection, timeout, &mut std::io::stdout())
         }),
         Command::Completion { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "grace", &mut std::io::stdout());
-            ExitCode::SUCCESS
+            // Written whole, once: a reader that stops early (`| head`)
+            // ends the output quietly, as for every other command, rather
+            // than a panic in the generator's own write.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "grace", &mut script);
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("grace completion: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::Logs {
             store,

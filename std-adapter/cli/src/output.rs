@@ -50,11 +50,7 @@ pub fn row(
     let status = status
         .map(str::to_owned)
         .unwrap_or_else(|| status_word(object));
-    let stages = stages(object);
-    let running = stages
-        .iter()
-        .filter(|s| object.record.scheduled && !matches!(s, Some(Stage::Killed | Stage::Stopped)))
-        .count();
+    let running = ready(object);
     let mut cells = vec![
         name.to_owned(),
         format!("{running}/{}", object.containers.len()),
@@ -80,6 +76,23 @@ pub fn row(
         ]);
     }
     cells
+}
+
+/// READY's count: the containers its agent reported running whose kill
+/// has not stopped them, as kubectl counts ready containers. A container
+/// not started yet (a `Pending` pod, one whose node has no agent) is not
+/// ready.
+pub fn ready(object: &StoredObject) -> usize {
+    let stages = stages(object);
+    stages
+        .iter()
+        .enumerate()
+        .filter(|(i, stage)| {
+            object.record.scheduled
+                && object.status.get(*i) == Some(&grace_std::store::ContainerStatus::Running)
+                && !matches!(stage, Some(Stage::Killed | Stage::Stopped))
+        })
+        .count()
 }
 
 /// kubectl's STATUS word for the object.

@@ -662,6 +662,25 @@ fn completions_for_bash_zsh_and_fish() {
 }
 
 #[test]
+fn a_completion_script_into_a_pipe_closed_early_ends_quietly() {
+    // `grace completion bash | head -1`, made certain: the reader is gone
+    // before the first byte is written.
+    for shell in ["bash", "zsh", "fish"] {
+        let (reader, writer) = std::io::pipe().expect("a pipe");
+        drop(reader);
+        let out = Command::new(GRACE)
+            .args(["completion", shell])
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("grace runs");
+        let err = text(&out.stderr);
+        assert!(!err.contains("panicked"), "{shell}: {err}");
+        assert_eq!(out.status.code(), Some(0), "{shell}: {err}");
+    }
+}
+
+#[test]
 fn the_store_flags_come_from_the_environment_too() {
     let dir = tempfile::tempdir().expect("temp dir");
     // GRACE_DATA_DIR: every test here relies on it; an empty store.

@@ -619,3 +619,68 @@ fn an_orphan_that_left_its_group_is_reaped_by_the_agent_when_it_ends() {
         parent_of(pid).is_none()
     });
 }
+
+/// The cells of a table row (`get`'s columns never hold spaces).
+fn cells(row: &str) -> Vec<&str> {
+    row.split_whitespace().collect()
+}
+
+#[test]
+fn a_pod_no_agent_has_started_is_pending_and_zero_of_one_ready() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    // Bound to a node whose agent never comes: nothing starts it.
+    apply(
+        dir.path(),
+        "p.json",
+        r#"{"metadata":{"name":"p"},"spec":{"nodeName":"elsewhere",
+            "containers":[{"name":"app","command":["sleep","1000"]}]}}"#,
+    );
+    let out = grace(dir.path(), &["get", "--no-headers"]);
+    let table = text(&out.stdout);
+    let row = cells(table.trim());
+    assert_eq!(row.get(..3), Some(&["p", "0/1", "Pending"][..]), "{table}");
+
+    // Once its agent reports it running, it is ready.
+    let pid = dir.path().join("r.pid");
+    apply(dir.path(), "r.json", &pod("r", 30, &pid, false, ""));
+    wait_for("r is ready", Duration::from_secs(10), || {
+        let table = text(&grace(dir.path(), &["get", "r", "--no-headers"]).stdout);
+        cells(table.trim()).get(..3) == Some(&["r", "1/1", "Running"][..])
+    });
+}
+
+#[test]
+fn get_watch_keeps_status_and_age_apart_when_a_status_is_wider_than_the_listing_s() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    // An empty listing: STATUS is as wide as its header, "Terminating" wider.
+    let mut watch = Command::new(GRACE)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .args(["get", "-w", "--data-dir"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("watch starts");
+    let lines = Lines::of(watch.stdout.take().expect("stdout"));
+    let header = lines.next();
+    assert_eq!(cells(&header), ["NAME", "READY", "STATUS", "AGE"]);
+    let pid = dir.path().join("w.pid");
+    apply(dir.path(), "w.json", &pod("w", 5, &pid, true, ""));
+    lines.until(|l| l.contains("Running"));
+    assert!(
+        grace(dir.path(), &["delete", "w", "--wait=false"])
+            .status
+            .success()
+    );
+    let seen = lines.until(|l| l.contains("Terminating"));
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let terminating = seen.last().expect("a line");
+    assert_eq!(cells(terminating).len(), 4, "{terminating:?}");
+    assert_eq!(cells(terminating)[2], "Terminating", "{terminating:?}");
+    assert!(
+        terminating.contains("Terminating   "),
+        "the tab-writer's padding: {terminating:?}"
+    );
+}

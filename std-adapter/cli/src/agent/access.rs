@@ -143,9 +143,15 @@ impl Policy {
         }
     }
 
+    /// Whether `peer` is the agent's own user or root, who count in the
+    /// totals of connections and watches only, never in a share.
+    pub fn trusted(&self, peer: &Peer) -> bool {
+        peer.uid == self.uid || peer.uid == 0
+    }
+
     /// What `peer` may do, or why it is refused.
     pub fn admit(&self, peer: &Peer) -> Result<Access, String> {
-        if peer.uid == self.uid || peer.uid == 0 {
+        if self.trusted(peer) {
             return Ok(Access::ReadWrite);
         }
         if let Some(group) = &self.group

@@ -8,8 +8,15 @@
 //! - Every connection's peer is checked first ([`super::access`]); a
 //!   refused peer gets one error line and is dropped, and the refusal is
 //!   logged (on standard error).
-//! - At most [`MAX_CONNECTIONS`] are served at once; the next one gets an
-//!   error line. A request line is at most [`MAX_REQUEST_BYTES`] and must
+//! - At most [`MAX_CONNECTIONS`](super::MAX_CONNECTIONS) are served at
+//!   once, of which at most [`MAX_WATCHES`](super::MAX_WATCHES) watches;
+//!   the members of the allowed group, each of them and all together, have
+//!   a share of both, and a few connections always stay for the agent's
+//!   own user and root ([`super::quota`]). A connection over a quota gets
+//!   an error line; a watch over one gets an error line and the connection
+//!   goes on. A client that hangs up frees its connection at once, a watch
+//!   too (within [`HANGUP_CHECK`], without waiting for the next change). A
+//!   request line is at most [`MAX_REQUEST_BYTES`] and must
 //!   arrive within [`REQUEST_TIMEOUT`] of the agent's waiting for it; a
 //!   line that is not a request gets an error and the connection goes on,
 //!   a line too long or too slow ends the connection. Each connection has
@@ -19,7 +26,6 @@ use std::collections::VecDeque;
 use std::io::{BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -27,6 +33,7 @@ use grace_std::private::{self, PrivateError};
 
 use super::access::{Access, AllowGroup, Policy, peer};
 use super::outage::SharedStatus;
+use super::quota::{Connection, Holder, Quotas};
 use super::{Input, items};
 use crate::api::{
     ApiError, BadRequest, DATABASE, ErrorKind, MAX_REQUEST_BYTES, Reply, Request, read_request,
@@ -35,15 +42,17 @@ use crate::api::{
 use crate::runtime::RuntimeError;
 use crate::store::{RedbStore, Store, StoreError};
 
-/// The most connections served at once (a watch holds one).
-pub const MAX_CONNECTIONS: usize = 64;
-
 /// How long a request line may take to arrive, from when the agent starts
 /// waiting for it.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a reply may wait for a client that does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often a watch with no change to send checks whether its client has
+/// hung up: a watch interrupted (Ctrl-C on `grace get -w`) gives its
+/// connection back within this, with no change in the store.
+pub const HANGUP_CHECK: Duration = Duration::from_millis(100);
 
 fn refused(e: PrivateError) -> RuntimeError {
     RuntimeError::Private(e)
@@ -94,13 +103,24 @@ pub(super) fn accept(
     policy: Policy,
     status: SharedStatus,
 ) {
-    let open = Arc::new(AtomicUsize::new(0));
+    let quotas = Arc::new(Quotas::default());
+    let group: Arc<str> = policy
+        .group
+        .as_ref()
+        .map_or_else(|| Arc::from(""), |g| Arc::from(g.name.as_str()));
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
-        let access = match peer(&stream) {
+        let (access, holder) = match peer(&stream) {
             Ok(peer) => match policy.admit(&peer) {
-                Ok(access) => access,
+                Ok(access) => {
+                    let holder = if policy.trusted(&peer) {
+                        Holder::Trusted
+                    } else {
+                        Holder::Member(peer.uid)
+                    };
+                    (access, holder)
+                }
                 Err(message) => {
                     eprintln!("grace agent: refused a connection from {peer}: {message}");
                     refuse(stream, ErrorKind::Forbidden, message);
@@ -112,40 +132,22 @@ pub(super) fn accept(
                 continue;
             }
         };
-        let Some(slot) = Slot::take(&open) else {
-            refuse(
-                stream,
-                ErrorKind::Internal,
-                format!("the agent serves {MAX_CONNECTIONS} connections already; try again"),
-            );
-            continue;
+        let slot = match Quotas::connect(&quotas, holder, &group) {
+            Ok(slot) => slot,
+            Err(message) => {
+                refuse(stream, ErrorKind::Internal, message);
+                continue;
+            }
         };
         let store = Arc::clone(&store);
         let changes = changes.clone();
         let status = Arc::clone(&status);
+        let group = Arc::clone(&group);
         std::thread::spawn(move || {
-            connection(stream, access, &store, &changes, &status);
+            let mut slot = slot;
+            connection(stream, access, &mut slot, &group, &store, &changes, &status);
             drop(slot);
         });
-    }
-}
-
-/// One of the [`MAX_CONNECTIONS`], given back when dropped.
-struct Slot(Arc<AtomicUsize>);
-
-impl Slot {
-    fn take(open: &Arc<AtomicUsize>) -> Option<Slot> {
-        open.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-            (n < MAX_CONNECTIONS).then(|| n.saturating_add(1))
-        })
-        .ok()
-        .map(|_| Slot(Arc::clone(open)))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -184,6 +186,8 @@ impl Read for Deadline {
 fn connection(
     stream: UnixStream,
     access: Access,
+    slot: &mut Connection,
+    group: &str,
     store: &RedbStore,
     changes: &mpsc::Sender<Input>,
     status: &SharedStatus,
@@ -205,6 +209,11 @@ fn connection(
             let _ = answer(&mut writer, &mut pending);
             return;
         };
+        // The one check of what a request holds, whoever sent it.
+        let mut invalid = request
+            .as_ref()
+            .ok()
+            .and_then(|r| crate::validate::request(r).err());
         let reply = match request {
             Err(e @ BadRequest::Malformed(_)) => bad_request(&e),
             Err(e) => {
@@ -220,6 +229,10 @@ fn connection(
                           (--allow-group GROUP:ro); nothing was changed"
                     .into(),
             }),
+            Ok(_) if invalid.is_some() => Reply::Error(ApiError {
+                kind: ErrorKind::Invalid,
+                message: invalid.take().map(|e| e.to_string()).unwrap_or_default(),
+            }),
             Ok(Request::Get { name }) => {
                 // After the changes before it.
                 if !answer(&mut writer, &mut pending) {
@@ -233,12 +246,18 @@ fn connection(
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone(),
             ),
-            Ok(Request::Watch) => {
-                if answer(&mut writer, &mut pending) {
-                    watch(store, &mut writer);
+            Ok(Request::Watch) => match slot.watch(group) {
+                Ok(()) => {
+                    if answer(&mut writer, &mut pending) {
+                        watch(store, &mut writer);
+                    }
+                    return;
                 }
-                return;
-            }
+                Err(message) => Reply::Error(ApiError {
+                    kind: ErrorKind::Internal,
+                    message,
+                }),
+            },
             Ok(change) => {
                 // One slot: an unbounded channel would allocate room for
                 // 31 replies of kilobytes each per request.
@@ -340,7 +359,9 @@ fn store_error(name: &str, e: StoreError) -> Reply {
     })
 }
 
-/// Streams the listing, then every change, until the client hangs up.
+/// Streams the listing, then every change, until the client hangs up
+/// (found at the next change, or within [`HANGUP_CHECK`] while nothing
+/// changes).
 fn watch(store: &RedbStore, writer: &mut UnixStream) {
     let listing = match items(store, None) {
         Ok(l) => l,
@@ -357,20 +378,42 @@ fn watch(store: &RedbStore, writer: &mut UnixStream) {
     if write_reply(writer, &reply).is_err() {
         return;
     }
-    let watch = match store.watch(crate::store::Revision(revision)) {
+    let mut watch = match store.watch(crate::store::Revision(revision)) {
         Ok(w) => w,
         Err(e) => {
             let _ = write_reply(writer, &store_error("", e));
             return;
         }
     };
-    for event in watch {
-        let reply = match event {
-            Ok(event) => Reply::Event(event),
-            Err(e) => store_error("", e),
+    loop {
+        let reply = match watch.next_timeout(HANGUP_CHECK) {
+            Ok(Some(event)) => Reply::Event(event),
+            Ok(None) if hung_up(writer) => return,
+            Ok(None) => continue,
+            Err(e) => {
+                // The watch ends with its error.
+                let _ = write_reply(writer, &store_error("", e));
+                return;
+            }
         };
         if write_reply(writer, &reply).is_err() {
             return;
         }
     }
+}
+
+/// Whether the client of `stream` has closed its end (`POLLHUP`) or the
+/// socket failed (`POLLERR`). A client that only shut down its writing
+/// side (`POLLRDHUP`) still reads its watch: it has not hung up.
+fn hung_up(stream: &UnixStream) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(stream, PollFlags::RDHUP)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+        && fds
+            .iter()
+            .any(|fd| fd.revents().intersects(PollFlags::HUP | PollFlags::ERR))
 }

@@ -1,0 +1,361 @@
+//! The one check of what a request to the agent holds, run by the agent
+//! on every request whoever sent it (the CLI, another program, a raw
+//! socket), before anything is decided or stored.
+//!
+//! The CLI's manifest readers ([`crate::manifest`],
+//! [`crate::manifest_file`]) check a manifest as it was written, with the
+//! field's place in the file; what they produce passes this check. This
+//! one checks the object as it is stored: everything the agent relies on
+//! when it runs the object (a container names its program, a stop signal
+//! is a signal) and nothing that only the agent may write (the kill state,
+//! the containers' statuses, a deletion in progress).
+//!
+//! [`Request::Get`], [`Request::Watch`] and [`Request::Delete`] carry
+//! nothing to check here: a name that is not stored is not found, and a
+//! delete's options are grace-core's to validate (R6).
+
+use grace_core::{Name, PodPhase, Strategy};
+
+use crate::api::Request;
+use crate::runtime::CONTAINERS;
+use crate::store::StoredObject;
+
+/// A request the agent refuses: the field, in kubectl's notation
+/// (`spec.containers[0].command`), and what is wrong with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Invalid {
+    /// The object the request is about (empty if none).
+    pub name: String,
+    /// The field.
+    pub field: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Pod \"{}\" is invalid: {}: {}",
+            self.name, self.field, self.message
+        )
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// Checks `request`; the first field found wrong is the error.
+pub fn request(request: &Request) -> Result<(), Invalid> {
+    match request {
+        Request::Apply { name, object } => checked(name, object, true),
+        Request::Put { name, object } => checked(name, object, false),
+        Request::RemoveFinalizer { name, finalizer } => {
+            finalizer_name(finalizer).map_err(|message| Invalid {
+                name: name.clone(),
+                field: "metadata.finalizers".into(),
+                message,
+            })
+        }
+        Request::Delete { .. } | Request::Get { .. } | Request::Watch | Request::Status => Ok(()),
+    }
+}
+
+fn checked(name: &str, object: &StoredObject, uid_required: bool) -> Result<(), Invalid> {
+    object_named(name, object, uid_required).map_err(|(field, message)| Invalid {
+        name: name.to_owned(),
+        field,
+        message,
+    })
+}
+
+/// Checks an object to be stored under `name`: `uid_required` for
+/// [`Request::Apply`] (a [`Request::Put`] may leave the uid empty: the
+/// agent assigns one). The error is `(field, message)`.
+pub fn object_named(
+    name: &str,
+    object: &StoredObject,
+    uid_required: bool,
+) -> Result<(), (String, String)> {
+    let at = |field: &str, message: String| (field.to_owned(), message);
+    grace_std::api_server::check_name(name).map_err(|m| at("metadata.name", m))?;
+    let record = &object.record;
+    if uid_required && record.uid.is_empty() {
+        return Err(at("metadata.uid", "Required value".into()));
+    }
+    if record.deletion_timestamp.is_some() || record.deletion_grace_period_seconds.is_some() {
+        return Err(at(
+            "metadata.deletionTimestamp",
+            "Forbidden: set by the agent when a deletion is accepted, never by a client".into(),
+        ));
+    }
+    if !matches!(
+        record.phase,
+        PodPhase::Pending | PodPhase::Running | PodPhase::Unset
+    ) {
+        return Err(at(
+            "status.phase",
+            "Forbidden: a pod's status is its agent's to write".into(),
+        ));
+    }
+    if let Some(s) = record.termination_grace_period_seconds
+        && s < 0
+    {
+        return Err(at(
+            "spec.terminationGracePeriodSeconds",
+            format!("must be greater than or equal to 0, got {s}"),
+        ));
+    }
+    for (i, f) in record.finalizers.iter().enumerate() {
+        let field = format!("metadata.finalizers[{i}]");
+        finalizer_name(f.as_str()).map_err(|m| at(&field, m))?;
+        if record.finalizers.iter().take(i).any(|other| other == f) {
+            return Err(at(&field, format!("Duplicate value: \"{f}\"")));
+        }
+    }
+    for (key, value) in &object.labels {
+        crate::k8s_pod::check_label(key, value)
+            .map_err(|m| at(&format!("metadata.labels.{key}"), m))?;
+    }
+    if let Some(node) = &object.node {
+        grace_std::api_server::check_name(node).map_err(|m| at("spec.nodeName", m))?;
+    }
+    if object.strategy != Strategy::POD && object.strategy != Strategy::GENERIC {
+        return Err(at(
+            "kind",
+            "Unsupported value: a Pod (graceful) or an Object (no graceful strategy)".into(),
+        ));
+    }
+    if object.agent.is_some() {
+        return Err(at(
+            "agent",
+            "Forbidden: the kill state is the agent's to write".into(),
+        ));
+    }
+    if !object.status.is_empty() {
+        return Err(at(
+            "status.containerStatuses",
+            "Forbidden: a pod's status is its agent's to write".into(),
+        ));
+    }
+    containers(object)
+}
+
+fn containers(object: &StoredObject) -> Result<(), (String, String)> {
+    let at = |field: String, message: String| (field, message);
+    if object.strategy == Strategy::GENERIC && !object.containers.is_empty() {
+        return Err(at(
+            "spec.containers".into(),
+            "an Object has no containers (use kind Pod)".into(),
+        ));
+    }
+    if object.containers.len() > CONTAINERS {
+        return Err(at(
+            "spec.containers".into(),
+            format!("grace runs at most {CONTAINERS} containers (sidecars included) per Pod"),
+        ));
+    }
+    for (i, c) in object.containers.iter().enumerate() {
+        let path = format!("spec.containers[{i}]");
+        grace_std::api_server::check_name(&c.name).map_err(|m| at(format!("{path}.name"), m))?;
+        if object.containers.iter().take(i).any(|o| o.name == c.name) {
+            return Err(at(
+                format!("{path}.name"),
+                format!("Duplicate value: \"{}\"", c.name),
+            ));
+        }
+        if c.command.first().is_none_or(String::is_empty) {
+            return Err(at(
+                format!("{path}.command"),
+                "Required value: grace runs processes, so the command must name the program".into(),
+            ));
+        }
+        if c.command.iter().any(|a| a.contains('\0')) {
+            return Err(at(
+                format!("{path}.command"),
+                "Invalid value: an argument holds a NUL byte".into(),
+            ));
+        }
+        if let Some(hook) = &c.pre_stop {
+            if hook.trim().is_empty() {
+                return Err(at(
+                    format!("{path}.lifecycle.preStop"),
+                    "Required value: the hook's command line is empty".into(),
+                ));
+            }
+            if hook.contains('\0') {
+                return Err(at(
+                    format!("{path}.lifecycle.preStop"),
+                    "Invalid value: the hook's command line holds a NUL byte".into(),
+                ));
+            }
+        }
+        if let Some(n) = c.stop_signal
+            && rustix::process::Signal::from_named_raw(n).is_none()
+        {
+            return Err(at(
+                format!("{path}.lifecycle.stopSignal"),
+                format!("Unsupported value: {n} is not a signal"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A finalizer's name: not empty, short enough to be stored.
+fn finalizer_name(finalizer: &str) -> Result<(), String> {
+    if finalizer.is_empty() {
+        return Err("Required value: a finalizer's name is not empty".into());
+    }
+    Name::try_from(finalizer)
+        .map(|_| ())
+        .map_err(|e| format!("Invalid value: \"{finalizer}\": {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoredContainer;
+    use grace_core::Record;
+
+    fn pod() -> StoredObject {
+        let record = Record::builder("uid-1").build().expect("a record");
+        let mut o = StoredObject::on_node(record, "local");
+        o.containers
+            .push(StoredContainer::new("app", ["sleep", "1"]));
+        o
+    }
+
+    fn refused(change: impl FnOnce(&mut StoredObject)) -> String {
+        let mut o = pod();
+        change(&mut o);
+        object_named("web", &o, true).expect_err("refused").0
+    }
+
+    #[test]
+    fn what_the_cli_makes_of_its_manifests_passes() {
+        assert_eq!(object_named("web", &pod(), true), Ok(()));
+        let m = crate::manifest::parse(
+            r#"{"kind":"Object","metadata":{"name":"o","finalizers":["a/b"]}}"#,
+            || "u".into(),
+        )
+        .expect("valid");
+        assert_eq!(object_named(&m.name, &m.object, true), Ok(()));
+        let docs = crate::manifest_file::parse(
+            "x.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: web}}\n\
+             spec:\n  initContainers: [{name: s, command: [sleep, '1'], restartPolicy: Always}]\n  \
+             containers:\n  - name: a\n    command: [sleep, '1']\n    \
+             lifecycle: {preStop: {sleep: {seconds: 1}}, stopSignal: SIGINT}\n",
+        )
+        .expect("valid");
+        for d in docs {
+            assert_eq!(object_named(&d.name, &d.object, false), Ok(()));
+        }
+    }
+
+    #[test]
+    fn what_the_cli_refuses_the_agent_refuses_naming_the_field() {
+        assert_eq!(
+            refused(|o| o.containers[0].command.clear()),
+            "spec.containers[0].command"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].command = vec![String::new()]),
+            "spec.containers[0].command"
+        );
+        assert_eq!(
+            refused(|o| o.containers.push(StoredContainer::new("app", ["x"]))),
+            "spec.containers[1].name"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].pre_stop = Some(" ".into())),
+            "spec.containers[0].lifecycle.preStop"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].stop_signal = Some(0)),
+            "spec.containers[0].lifecycle.stopSignal"
+        );
+        assert_eq!(
+            refused(|o| o.record.termination_grace_period_seconds = Some(-1)),
+            "spec.terminationGracePeriodSeconds"
+        );
+        assert_eq!(refused(|o| o.node = Some("Node A".into())), "spec.nodeName");
+        assert_eq!(
+            refused(|o| {
+                o.labels.insert("a b".into(), "c".into());
+            }),
+            "metadata.labels.a b"
+        );
+        assert_eq!(
+            refused(|o| o.strategy = Strategy::GENERIC),
+            "spec.containers"
+        );
+        assert_eq!(
+            refused(|o| o.status.push(crate::store::ContainerStatus::Running)),
+            "status.containerStatuses"
+        );
+        assert_eq!(
+            refused(
+                |o| o.record.deletion_timestamp = Some(grace_core::Timestamp::from_unix_seconds(1))
+            ),
+            "metadata.deletionTimestamp"
+        );
+        assert_eq!(
+            refused(|o| o.record.phase = PodPhase::Succeeded),
+            "status.phase"
+        );
+        assert_eq!(
+            refused(|o| o.record.uid = Name::try_from("").expect("empty")),
+            "metadata.uid"
+        );
+        assert_eq!(
+            object_named("Web", &pod(), true).expect_err("name").0,
+            "metadata.name"
+        );
+    }
+
+    #[test]
+    fn a_put_may_leave_the_uid_to_the_agent_an_apply_may_not() {
+        let mut o = pod();
+        o.record.uid = Name::try_from("").expect("empty");
+        let put = Request::Put {
+            name: "web".into(),
+            object: Box::new(o.clone()),
+        };
+        assert_eq!(request(&put), Ok(()));
+        let apply = Request::Apply {
+            name: "web".into(),
+            object: Box::new(o),
+        };
+        let e = request(&apply).expect_err("no uid");
+        assert_eq!(
+            e.to_string(),
+            "Pod \"web\" is invalid: metadata.uid: Required value"
+        );
+    }
+}
+
+#[cfg(test)]
+mod shown {
+    use super::*;
+    use crate::store::StoredContainer;
+    use grace_core::{Record, Timestamp};
+
+    #[test]
+    fn an_accepted_object_with_extreme_values_is_shown_without_a_panic() {
+        for created in [i64::MIN, -1, 0, i64::MAX] {
+            let record = Record::builder("u").build().expect("a record");
+            let mut o = StoredObject::on_node(record, "n");
+            let mut c = StoredContainer::new("a", ["x"]);
+            c.stop_signal = Some(31);
+            o.containers.push(c);
+            o.created = Some(Timestamp::from_unix_seconds(created));
+            o.record.termination_grace_period_seconds = Some(i64::MAX);
+            assert_eq!(object_named("p", &o, true), Ok(()));
+            for now in [i64::MIN, 0, i64::MAX] {
+                let _ = crate::output::row("p", &o, true, Timestamp::from_unix_seconds(now), None);
+            }
+            let _ = crate::k8s_pod::to_pod("p", &o);
+        }
+    }
+}
