@@ -13,8 +13,16 @@
 //!   and the process's own owns it, or if group or others may write it
 //!   without the sticky bit (`/tmp` is fine), since whoever can write it
 //!   can swap the directory below;
-//! - an existing path that is only too readable is made private (`chmod`),
-//!   which loses nothing and closes the leak.
+//! - a symbolic link on the way is followed only if root or the process's
+//!   own user owns it (OpenSSH's `safe_path` checks the path it resolves
+//!   the same way): whoever made a link chooses where it leads, and the
+//!   directory it leads to would be changed as if it were ours;
+//! - the mode of an existing directory is changed only if the program
+//!   made it: one that holds the program's store (its `marker`, see
+//!   [`private_dir_marked`]) and is only too readable is made private
+//!   (`chmod`), which loses nothing and closes the leak; any other is
+//!   never `chmod`ed: it is used as it is (nobody else may write it, and
+//!   what the program keeps in it is private itself).
 //!
 //! The checks read the file's metadata and then use the path: a change
 //! between the two by someone who could make it would need write access
@@ -77,6 +85,27 @@ pub enum PrivateError {
         /// What it should be.
         expected: &'static str,
     },
+    /// A symbolic link on the way is owned by another user than root and
+    /// this process's: it is not followed.
+    UntrustedLink {
+        /// The link.
+        path: PathBuf,
+        /// Its owner's uid.
+        owner: u32,
+        /// This process's effective uid.
+        uid: u32,
+    },
+    /// An existing directory that was not made by this program lacks
+    /// permission bits it needs (a group's search bit, say): its mode is
+    /// not changed.
+    NotMade {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+        /// The bits asked for.
+        wanted: u32,
+    },
 }
 
 impl fmt::Display for PrivateError {
@@ -113,6 +142,22 @@ impl fmt::Display for PrivateError {
             PrivateError::WrongKind { path, expected } => {
                 write!(f, "{} is not a {expected}", path.display())
             }
+            PrivateError::UntrustedLink { path, owner, uid } => write!(
+                f,
+                "{} is a symbolic link owned by uid {owner}, not by root nor by this process's \
+                 user (uid {uid}): it is not followed, since whoever made it chooses where the \
+                 data goes; name the directory itself",
+                path.display()
+            ),
+            PrivateError::NotMade { path, mode, wanted } => write!(
+                f,
+                "{} (mode {:04o}) already exists and was not made by grace, which changes the \
+                 mode only of what it made: if it is meant for grace, give it mode {:04o} \
+                 (with the group) yourself; or name a directory that does not exist yet",
+                path.display(),
+                mode & 0o7777,
+                wanted
+            ),
         }
     }
 }
@@ -142,34 +187,56 @@ pub fn effective_uid() -> u32 {
 /// `0o710` lets its group reach a socket inside): creates it (and missing
 /// parents, `0700`) if it is missing; otherwise checks it is a directory,
 /// owned by this process's user and not writable by group or others, and
-/// sets its bits to `mode`. The directories on the way to it are checked
-/// as the [module](self) says.
+/// leaves its mode as it is (`0755`, say: an existing directory's mode is
+/// never changed; see [`private_dir_marked`]).
+/// A symbolic link on the way is followed only if root or this process's
+/// user owns it; the directories on the way to it are checked as the
+/// [module](self) says.
 ///
 /// `mode` must not let group or others write: such a mode is refused with
 /// [`PrivateError::Writable`].
 pub fn private_dir(dir: &Path, mode: u32) -> Result<(), PrivateError> {
+    private_dir_marked(dir, mode, None).map(|_| ())
+}
+
+/// [`private_dir`] for a directory the program keeps a file `marker` in
+/// (its store): an existing directory that holds `marker` (a regular file
+/// this process's user owns) was made by the program, and is given the
+/// bits `mode` if they differ (an older version's `0755`, say). Without
+/// the marker an existing directory is treated as [`private_dir`] does.
+///
+/// `Ok(true)` if the directory is the program's (made now, or marked):
+/// its bits are `mode`; `Ok(false)` if it is used as it was found.
+pub fn private_dir_marked(
+    dir: &Path,
+    mode: u32,
+    marker: Option<&str>,
+) -> Result<bool, PrivateError> {
     if mode & GROUP_OTHER_WRITE != 0 {
         return Err(PrivateError::Writable {
             path: dir.to_path_buf(),
             mode,
         });
     }
-    let absolute = std::path::absolute(dir).map_err(io_error(dir))?;
-    if let Some(parent) = absolute.parent() {
+    // Every link on the way checked, and resolved: nothing below follows
+    // one (but one a trusted user makes meanwhile).
+    let dir = &resolve(dir)?;
+    if let Some(parent) = dir.parent() {
         check_parents(parent)?;
     }
-    match std::fs::symlink_metadata(dir) {
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_error(dir))?,
+    let created = match std::fs::symlink_metadata(dir) {
+        Ok(_) => false,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(io_error(dir))?;
+            true
+        }
         Err(e) => return Err(io_error(dir)(e)),
-    }
-    // Follows a symbolic link, as a user's `--data-dir` may be one: what
-    // counts is the directory it leads to.
-    let meta = std::fs::metadata(dir).map_err(io_error(dir))?;
+    };
+    let meta = std::fs::symlink_metadata(dir).map_err(io_error(dir))?;
     if !meta.is_dir() {
         return Err(PrivateError::WrongKind {
             path: dir.to_path_buf(),
@@ -177,7 +244,89 @@ pub fn private_dir(dir: &Path, mode: u32) -> Result<(), PrivateError> {
         });
     }
     check_owner_and_mode(dir, &meta)?;
-    std::fs::set_permissions(dir, Permissions::from_mode(mode)).map_err(io_error(dir))
+    let ours = created || marker.is_some_and(|m| holds_marker(dir, m));
+    if ours && meta.mode() & 0o7777 != mode {
+        std::fs::set_permissions(dir, Permissions::from_mode(mode)).map_err(io_error(dir))?;
+    }
+    Ok(ours)
+}
+
+/// Whether `dir` holds `marker`, a regular file (not a link) this
+/// process's user owns.
+fn holds_marker(dir: &Path, marker: &str) -> bool {
+    std::fs::symlink_metadata(dir.join(marker))
+        .is_ok_and(|m| m.file_type().is_file() && m.uid() == effective_uid())
+}
+
+/// The most symbolic links followed on one path (Linux's limit).
+const MAX_LINKS: u32 = 40;
+
+/// `path` made absolute, with every symbolic link on it resolved, each
+/// checked first: owned by root or this process's user
+/// ([`PrivateError::UntrustedLink`] otherwise). What does not exist yet is
+/// kept as it is written.
+fn resolve(path: &Path) -> Result<PathBuf, PrivateError> {
+    use std::path::Component;
+    let uid = effective_uid();
+    let absolute = std::path::absolute(path).map_err(io_error(path))?;
+    // The parts still to walk, the next one last.
+    let mut todo: Vec<std::ffi::OsString> = Vec::new();
+    let push_parts = |todo: &mut Vec<std::ffi::OsString>, p: &Path| {
+        for part in p.components().rev() {
+            match part {
+                Component::Prefix(_) | Component::CurDir => {}
+                Component::RootDir => todo.push("/".into()),
+                Component::ParentDir => todo.push("..".into()),
+                Component::Normal(n) => todo.push(n.to_owned()),
+            }
+        }
+    };
+    push_parts(&mut todo, &absolute);
+    let mut done = PathBuf::from("/");
+    let mut links = 0;
+    let mut missing = false;
+    while let Some(part) = todo.pop() {
+        if part == "/" {
+            done = PathBuf::from("/");
+            continue;
+        }
+        if part == ".." {
+            done.pop();
+            continue;
+        }
+        let next = done.join(&part);
+        if missing {
+            done = next;
+            continue;
+        }
+        match std::fs::symlink_metadata(&next) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                if meta.uid() != uid && meta.uid() != 0 {
+                    return Err(PrivateError::UntrustedLink {
+                        path: next,
+                        owner: meta.uid(),
+                        uid,
+                    });
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(PrivateError::Io {
+                        path: path.to_path_buf(),
+                        source: io::Error::other("too many levels of symbolic links"),
+                    });
+                }
+                let target = std::fs::read_link(&next).map_err(io_error(&next))?;
+                push_parts(&mut todo, &target);
+            }
+            Ok(_) => done = next,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                missing = true;
+                done = next;
+            }
+            Err(e) => return Err(io_error(&next)(e)),
+        }
+    }
+    Ok(done)
 }
 
 /// Checks each directory from `dir` up to `/`: owned by root or this
@@ -313,12 +462,13 @@ mod tests {
     }
 
     #[test]
-    fn a_readable_dir_and_file_are_made_private() {
+    fn a_readable_dir_with_the_marker_and_a_readable_file_are_made_private() {
         let root = tempfile::tempdir().expect("temp dir");
         let dir = root.path().join("d");
         std::fs::create_dir(&dir).expect("made");
         std::fs::set_permissions(&dir, Permissions::from_mode(0o755)).expect("chmod");
-        private_dir(&dir, 0o700).expect("accepted");
+        std::fs::write(dir.join("store"), b"").expect("written");
+        private_dir_marked(&dir, 0o700, Some("store")).expect("accepted");
         assert_eq!(mode(&dir), 0o700);
         let file = dir.join("f");
         std::fs::write(&file, b"x").expect("written");
@@ -356,6 +506,34 @@ mod tests {
         assert!(matches!(e, PrivateError::UnsafeParent { .. }), "{e}");
         std::fs::set_permissions(&open, Permissions::from_mode(0o1777)).expect("chmod");
         private_dir(&open.join("d"), 0o700).expect("sticky, like /tmp");
+    }
+
+    #[test]
+    fn a_readable_dir_without_the_marker_is_used_and_left_as_it_is() {
+        let root = tempfile::tempdir().expect("temp dir");
+        let dir = root.path().join("d");
+        std::fs::create_dir(&dir).expect("made");
+        std::fs::set_permissions(&dir, Permissions::from_mode(0o755)).expect("chmod");
+        let ours = private_dir_marked(&dir, 0o700, Some("store")).expect("accepted");
+        assert!(!ours);
+        assert_eq!(mode(&dir), 0o755);
+    }
+
+    #[test]
+    fn a_link_of_this_user_is_followed_through_dot_dot_too() {
+        let root = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(root.path().join("real")).expect("made");
+        std::os::unix::fs::symlink("real", root.path().join("l")).expect("linked");
+        let via = root.path().join("l/../real/d");
+        private_dir(&via, 0o700).expect("created");
+        assert_eq!(mode(&root.path().join("real/d")), 0o700);
+        assert_eq!(
+            resolve(&via).expect("resolved"),
+            root.path()
+                .canonicalize()
+                .expect("canonical")
+                .join("real/d")
+        );
     }
 
     #[test]

@@ -153,7 +153,7 @@ impl ProcessActuator {
     ) -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>, Adoption)> {
         let (mut actuator, rx) = Self::new();
         let table = WorkloadTable::open(dir)?;
-        actuator.cgroups = Cgroups::detect(dir);
+        actuator.cgroups = Cgroups::detect(dir)?;
         let (records, unreadable) = table.load()?;
         let mut adoption = Adoption {
             unreadable,

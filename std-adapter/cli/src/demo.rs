@@ -111,7 +111,8 @@ fn run_in(
     dir: &Path,
     interrupted: &AtomicUsize,
 ) -> Result<Ended, RuntimeError> {
-    grace_std::private::private_dir(dir, 0o700).map_err(RuntimeError::Private)?;
+    grace_std::private::private_dir_marked(dir, 0o700, Some("grace.redb"))
+        .map_err(RuntimeError::Private)?;
     let db: PathBuf = dir.join("grace.redb");
     grace_std::private::private_file(&db).map_err(RuntimeError::Private)?;
     let store = RedbStore::open(&db)?;

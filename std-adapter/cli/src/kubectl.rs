@@ -231,7 +231,10 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
 
 /// kubectl's not-found line.
 fn not_found(name: &str) -> String {
-    format!("Error from server (NotFound): pods \"{name}\" not found")
+    format!(
+        "Error from server (NotFound): pods \"{}\" not found",
+        crate::escape::escape(name, false)
+    )
 }
 
 /// `grace get`'s options.

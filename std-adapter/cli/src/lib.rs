@@ -19,6 +19,7 @@ pub mod agent;
 pub mod apply;
 pub mod demo;
 pub mod describe;
+pub mod escape;
 pub mod k8s_pod;
 pub mod kubectl;
 pub mod logs;

@@ -52,6 +52,21 @@ pub fn print(
         )));
     };
     let files = ContainerLogs::files(&current);
+    if files.is_empty() {
+        // A file that cannot be looked at is not a file never written.
+        if let Err(e) = std::fs::symlink_metadata(&current)
+            && e.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return Err(CommandError::failed(format!(
+                "permission denied reading the output of container \"{}\" of object \"{name}\" \
+                 under {}: the agent keeps its containers' logs private to its own user \
+                 (`--allow-group` lets a group reach the socket, not the logs); \
+                 run `grace logs` as the agent's user or root",
+                container_name(&object, index),
+                logs.dir().display()
+            )));
+        }
+    }
     if files.is_empty() && !options.follow {
         return Err(CommandError::failed(format!(
             "no output kept for container \"{}\" of object \"{name}\" under {}: \

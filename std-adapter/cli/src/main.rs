@@ -547,7 +547,7 @@ fn main() -> ExitCode {
                 target,
                 &files,
                 &mut std::io::stdout(),
-                &mut std::io::stderr(),
+                &mut grace_cli::escape::Escaping::new(std::io::stderr()),
             )
         }),
         Command::Delete(args) => delete(args),
@@ -740,7 +740,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
             target,
             &command,
             &mut std::io::stdout(),
-            &mut std::io::stderr(),
+            &mut grace_cli::escape::Escaping::new(std::io::stderr()),
         )
     })
 }
@@ -773,7 +773,7 @@ fn get(args: GetArgs) -> ExitCode {
             target,
             &options,
             &mut std::io::stdout(),
-            &mut std::io::stderr(),
+            &mut grace_cli::escape::Escaping::new(std::io::stderr()),
         )
     })
 }
@@ -881,7 +881,11 @@ fn finish(command: &str, result: Result<(), kubectl::CommandError>) -> ExitCode 
         Err(e) => {
             // An empty message: what failed was printed already.
             if !e.message.is_empty() {
-                eprintln!("grace {command}: {}", e.message);
+                // One line; a name in it cannot drive the terminal.
+                eprintln!(
+                    "grace {command}: {}",
+                    grace_cli::escape::escape(&e.message, false)
+                );
             }
             ExitCode::from(e.code)
         }

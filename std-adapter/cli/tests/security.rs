@@ -473,3 +473,320 @@ fn a_slow_client_does_not_hold_up_another() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(started.elapsed() < Duration::from_secs(3));
 }
+
+/// The agent's cgroup directory, from what it said at start; `None`
+/// (and why, for the test's output) where workloads run in process
+/// groups.
+fn cgroup_root(test: &str, agent: &Agent) -> Option<std::path::PathBuf> {
+    let log = agent.log();
+    let root = log
+        .lines()
+        .find_map(|l| l.strip_prefix("grace agent: workloads run in a cgroup v2 each, under "))
+        .map(std::path::PathBuf::from);
+    if root.is_none() {
+        eprintln!("{test}: skipped: no writable cgroup v2 hierarchy here\n{log}");
+    }
+    root
+}
+
+/// Stores `name`, one container running `script` on the local node.
+fn apply_workload(dir: &Path, name: &str, script: &str) {
+    let file = dir.parent().expect("a parent").join(format!("{name}.json"));
+    let pod = serde_json::json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": "local", "containers": [{"name": "app", "command": ["sh", "-c", script]}]}
+    });
+    std::fs::write(&file, pod.to_string()).expect("written");
+    let out = grace(dir, &["apply", "-f", file.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// Polls `check` every 20 ms until it holds, for at most `limit`.
+fn wait_until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `grace agent` on `dir`, which must refuse to start: its exit code and
+/// message (an agent that starts instead is stopped after 20 s, exit
+/// code 124).
+fn refused_agent(dir: &Path) -> (Option<i32>, String) {
+    let out = Command::new("timeout")
+        .args(["20", GRACE, "agent", "--data-dir"])
+        .arg(dir)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .output()
+        .expect("timeout runs");
+    (out.status.code(), text(&out.stderr))
+}
+
+#[test]
+fn under_umask_000_the_agents_cgroups_are_0755() {
+    let test = "under_umask_000_the_agents_cgroups_are_0755";
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("data");
+    let agent = start_agent(&dir, &[], "000");
+    let Some(cgroups) = cgroup_root(test, &agent) else {
+        return;
+    };
+    assert_eq!(mode(&cgroups), 0o755, "the agent's cgroup directory");
+    apply_workload(&dir, "web", "sleep 30");
+    let cgroup = cgroups.join(grace_std::process::table::WorkloadRecord::file_name(
+        "web", 0, false,
+    ));
+    wait_until("the workload's cgroup", Duration::from_secs(10), || {
+        cgroup.exists()
+    });
+    assert_eq!(mode(&cgroup), 0o755, "the workload's cgroup");
+    drop(agent);
+}
+
+/// Removes a cgroup the test made, when the test ends (failed too).
+struct RemoveCgroup(std::path::PathBuf);
+
+impl Drop for RemoveCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.0.join("cgroup.kill"), "1");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::remove_dir(&self.0).is_err() && self.0.exists() {
+            if Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// `sh -c script` as `nobody:nogroup` with no other group, through
+/// setpriv; `None` (and why) if there is no setpriv.
+fn sh_as_nobody(test: &str, script: &str) -> Option<Output> {
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("{test}: skipped: needs setpriv (util-linux) to act as nobody");
+        return None;
+    };
+    Some(
+        Command::new(setpriv)
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+                "sh",
+                "-c",
+                script,
+            ])
+            .current_dir("/")
+            .output()
+            .expect("setpriv runs"),
+    )
+}
+
+#[test]
+fn a_workload_cgroup_another_user_made_first_is_refused_and_left_alone() {
+    let test = "a_workload_cgroup_another_user_made_first_is_refused_and_left_alone";
+    if !root(test) {
+        return;
+    }
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("data");
+    let agent = start_agent(&dir, &[], "022");
+    let Some(cgroups) = cgroup_root(test, &agent) else {
+        return;
+    };
+    // nobody gets to write the directory for a moment (as an agent under
+    // umask 000 let it) and makes the cgroup the workload will want.
+    let cgroup = cgroups.join(grace_std::process::table::WorkloadRecord::file_name(
+        "web", 0, false,
+    ));
+    std::fs::set_permissions(&cgroups, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let made = sh_as_nobody(test, &format!("mkdir '{}'", cgroup.display()));
+    std::fs::set_permissions(&cgroups, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let Some(made) = made else {
+        return;
+    };
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let _remove = RemoveCgroup(cgroup.clone());
+    assert_eq!(std::fs::metadata(&cgroup).expect("made").uid(), NOBODY);
+    // A process already in it: the agent must not kill it (nor use the
+    // cgroup for its own workload).
+    let mut victim = Command::new("sleep").arg("60").spawn().expect("sleep");
+    std::fs::write(cgroup.join("cgroup.procs"), victim.id().to_string()).expect("moved in");
+
+    apply_workload(&dir, "web", "sleep 30");
+    let mut status = String::new();
+    wait_until("the container's status", Duration::from_secs(10), || {
+        status = text(&grace(&dir, &["get", "web", "-o", "json"]).stdout);
+        status.contains("ContainerCannotRun") || status.contains("\"running\"")
+    });
+    let still_there = victim.try_wait().expect("waitable").is_none();
+    let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    drop(agent);
+    assert!(status.contains("ContainerCannotRun"), "{status}");
+    assert!(status.contains("refusing the cgroup"), "{status}");
+    assert!(still_there, "what ran in the cgroup was left alone");
+    assert_eq!(
+        procs.trim(),
+        victim.id().to_string(),
+        "nothing of the agent's ran in it"
+    );
+}
+
+#[test]
+fn an_agent_cgroup_directory_that_is_not_the_agents_stops_it() {
+    let test = "an_agent_cgroup_directory_that_is_not_the_agents_stops_it";
+    if !root(test) {
+        return;
+    }
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("data");
+    let agent = start_agent(&dir, &[], "022");
+    let Some(cgroups) = cgroup_root(test, &agent) else {
+        return;
+    };
+    // A crash leaves it, as it was made: the next agent takes it.
+    agent.crash();
+    assert!(cgroups.exists());
+    drop(start_agent(&dir, &[], "022"));
+    // Another user's, or one others may write: refused, left as it is.
+    let _ = std::fs::remove_dir(&cgroups);
+    std::fs::create_dir(&cgroups).expect("made");
+    let _remove = RemoveCgroup(cgroups.clone());
+    for (owner, bits) in [(NOBODY, 0o755), (0, 0o777)] {
+        std::os::unix::fs::chown(&cgroups, Some(owner), Some(owner)).expect("chown");
+        std::fs::set_permissions(&cgroups, std::fs::Permissions::from_mode(bits)).expect("chmod");
+        let (code, err) = refused_agent(&dir);
+        assert_eq!(code, Some(1), "uid {owner} mode {bits:o}: {err}");
+        assert!(err.contains("refusing the cgroup"), "{err}");
+        assert!(err.contains(&format!("owner uid {owner}")), "{err}");
+        assert_eq!(mode(&cgroups), bits, "left as it was");
+    }
+}
+
+#[test]
+fn a_data_dir_reached_through_another_users_link_is_refused_and_its_target_left_alone() {
+    let test = "a_data_dir_reached_through_another_users_link_is_refused_and_its_target_left_alone";
+    if !root(test) {
+        return;
+    }
+    // A shared temporary directory (sticky, like /tmp), nobody's link in
+    // it to a directory of root's (a system directory, say).
+    let root = tempfile::tempdir().expect("temp dir");
+    let shared = root.path().join("shared");
+    std::fs::create_dir(&shared).expect("made");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let target = root.path().join("system");
+    std::fs::create_dir(&target).expect("made");
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(target.join("config"), b"x").expect("written");
+    let link = shared.join("grace");
+    std::os::unix::fs::symlink(&target, &link).expect("linked");
+    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).expect("lchown");
+
+    for data_dir in [link.clone(), link.join("sub")] {
+        let (code, err) = refused_agent(&data_dir);
+        assert_eq!(code, Some(1), "{}: {err}", data_dir.display());
+        assert!(err.contains("refusing to start"), "{err}");
+        assert!(
+            err.contains(&format!("is a symbolic link owned by uid {NOBODY}")),
+            "{err}"
+        );
+        assert_eq!(mode(&target), 0o755, "the target's mode is unchanged");
+        let entries: Vec<_> = std::fs::read_dir(&target)
+            .expect("listed")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(entries, ["config"], "nothing created in the target");
+    }
+
+    // The agent's own link is followed.
+    let mine = root.path().join("mine");
+    std::fs::create_dir(&mine).expect("made");
+    std::os::unix::fs::symlink(&mine, shared.join("own")).expect("linked");
+    drop(start_agent(&shared.join("own/data"), &[], "022"));
+    assert_eq!(mode(&mine.join("data")), 0o700);
+}
+
+#[test]
+fn an_existing_directory_grace_did_not_make_is_never_chmoded() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("system");
+    std::fs::create_dir(&dir).expect("made");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(dir.join("config"), b"x").expect("written");
+    // Used as it is: nobody else may write it, and what the agent keeps
+    // in it is private itself.
+    let agent = start_agent(&dir, &[], "022");
+    assert_eq!(mode(&dir), 0o755, "left as it was");
+    assert_eq!(mode(&dir.join("grace.redb")), 0o600, "the store");
+    assert_eq!(mode(&socket_path(&dir)), 0o600, "the socket");
+    drop(agent);
+    // Likewise with a group let in (others may pass already): the store
+    // marks a directory an agent made, not one it uses.
+    std::fs::remove_file(dir.join("grace.redb")).expect("removed");
+    drop(start_agent(&dir, &["--allow-group", "nogroup:ro"], "022"));
+    assert_eq!(mode(&dir), 0o755, "left as it was");
+    assert_eq!(
+        std::fs::metadata(&dir).expect("dir").gid(),
+        0,
+        "its group too"
+    );
+}
+
+#[test]
+fn logs_refused_for_a_permission_say_so() {
+    if !as_nobody("logs_refused_for_a_permission_say_so") {
+        return;
+    }
+    let root = reachable_tempdir();
+    let dir = root.path().join("data");
+    let agent = start_agent(&dir, &["--allow-group", "nogroup:ro"], "022");
+    apply_workload(&dir, "web", "echo hello; sleep 30");
+    wait_until("the output", Duration::from_secs(10), || {
+        text(&grace(&dir, &["logs", "web"]).stdout).contains("hello")
+    });
+    let out = grace_as_nobody(&dir, &["logs", "web"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("permission denied"), "{err}");
+    assert!(!err.contains("no output kept"), "{err}");
+    drop(agent);
+}
+
+#[test]
+fn control_characters_and_bidi_overrides_in_names_are_escaped_in_errors() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join("data");
+    let _agent = start_agent(&dir, &[], "022");
+    let evil = "we\u{1b}[31mb\u{202e}x\ny\u{7}";
+    let escaped = "we\\u{1b}[31mb\\u{202e}x\\ny\\u{7}";
+    let file = root.path().join("evil.json");
+    let pod = serde_json::json!({"metadata": {"name": evil}});
+    std::fs::write(&file, pod.to_string()).expect("written");
+    let runs: [&[&str]; 5] = [
+        &["get", evil],
+        &["delete", evil],
+        &["describe", evil],
+        &["logs", evil],
+        &["apply", "-f", file.to_str().expect("utf-8")],
+    ];
+    for args in runs {
+        let out = grace(&dir, args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            !err.contains('\u{1b}') && !err.contains('\u{202e}') && !err.contains('\u{7}'),
+            "{args:?}: {err:?}"
+        );
+        assert!(err.contains(escaped), "{args:?}: {err:?}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+    }
+}

@@ -4,10 +4,102 @@
 //! started, even one that left its process group (`setsid`): `cgroup.kill`
 //! kills them all, and `cgroup.events` says `populated 0` once none is
 //! left.
+//!
+//! Whoever may write a cgroup's `cgroup.kill`, `cgroup.freeze` or
+//! `cgroup.procs` can kill, freeze or take the workloads in it, so every
+//! cgroup the agent makes is `0755` whatever the umask (made `0700`, then
+//! opened to reading), and one that is already there is used only if it is
+//! the agent's: owned by the agent's user and writable by nobody else
+//! ([`NotOurs`] otherwise). A cgroup left by a crash of the agent itself
+//! passes (it was made so); one another user made first does not.
 
+use std::fmt;
 use std::fs;
 use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// The permission bits of every cgroup the agent makes: only its user
+/// may write its files; others may read them.
+pub const MODE: u32 = 0o755;
+
+/// Group and others may write.
+const GROUP_OTHER_WRITE: u32 = 0o022;
+
+/// A cgroup that was there already and is not the agent's: another user
+/// owns it, or group or others may write it. It is neither used nor
+/// emptied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotOurs {
+    /// The cgroup.
+    pub path: PathBuf,
+    /// Its owner's uid.
+    pub owner: u32,
+    /// Its permission bits.
+    pub mode: u32,
+    /// The agent's (effective) uid.
+    pub uid: u32,
+}
+
+impl fmt::Display for NotOurs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "refusing the cgroup {} (owner uid {}, mode {:04o}): it was there already and is not \
+             this agent's (uid {}, not writable by others), so whoever made it could freeze or \
+             kill what runs in it; remove it (`rmdir`, once nothing runs in it)",
+            self.path.display(),
+            self.owner,
+            self.mode & 0o7777,
+            self.uid
+        )
+    }
+}
+
+impl std::error::Error for NotOurs {}
+
+impl From<NotOurs> for io::Error {
+    fn from(e: NotOurs) -> io::Error {
+        io::Error::new(io::ErrorKind::PermissionDenied, e)
+    }
+}
+
+/// Makes the cgroup `path`, `0755` whatever the umask; `Ok(false)` if it
+/// was there already and is the agent's; [`NotOurs`] (as an
+/// [`io::Error`] of kind `PermissionDenied`) if it is not.
+fn make(path: &Path) -> io::Result<bool> {
+    // `0700` at most, whatever the umask: nobody else can touch it before
+    // its mode is set.
+    match fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {
+            fs::set_permissions(path, fs::Permissions::from_mode(MODE))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            ours(path)?;
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Checks that the existing cgroup `path` is the agent's: a directory
+/// (not a link), owned by this process's effective uid, that neither
+/// group nor others may write.
+fn ours(path: &Path) -> io::Result<()> {
+    let meta = fs::symlink_metadata(path)?;
+    let uid = rustix::process::geteuid().as_raw();
+    if !meta.file_type().is_dir() || meta.uid() != uid || meta.mode() & GROUP_OTHER_WRITE != 0 {
+        return Err(NotOurs {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            mode: meta.mode(),
+            uid,
+        }
+        .into());
+    }
+    Ok(())
+}
 
 /// The cgroup directory of one agent's workloads.
 #[derive(Clone, Debug)]
@@ -17,10 +109,32 @@ pub struct Cgroups {
 
 impl Cgroups {
     /// The agent's cgroup directory for the workloads of `state_dir`: a
-    /// child of the agent's own cgroup on the cgroup v2 mount, created if
-    /// missing. `None` where there is no writable cgroup v2 hierarchy
-    /// with `cgroup.kill` (Linux ≥ 5.14).
-    pub fn detect(state_dir: &Path) -> Option<Cgroups> {
+    /// child of the agent's own cgroup on the cgroup v2 mount, created
+    /// (`0755`) if missing. `Ok(None)` where there is no writable cgroup
+    /// v2 hierarchy with `cgroup.kill` (Linux ≥ 5.14).
+    ///
+    /// # Errors
+    ///
+    /// [`NotOurs`] (as an [`io::Error`] of kind `PermissionDenied`) if
+    /// the directory is there already and is not the agent's.
+    pub fn detect(state_dir: &Path) -> io::Result<Option<Cgroups>> {
+        let Some(root) = Self::root_for(state_dir) else {
+            return Ok(None);
+        };
+        match make(&root) {
+            Ok(_) => {}
+            Err(e) if e.get_ref().is_some_and(|inner| inner.is::<NotOurs>()) => return Err(e),
+            Err(_) => return Ok(None),
+        }
+        Ok(root
+            .join("cgroup.kill")
+            .exists()
+            .then_some(Cgroups { root }))
+    }
+
+    /// Where the cgroup directory of `state_dir`'s workloads is (whether
+    /// it exists or not).
+    fn root_for(state_dir: &Path) -> Option<PathBuf> {
         let mount = cgroup2_mount()?;
         let own = fs::read_to_string("/proc/self/cgroup").ok()?;
         let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
@@ -32,15 +146,7 @@ impl Cgroups {
                 .as_os_str()
                 .as_encoded_bytes(),
         );
-        let root = parent.join(format!("grace-{key:016x}"));
-        match fs::create_dir(&root) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(_) => return None,
-        }
-        root.join("cgroup.kill")
-            .exists()
-            .then_some(Cgroups { root })
+        Some(parent.join(format!("grace-{key:016x}")))
     }
 
     /// The directory.
@@ -48,19 +154,21 @@ impl Cgroups {
         &self.root
     }
 
-    /// A new, empty cgroup `name` (one left by a crash is emptied first;
-    /// one still queued for removal is removed first).
+    /// A new, empty cgroup `name`, `0755` (one the agent left in a crash
+    /// is emptied first; one still queued for removal is removed first).
+    ///
+    /// # Errors
+    ///
+    /// [`NotOurs`] (as an [`io::Error`] of kind `PermissionDenied`) if
+    /// the cgroup is there already and is not the agent's: it is left as
+    /// it is.
     pub fn create(&self, name: &str) -> io::Result<PathBuf> {
         let path = self.root.join(name);
         super::removal::settle(&path, super::removal::Kind::Dir);
-        match fs::create_dir(&path) {
-            Ok(()) => Ok(path),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                kill(&path)?;
-                Ok(path)
-            }
-            Err(e) => Err(e),
+        if !make(&path)? {
+            kill(&path)?;
         }
+        Ok(path)
     }
 
     /// The cgroups in the directory (to find those no workload owns).

@@ -68,12 +68,36 @@ fn dir_mode(group: Option<&AllowGroup>) -> u32 {
 /// by an earlier agent, before anything is opened; with a group let in,
 /// the directory's group becomes that group.
 pub(super) fn prepare(dir: &Path, group: Option<&AllowGroup>) -> Result<(), RuntimeError> {
-    private::private_dir(dir, dir_mode(group)).map_err(refused)?;
+    // The store marks a directory an agent made: only such a one has its
+    // mode (and group) changed.
+    let ours =
+        private::private_dir_marked(dir, dir_mode(group), Some(DATABASE)).map_err(refused)?;
     if let Some(group) = group {
-        private::set_mode(dir, dir_mode(Some(group)), Some(group.gid)).map_err(refused)?;
+        if ours {
+            private::set_mode(dir, dir_mode(Some(group)), Some(group.gid)).map_err(refused)?;
+        } else {
+            group_may_pass(dir, group)?;
+        }
     }
     private::private_file(&dir.join(DATABASE)).map_err(refused)?;
     private::check_socket(&socket_path(dir)).map_err(refused)
+}
+
+/// Checks that the members of `group` may pass through `dir`, a
+/// directory the agent did not make (whose mode it does not change).
+fn group_may_pass(dir: &Path, group: &AllowGroup) -> Result<(), RuntimeError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta =
+        std::fs::metadata(dir).map_err(|e| RuntimeError::io(dir.display().to_string(), e))?;
+    let mode = meta.mode();
+    if mode & 0o001 != 0 || (meta.gid() == group.gid && mode & 0o010 != 0) {
+        return Ok(());
+    }
+    Err(refused(PrivateError::NotMade {
+        path: dir.to_path_buf(),
+        mode,
+        wanted: dir_mode(Some(group)),
+    }))
 }
 
 /// Binds the socket (after removing one an earlier agent left: the store
