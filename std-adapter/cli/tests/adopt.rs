@@ -63,6 +63,11 @@ fn kill_calls(trace: &Path) -> Vec<KillCall> {
     let text = std::fs::read_to_string(trace).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
+            // With `-f`, each line starts with the thread's id.
+            let line = match line.split_once(' ') {
+                Some((tid, rest)) if !tid.contains('.') => rest.trim_start(),
+                _ => line,
+            };
             let (at, rest) = line.split_once(' ')?;
             let args = rest.strip_prefix("kill(-")?;
             let (group, rest) = args.split_once(", ")?;
@@ -98,10 +103,27 @@ struct Agent {
 
 impl Agent {
     fn start(dir: &Path, run: usize, extra: &[&str]) -> Agent {
+        Agent::start_traced(dir, run, "kill", &[], extra)
+    }
+
+    /// [`start`](Self::start), tracing the system calls `trace` (`kill`
+    /// and more) with more `strace` options (`-f` for every thread, `-e
+    /// inject=…` to hold the agent in a traced system call).
+    fn start_traced(
+        dir: &Path,
+        run: usize,
+        trace_calls: &str,
+        strace_extra: &[&str],
+        extra: &[&str],
+    ) -> Agent {
         let trace = dir.join(format!("trace.{run}"));
         let log = dir.join(format!("agent.{run}.log"));
         let strace = Command::new("strace")
-            .args(["-ttt", "-T", "-e", "trace=kill", "-e", "signal=none", "-o"])
+            .args(["-ttt", "-T", "-e"])
+            .arg(format!("trace={trace_calls}"))
+            .args(["-e", "signal=none"])
+            .args(strace_extra)
+            .arg("-o")
             .arg(&trace)
             .arg(GRACE)
             .args(["agent", "--data-dir"])
@@ -1002,6 +1024,9 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
                 hook,
                 process: gone.clone(),
                 cgroup: None,
+                stop_signal_sent: None,
+                sigkill_at: None,
+                marks_start: false,
             })
             .expect("written");
     }
@@ -1163,4 +1188,271 @@ fn on_exit_takes_leave_or_stop_and_refuses_anything_else_naming_the_flag() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!dir.exists(), "{args:?}: nothing is created");
     }
+}
+
+/// Whether `ready` holds within `limit` (polled).
+fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ready()
+}
+
+/// The record of `name`'s container 0 in the workload table, as JSON.
+fn workload_record(dir: &Path, name: &str) -> Option<serde_json::Value> {
+    let file = grace_cli::agent::workloads_dir(dir).join(
+        grace_std::process::table::WorkloadRecord::file_name(name, 0, false),
+    );
+    serde_json::from_slice(&std::fs::read(file).ok()?).ok()
+}
+
+/// A pod whose workload handles SIGTERM by writing `<name>.term` and goes
+/// on (it must be SIGKILLed), and writes its pid to `<name>.pid`.
+fn stubborn_pod(dir: &Path, name: &str, grace: i64) -> Request {
+    let term = dir.join(format!("{name}.term"));
+    let pid = dir.join(format!("{name}.pid"));
+    let text = format!(
+        r#"{{"metadata":{{"name":"{name}"}},
+            "spec":{{"nodeName":"local","terminationGracePeriodSeconds":{grace},
+            "containers":[{{"name":"app","command":["sh","-c","trap 'echo t >> {term}' TERM; echo $$ > {pid}; while :; do sleep 1 & wait $!; done"]}}]}}}}"#,
+        term = term.display(),
+        pid = pid.display(),
+    );
+    let manifest =
+        grace_cli::manifest::parse(&text, || format!("uid-{name}-{}", std::process::id()))
+            .expect("a valid pod");
+    Request::Apply {
+        name: manifest.name,
+        object: Box::new(manifest.object),
+    }
+}
+
+/// Issue 27 item 3 (D4): a force delete removes the record at once while
+/// SIGKILL is still owed 2 s after SIGTERM. The agent stopped inside those
+/// 2 s (SIGTERM, `--on-exit=leave`): the next agent finds the workload
+/// without an object and SIGKILLs it when due — not sooner than 2 s after
+/// the one stop signal, which it does not send again — instead of leaving
+/// it running for good.
+#[test]
+fn d4_a_force_deleted_workload_whose_agent_stopped_before_its_sigkill_is_killed_by_the_next_agent()
+{
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let agent = Agent::start(dir, 0, &[]);
+    let mut c = client(dir);
+    c.call(&stubborn_pod(dir, "forced", 30)).expect("applied");
+    let file = dir.join("forced.pid");
+    wait_for("the workload runs", Duration::from_secs(10), || {
+        process(&file).is_some()
+    });
+    let workload = process(&file).expect("running");
+    c.call(&Request::Delete {
+        name: "forced".into(),
+        options: grace_core::DeleteOptions::with_grace(0),
+    })
+    .expect("force-deleted");
+    drop(c);
+    wait_for("the stop signal arrives", Duration::from_secs(10), || {
+        dir.join("forced.term").exists()
+    });
+    // Stopped inside the 2 s: the agent leaves its workloads running.
+    let log = agent.stop();
+    assert!(runs(&workload), "still owed its SIGKILL: {log}");
+    // Every thread's kill calls (the SIGKILL may be any thread's).
+    let agent = Agent::start_traced(dir, 1, "kill", &["-f"], &[]);
+    wait_for("the next agent kills it", Duration::from_secs(15), || {
+        !runs(&workload)
+    });
+    wait_for("its record goes", Duration::from_secs(10), || {
+        std::fs::read_dir(grace_cli::agent::workloads_dir(dir)).is_ok_and(|d| d.count() == 0)
+    });
+    let log = agent.stop();
+    assert!(
+        log.contains("forced container 0 runs but its object is gone: stop signal sent before"),
+        "{log}"
+    );
+    let first = kill_calls(&dir.join("trace.0"));
+    let next = kill_calls(&dir.join("trace.1"));
+    let term = first
+        .iter()
+        .find(|k| k.group == workload.pid && !k.kill)
+        .expect("the stop signal went out")
+        .returned;
+    assert!(
+        !next.iter().any(|k| k.group == workload.pid && !k.kill),
+        "the stop signal is not sent again: {next:?}"
+    );
+    let kill = next
+        .iter()
+        .find(|k| k.group == workload.pid && k.kill)
+        .expect("SIGKILLed by the next agent")
+        .entered;
+    assert!(
+        kill >= term + 2.0,
+        "SIGKILL {:.6} s after the stop signal",
+        kill - term
+    );
+}
+
+/// Issue 27 item 12 (D6, R62): the agent crashes just after the stop
+/// signal went out, before the store says so (its commit is held up by a
+/// slow disk: `fdatasync` delayed). The next agent does not send the stop
+/// signal again and does not count the 2 s from a second one: SIGKILL
+/// comes when it was due (or at once, if that passed while no agent ran),
+/// not later by the downtime.
+#[test]
+fn d6_a_crash_just_after_the_stop_signal_neither_repeats_it_nor_moves_sigkill_later() {
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let slow_disk = ["-e", "inject=fdatasync:delay_enter=700000"];
+    let agent = Agent::start_traced(dir, 0, "kill,fdatasync", &slow_disk, &[]);
+    let mut c = client(dir);
+    c.call(&stubborn_pod(dir, "crashed", 2)).expect("applied");
+    let file = dir.join("crashed.pid");
+    wait_for("the workload runs", Duration::from_secs(20), || {
+        process(&file).is_some()
+    });
+    let workload = process(&file).expect("running");
+    let asked = wall();
+    c.call(&Request::Delete {
+        name: "crashed".into(),
+        options: grace_core::DeleteOptions::default(),
+    })
+    .expect("deleted");
+    drop(c);
+    wait_for("the stop signal arrives", Duration::from_secs(20), || {
+        dir.join("crashed.term").exists()
+    });
+    // The commit that says it went out waits on the slow disk.
+    agent.crash();
+    // Down for a while: a SIGKILL counted from a second stop signal would
+    // come this much later.
+    let down = Instant::now();
+    wait_for("a downtime of 3 s", Duration::from_secs(10), || {
+        down.elapsed() >= Duration::from_secs(3)
+    });
+    let agent = Agent::start(dir, 1, &[]);
+    let serving = wall();
+    wait_for("the workload is killed", Duration::from_secs(15), || {
+        !runs(&workload)
+    });
+    wait_gone(dir, &["crashed".to_owned()], Duration::from_secs(10));
+    let _ = agent.stop();
+    let first = kill_calls(&dir.join("trace.0"));
+    let next = kill_calls(&dir.join("trace.1"));
+    let term = first
+        .iter()
+        .find(|k| k.group == workload.pid && !k.kill)
+        .expect("the stop signal went out")
+        .returned;
+    assert!(
+        !next.iter().any(|k| k.group == workload.pid && !k.kill),
+        "the stop signal was sent again: {next:?}"
+    );
+    let kill = next
+        .iter()
+        .find(|k| k.group == workload.pid && k.kill)
+        .expect("SIGKILLed by the next agent")
+        .entered;
+    assert!(
+        kill >= term + 2.0,
+        "SIGKILL {:.6} s after the stop signal",
+        kill - term
+    );
+    assert!(kill >= asked + 2.0, "SIGKILL before the grace was spent");
+    // Due long before the restart: at once (the agent serves once it has
+    // recovered), not 2 s after a second stop signal.
+    assert!(
+        kill < serving + 1.0,
+        "SIGKILL {:.3} s after the next agent served",
+        kill - serving
+    );
+}
+
+/// Issue 27 item 9: the agent dies after a workload's record is written but
+/// before its command runs (held in the record's `rename`). The gate never
+/// opened, so nothing ran: the next agent starts the pod instead of
+/// reporting it terminated with 137 (`ContainerStatusUnknown`). The
+/// interrupted `grace apply` says its outcome is unknown and how to check.
+#[test]
+fn a_crash_between_the_workload_record_and_the_start_leaves_a_pod_the_next_agent_starts() {
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let held = ["-e", "inject=rename:delay_exit=30000000"];
+    let agent = Agent::start_traced(dir, 0, "kill,rename", &held, &[]);
+    let pid = dir.join("late.pid");
+    let manifest = dir.join("late.json");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"late"}},
+                "spec":{{"nodeName":"local","terminationGracePeriodSeconds":1,
+                "containers":[{{"name":"app","command":["sh","-c","echo $$ > {}; exec sleep 1000"]}}]}}}}"#,
+            pid.display()
+        ),
+    )
+    .expect("manifest");
+    let apply = Command::new(GRACE)
+        .args(["apply", "-f"])
+        .arg(&manifest)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grace apply");
+    wait_for(
+        "the workload's record is written",
+        Duration::from_secs(20),
+        || workload_record(dir, "late").is_some(),
+    );
+    assert!(!pid.exists(), "held before its command runs");
+    agent.crash();
+    let out = apply.wait_with_output().expect("apply ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains("Error from server"), "{err}");
+    assert!(err.contains("the outcome is unknown"), "{err}");
+    assert!(err.contains("grace get late"), "{err}");
+    let agent = Agent::start(dir, 1, &[]);
+    let started = wait_until(Duration::from_secs(15), || process(&pid).is_some());
+    if !started {
+        let kept = tmp.keep();
+        panic!("the pod never started: see {}", kept.display());
+    }
+    let workload = process(&pid).expect("running");
+    wait_for("it is reported running", Duration::from_secs(10), || {
+        status_column(dir, "late") == "Running"
+    });
+    let log = agent.stop();
+    assert!(
+        log.contains("late container 0 never ran (an agent stopped before its start)"),
+        "{log}"
+    );
+    assert!(runs(&workload), "left running by --on-exit=leave");
+    let agent = Agent::start(dir, 2, &[]);
+    let mut c = client(dir);
+    c.call(&Request::Delete {
+        name: "late".into(),
+        options: grace_core::DeleteOptions::default(),
+    })
+    .expect("deleted");
+    drop(c);
+    wait_gone(dir, &["late".to_owned()], Duration::from_secs(15));
+    let _ = agent.stop();
+    assert!(!runs(&workload));
 }
