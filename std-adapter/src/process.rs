@@ -129,7 +129,37 @@ pub enum OrphanStop {
 /// [`WorkloadTable::marker`]) before the command runs, so that a later
 /// agent can tell a command that never ran from one that ended; it exits
 /// 125 without running anything if it cannot.
-const GATE: &str = "read -r _ || exit 125; : >\"$0\" || exit 125; exec \"$@\" </dev/null";
+///
+/// The marker is made private (`umask 077`, as every file of the table);
+/// the command runs with the agent's own umask ([`gate`]).
+const GATE: &str =
+    "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; exec \"$@\" </dev/null";
+
+/// [`GATE`] with this process's umask (from `/proc/self/status`, read
+/// once) for the command; without one, the umask is left as it is
+/// throughout.
+fn gate() -> &'static str {
+    static GATE_WITH_UMASK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    GATE_WITH_UMASK.get_or_init(gate_with_umask)
+}
+
+/// [`gate`], built once.
+fn gate_with_umask() -> String {
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            let value = line.trim_start_matches("Umask:").trim();
+            value
+                .bytes()
+                .all(|b| (b'0'..=b'7').contains(&b))
+                .then(|| value.to_owned())
+        });
+    match umask {
+        Some(umask) => GATE.replace("UMASK", &umask),
+        None => GATE.replace("umask 077; ", "").replace("umask UMASK; ", ""),
+    }
+}
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
@@ -566,7 +596,7 @@ impl ProcessActuator {
         };
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(GATE)
+            .arg(gate())
             .arg(table.marker(object, container, hook))
             .args(command);
         streams(&mut cmd, &self.output)?;

@@ -747,7 +747,8 @@ fn a_thousand_workloads_run_with_a_bounded_number_of_agent_threads() {
     }
     let table = grace_cli::agent::workloads_dir(dir);
     wait_for("a thousand workloads run", Duration::from_secs(30), || {
-        std::fs::read_dir(&table).map_or(0, |d| d.count()) == 1000
+        // Each record, and its start marker.
+        std::fs::read_dir(&table).map_or(0, |d| d.count()) == 2000
     });
     let threads = std::fs::read_dir(format!("/proc/{}/task", agent.pid))
         .expect("the agent runs")
@@ -972,7 +973,7 @@ fn an_unreadable_workload_record_never_lets_its_container_count_as_stopped() {
         .expect("table")
         .flatten()
         .map(|e| e.path())
-        .next()
+        .find(|p| p.extension().is_none_or(|e| e != "ran"))
         .expect("one record");
     let saved = std::fs::read(&record).expect("readable");
     std::fs::write(&record, b"{").expect("damaged");
