@@ -57,10 +57,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 
-use grace_core::Action;
+use grace_core::{Action, Instant};
 use rustix::process::Signal;
 
-use crate::runtime::{ActionError, Actuator};
+use crate::runtime::{ActionError, Actuator, OwedKill};
 use crate::store::StoredObject;
 use cgroup::Cgroups;
 use group::Group;
@@ -88,13 +88,78 @@ pub struct Adoption {
     pub gone: Vec<(String, usize, bool)>,
     /// Table files that could not be read.
     pub unreadable: Vec<PathBuf>,
+    /// `(object, container)` of every workload whose record was written
+    /// but whose command never ran (the agent died before it opened the
+    /// gate): its record is dropped, nothing is reported, and the
+    /// container may be started.
+    pub never_ran: Vec<(String, usize)>,
+}
+
+/// What [`ProcessActuator::stop_orphans`] does with an adopted workload
+/// whose object is gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OrphanStop {
+    /// A pre-stop hook: cut off (SIGKILL) at once.
+    HookCutOff {
+        /// The object.
+        object: String,
+        /// The container.
+        container: usize,
+    },
+    /// A container: its stop signal went out (now, or before), SIGKILL
+    /// follows at `sigkill_at` (the runtime clock's instant) unless it
+    /// exits first.
+    Stopping {
+        /// The object.
+        object: String,
+        /// The container.
+        container: usize,
+        /// Whether the stop signal went out now (it had not before).
+        signalled_now: bool,
+        /// When SIGKILL is due.
+        sigkill_at: Instant,
+    },
 }
 
 /// The command that runs a workload behind the gate: `sh` reads one line
 /// from its stdin (the agent sends it once the workload's record is
 /// durable), then `exec`s the command with stdin from `/dev/null`. On end
 /// of file (the agent died first) it exits 125 and runs nothing.
-const GATE: &str = "read -r _ || exit 125; exec \"$@\" </dev/null";
+/// Once opened it creates its start marker (its `$0`, see
+/// [`WorkloadTable::marker`]) before the command runs, so that a later
+/// agent can tell a command that never ran from one that ended; it exits
+/// 125 without running anything if it cannot.
+///
+/// The marker is made private (`umask 077`, as every file of the table);
+/// the command runs with the agent's own umask ([`gate`]).
+const GATE: &str =
+    "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; exec \"$@\" </dev/null";
+
+/// [`GATE`] with this process's umask (from `/proc/self/status`, read
+/// once) for the command; without one, the umask is left as it is
+/// throughout.
+fn gate() -> &'static str {
+    static GATE_WITH_UMASK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    GATE_WITH_UMASK.get_or_init(gate_with_umask)
+}
+
+/// [`gate`], built once.
+fn gate_with_umask() -> String {
+    let umask = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            let value = line.trim_start_matches("Umask:").trim();
+            value
+                .bytes()
+                .all(|b| (b'0'..=b'7').contains(&b))
+                .then(|| value.to_owned())
+        });
+    match umask {
+        Some(umask) => GATE.replace("UMASK", &umask),
+        None => GATE.replace("umask 077; ", "").replace("umask UMASK; ", ""),
+    }
+}
 
 /// Runs containers as process groups and carries out the runtime's actions
 /// on them.
@@ -118,6 +183,9 @@ pub struct ProcessActuator {
     /// A command prefix every process is started through
     /// ([`with_launcher`](Self::with_launcher)); empty: none.
     launcher: Vec<String>,
+    /// The records of the workloads adopted at the start (not hooks), for
+    /// what an earlier agent owed them.
+    adopted: HashMap<(String, usize), WorkloadRecord>,
 }
 
 impl ProcessActuator {
@@ -138,6 +206,7 @@ impl ProcessActuator {
             cgroups: None,
             output: Output::Discard,
             launcher: Vec::new(),
+            adopted: HashMap::new(),
         };
         (actuator, rx)
     }
@@ -167,7 +236,27 @@ impl ProcessActuator {
                 cgroup: record.cgroup.clone(),
             };
             owned.extend(record.cgroup.clone());
-            let alive = record.process.is_alive();
+            let mut alive = record.process.is_alive();
+            let never_ran = |record: &WorkloadRecord| {
+                record.marks_start
+                    && !record.hook
+                    && !table.ran(&record.object, record.container, false)
+            };
+            if alive && never_ran(&record) {
+                // A gate that never opened (it reads end of file now that
+                // its agent is gone, or is already a zombie), or one that
+                // got its line and has not yet left its marker: either way
+                // its command has not run. It is ended, and counts as
+                // never run unless its marker appeared meanwhile.
+                group.kill();
+                let pid = record.process.pid;
+                let ended = || !record.process.is_alive() || identity::is_zombie(pid);
+                let since = std::time::Instant::now();
+                while !ended() && since.elapsed() < std::time::Duration::from_secs(2) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                alive = !ended();
+            }
             let map = if record.hook {
                 &mut actuator.hooks
             } else {
@@ -176,9 +265,23 @@ impl ProcessActuator {
             let who = (record.object.clone(), record.container, record.hook);
             // The reaper checks the start time again once the pidfd is
             // open; a process gone by then is reported like the others.
+            if !alive && never_ran(&record) {
+                // Its gate never opened: nothing ran. The record goes and
+                // the container may be started.
+                if let Some(cgroup) = &record.cgroup {
+                    let _ = cgroup::kill(cgroup);
+                    cgroup::remove(cgroup);
+                }
+                let _ = table.remove(&record.object, record.container, false);
+                adoption.never_ran.push(key);
+                continue;
+            }
             if alive {
-                map.insert(key, group.clone());
+                map.insert(key.clone(), group.clone());
                 adoption.adopted.push(who);
+                if !record.hook {
+                    actuator.adopted.insert(key, record.clone());
+                }
             } else {
                 if record.hook {
                     // What is left in its cgroup is being killed: until it
@@ -372,6 +475,106 @@ impl ProcessActuator {
         self.workloads.keys().map(|(o, c)| (o.as_str(), *c))
     }
 
+    /// Stops every adopted workload and hook whose object is gone
+    /// (`tracked` says which objects are not), the way a force delete
+    /// does (D4): a hook is cut off at once; a container whose stop
+    /// signal went out before keeps the SIGKILL deadline it was given (no
+    /// sooner than 2 s after that signal); one whose stop signal never
+    /// went out gets it now and SIGKILL 2 s later. `now` is the runtime
+    /// clock's instant; the SIGKILLs are sent when due by a thread of
+    /// their own, which ends once they are all sent. Returns what was
+    /// done, in the table's order.
+    pub fn stop_orphans(
+        &mut self,
+        tracked: impl Fn(&str) -> bool,
+        now: Instant,
+    ) -> Vec<OrphanStop> {
+        let mut done = Vec::new();
+        for ((object, container), hook) in &self.hooks {
+            if !tracked(object) {
+                hook.kill();
+                done.push(OrphanStop::HookCutOff {
+                    object: object.clone(),
+                    container: *container,
+                });
+            }
+        }
+        let floor = grace_core::Duration::from_grace_seconds(2);
+        let mut kills = Vec::new();
+        let mut orphans: Vec<(String, usize)> = self
+            .adopted
+            .keys()
+            .filter(|(o, _)| !tracked(o))
+            .cloned()
+            .collect();
+        orphans.sort();
+        for key in orphans {
+            let (Some(record), Some(group)) = (
+                self.adopted.get(&key).cloned(),
+                self.workloads.get(&key).cloned(),
+            ) else {
+                continue;
+            };
+            let (object, container) = key.clone();
+            let (sent, signalled_now) = match record.stop_signal_sent {
+                Some(ms) => (Instant::from_millis(ms), false),
+                None => {
+                    group.signal(self.stop_signal);
+                    group.signal(Signal::CONT);
+                    // Rounded up, as the runtime does (R62 counts from
+                    // after the signal).
+                    (
+                        now.saturating_add(grace_core::Duration::from_millis(1)),
+                        true,
+                    )
+                }
+            };
+            let floored = sent.saturating_add(floor);
+            let sigkill_at = record
+                .sigkill_at
+                .map_or(floored, |ms| Instant::from_millis(ms).max(floored));
+            if signalled_now {
+                self.kill_owed(
+                    &object,
+                    container,
+                    OwedKill {
+                        stop_signal_sent: Some(sent),
+                        sigkill_at: Some(sigkill_at),
+                    },
+                );
+            }
+            let wait = sigkill_at.saturating_duration_since(now).as_millis();
+            kills.push((
+                std::time::Instant::now() + std::time::Duration::from_millis(wait),
+                group.clone(),
+                record.process.clone(),
+            ));
+            done.push(OrphanStop::Stopping {
+                object,
+                container,
+                signalled_now,
+                sigkill_at,
+            });
+        }
+        if !kills.is_empty() {
+            kills.sort_by_key(|(due, _, _)| *due);
+            std::thread::spawn(move || {
+                for (due, group, process) in kills {
+                    let wait = due.saturating_duration_since(std::time::Instant::now());
+                    std::thread::sleep(wait);
+                    // Never a pid reused by another process; a cgroup is
+                    // this workload's whatever its leader became.
+                    if process.is_alive() {
+                        group.kill();
+                    } else if group.cgroup.is_some() {
+                        Group { pgid: 0, ..group }.kill();
+                    }
+                }
+            });
+        }
+        done
+    }
+
     fn forget(&mut self, object: &str, container: usize, hook: bool) {
         if let Some(table) = &self.table {
             table.remove_soon(object, container, hook);
@@ -430,8 +633,8 @@ impl ProcessActuator {
         };
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
-            .arg(GATE)
-            .arg("sh")
+            .arg(gate())
+            .arg(table.marker(object, container, hook))
             .args(&self.launcher)
             .args(command);
         let keeper = streams(&mut cmd, &self.output)?;
@@ -449,12 +652,15 @@ impl ProcessActuator {
             }
             let process = ProcessIdentity::of(child.id())
                 .ok_or_else(|| std::io::Error::other("the process vanished at its start"))?;
-            table.write(&WorkloadRecord {
+            table.write_new(&WorkloadRecord {
                 object: object.to_owned(),
                 container,
                 hook,
                 process,
                 cgroup: cgroup.clone(),
+                stop_signal_sent: None,
+                sigkill_at: None,
+                marks_start: true,
             })
         })();
         if let Err(e) = recorded {
@@ -579,6 +785,38 @@ impl Actuator for ProcessActuator {
             // An action added to the core later: nothing a process needs.
             _ => Ok(()),
         }
+    }
+
+    /// Kept in the workload's record (rewritten at once, not synced: it
+    /// only means something on this boot), so that a later agent neither
+    /// sends the stop signal again nor leaves the workload running once
+    /// its object is gone ([`ProcessActuator::stop_orphans`]).
+    fn kill_owed(&mut self, object: &str, container: usize, owed: OwedKill) {
+        let Some(table) = &self.table else {
+            return;
+        };
+        if !self.workloads.contains_key(&(object.to_owned(), container)) {
+            return;
+        }
+        let Some(mut record) = table.read(object, container, false) else {
+            return;
+        };
+        if let Some(sent) = owed.stop_signal_sent {
+            record.stop_signal_sent.get_or_insert(sent.as_millis());
+        }
+        if let Some(at) = owed.sigkill_at {
+            record.sigkill_at = Some(at.as_millis());
+        }
+        // Not written: a later agent counts from its own stop signal, as
+        // before (a failure here loses no deletion).
+        let _ = table.write(&record);
+    }
+
+    /// What the adopted workload's record says, once: its stop signal
+    /// went out before this agent started.
+    fn stop_signal_sent_before(&mut self, object: &str, container: usize) -> Option<Instant> {
+        let record = self.adopted.get_mut(&(object.to_owned(), container))?;
+        record.stop_signal_sent.take().map(Instant::from_millis)
     }
 
     /// A returned hook is forgotten before the runtime takes the event

@@ -57,7 +57,7 @@ mod stored;
 mod transition;
 mod writes;
 
-pub use actuator::{ActionError, Actuator, WorldEvent};
+pub use actuator::{ActionError, Actuator, OwedKill, WorldEvent};
 pub use batch::Batch;
 pub use error::RuntimeError;
 use error::{cannot_encode, store_down};

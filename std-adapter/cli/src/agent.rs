@@ -201,6 +201,12 @@ pub(crate) fn open_actuator(
             "grace agent: {object} {what} {container} ended while no agent ran"
         );
     }
+    for (object, container) in &adoption.never_ran {
+        let _ = writeln!(
+            log,
+            "grace agent: {object} container {container} never ran (an agent stopped before its start)"
+        );
+    }
     // A record that cannot be read may stand for a process that still
     // runs: its container is not reported stopped (it stays as it is).
     let mut unknown = adoption.gone;
@@ -219,25 +225,43 @@ pub(crate) fn open_actuator(
     Ok((actuator, world, unknown))
 }
 
-/// Logs the adopted workloads whose object is gone (removed while no
-/// agent ran, by force): no deletion will stop them, and they are left as
-/// they are rather than killed without the sequence.
+/// Stops the adopted workloads whose object is gone (force-deleted while
+/// their kill was still owed, or removed while no agent ran) as a force
+/// delete does, carrying on a kill an earlier agent owed on its deadline
+/// ([`ProcessActuator::stop_orphans`]), and logs each.
 pub(crate) fn log_orphans<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     log: &mut impl Write,
 ) {
-    let orphans: Vec<(String, usize)> = rt
+    let tracked: std::collections::BTreeSet<String> = rt.names().map(str::to_owned).collect();
+    let now = rt.clock().now().mono;
+    let stops = rt
         .actuator()
-        .running()
-        .map(|(o, c)| (o.to_owned(), c))
-        .collect();
-    for (object, container) in orphans {
-        if rt.lifecycle(&object).is_none() {
-            let _ = writeln!(
+        .stop_orphans(|object| tracked.contains(object), now);
+    for stop in stops {
+        let _ = match stop {
+            crate::process::OrphanStop::HookCutOff { object, container } => writeln!(
                 log,
-                "grace agent: {object} container {container} runs but its object is gone: left running"
-            );
-        }
+                "grace agent: {object} pre-stop hook {container}: its object is gone: cut off"
+            ),
+            crate::process::OrphanStop::Stopping {
+                object,
+                container,
+                signalled_now,
+                sigkill_at,
+            } => {
+                let ms = sigkill_at.saturating_duration_since(now).as_millis();
+                let signal = if signalled_now {
+                    "stop signal sent now"
+                } else {
+                    "stop signal sent before"
+                };
+                writeln!(
+                    log,
+                    "grace agent: {object} container {container} runs but its object is gone: {signal}, SIGKILL in {ms} ms unless it exits"
+                )
+            }
+        };
     }
 }
 

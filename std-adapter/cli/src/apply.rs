@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use grace_core::{FinalizerChange, Name, Timestamp};
 
-use crate::api::{ApiError, Client, ErrorKind, Reply, Request};
+use crate::api::{ApiError, Client, ClientError, ErrorKind, Reply, Request};
 use crate::clock::{Clock, SystemClock};
 use crate::kubectl::{CommandError, Target};
 use crate::manifest_file::Document;
@@ -207,6 +207,22 @@ pub fn apply(
         let mut object = doc.object;
         object.created.get_or_insert(created);
         match apply_one(target, &doc.name, object) {
+            Err(Failed::Unknown(why)) => {
+                let _ = writeln!(
+                    err,
+                    "error: applying \"{}\": the outcome is unknown ({why}): the pod may have been created or changed all the same; check with `grace get {}` once an agent serves again, and apply again if it is not as you want",
+                    doc.source, doc.name
+                );
+                failed.get_or_insert(1);
+            }
+            Err(Failed::Refused(e)) => {
+                let _ = writeln!(
+                    err,
+                    "Error from server: error when applying \"{}\": {}",
+                    doc.source, e.message
+                );
+                failed.get_or_insert(e.code);
+            }
             Ok(done) => {
                 let word = match done {
                     Applied::Created => "created",
@@ -214,14 +230,6 @@ pub fn apply(
                     Applied::Unchanged => "unchanged",
                 };
                 let _ = writeln!(out, "{kind}/{} {word}", doc.name);
-            }
-            Err(e) => {
-                let _ = writeln!(
-                    err,
-                    "Error from server: error when applying \"{}\": {}",
-                    doc.source, e.message
-                );
-                failed.get_or_insert(e.code);
             }
         }
     }
@@ -251,25 +259,39 @@ fn warn_ignored(documents: &[Document], err: &mut impl Write) {
     }
 }
 
-fn apply_one(
-    target: Target<'_>,
-    name: &str,
-    object: StoredObject,
-) -> Result<Applied, CommandError> {
+/// Why one document was not applied.
+enum Failed {
+    /// Refused, or not sent: nothing changed.
+    Refused(CommandError),
+    /// Sent, but the answer was lost (the agent stopped or crashed
+    /// meanwhile): it may have been applied.
+    Unknown(String),
+}
+
+impl From<CommandError> for Failed {
+    fn from(e: CommandError) -> Self {
+        Failed::Refused(e)
+    }
+}
+
+fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<Applied, Failed> {
     match target {
         Target::Agent(data_dir) => {
-            let mut client = Client::connect(data_dir)?;
-            match client.call(&Request::Put {
+            let mut client = Client::connect(data_dir).map_err(CommandError::from)?;
+            let reply = client.call(&Request::Put {
                 name: name.to_owned(),
                 object: Box::new(object),
-            })? {
-                Reply::Applied { .. } => Ok(Applied::Created),
-                Reply::Configured { changed: true } => Ok(Applied::Configured),
-                Reply::Configured { changed: false } => Ok(Applied::Unchanged),
-                _ => Err(CommandError::failed("the agent answered something else")),
+            });
+            match reply {
+                Ok(Reply::Applied { .. }) => Ok(Applied::Created),
+                Ok(Reply::Configured { changed: true }) => Ok(Applied::Configured),
+                Ok(Reply::Configured { changed: false }) => Ok(Applied::Unchanged),
+                Ok(_) => Err(CommandError::failed("the agent answered something else").into()),
+                Err(e @ ClientError::Io(_)) => Err(Failed::Unknown(e.to_string())),
+                Err(e) => Err(CommandError::from(e).into()),
             }
         }
-        Target::Shared(store) => apply_shared(store, name, object),
+        Target::Shared(store) => Ok(apply_shared(store, name, object)?),
     }
 }
 

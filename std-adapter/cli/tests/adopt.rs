@@ -63,6 +63,11 @@ fn kill_calls(trace: &Path) -> Vec<KillCall> {
     let text = std::fs::read_to_string(trace).unwrap_or_default();
     text.lines()
         .filter_map(|line| {
+            // With `-f`, each line starts with the thread's id.
+            let line = match line.split_once(' ') {
+                Some((tid, rest)) if !tid.contains('.') => rest.trim_start(),
+                _ => line,
+            };
             let (at, rest) = line.split_once(' ')?;
             let args = rest.strip_prefix("kill(-")?;
             let (group, rest) = args.split_once(", ")?;
@@ -98,10 +103,27 @@ struct Agent {
 
 impl Agent {
     fn start(dir: &Path, run: usize, extra: &[&str]) -> Agent {
+        Agent::start_traced(dir, run, "kill", &[], extra)
+    }
+
+    /// [`start`](Self::start), tracing the system calls `trace` (`kill`
+    /// and more) with more `strace` options (`-f` for every thread, `-e
+    /// inject=…` to hold the agent in a traced system call).
+    fn start_traced(
+        dir: &Path,
+        run: usize,
+        trace_calls: &str,
+        strace_extra: &[&str],
+        extra: &[&str],
+    ) -> Agent {
         let trace = dir.join(format!("trace.{run}"));
         let log = dir.join(format!("agent.{run}.log"));
         let strace = Command::new("strace")
-            .args(["-ttt", "-T", "-e", "trace=kill", "-e", "signal=none", "-o"])
+            .args(["-ttt", "-T", "-e"])
+            .arg(format!("trace={trace_calls}"))
+            .args(["-e", "signal=none"])
+            .args(strace_extra)
+            .arg("-o")
             .arg(&trace)
             .arg(GRACE)
             .args(["agent", "--data-dir"])
@@ -289,14 +311,50 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
     let mut run = 0;
     for round in 0..rounds {
         eprintln!("lane {lane} round {round}");
-        let agent = Agent::start(dir, run, &[]);
-        run += 1;
         let grace = 3;
+        // Every other round, first a crash between a workload's record and
+        // its start: the agent is held in the record's `rename`, then
+        // SIGKILLed. The pod must start with the next agent.
+        let late = format!("late-{round}");
+        let start_crash = random() % 2 == 0;
+        let agent = if start_crash {
+            let held = ["-e", "inject=rename:delay_exit=30000000"];
+            let agent = Agent::start_traced(dir, run, "kill,rename", &held, &[]);
+            run += 1;
+            let mut c = client(dir);
+            c.send(&pod(dir, &late, grace, false, None))
+                .expect("apply sent");
+            wait_for(
+                "the late record is written",
+                Duration::from_secs(20),
+                || workload_record(dir, &late).is_some(),
+            );
+            agent.crash();
+            findings.crashes += 1;
+            drop(c);
+            let agent = Agent::start(dir, run, &[]);
+            run += 1;
+            let file = dir.join(format!("{late}.pid"));
+            if !wait_until(Duration::from_secs(15), || process(&file).is_some()) {
+                findings.problems.push(format!(
+                    "lane {lane} round {round}: {late} never started after a crash before its start"
+                ));
+            }
+            agent
+        } else {
+            let agent = Agent::start(dir, run, &[]);
+            run += 1;
+            agent
+        };
         let specs = [
             (format!("ign-{round}"), true, None),
             (format!("hook-{round}"), true, Some("sleep 30")),
             (format!("quick-{round}"), false, None),
+            // Force-deleted (grace 0): its record goes at once, its
+            // SIGKILL is owed 2 s after the stop signal, across crashes.
+            (format!("force-{round}"), true, None),
         ];
+        let forced = |name: &str| name.starts_with("force-");
         let mut c = client(dir);
         for (name, ignore, hook) in &specs {
             c.call(&pod(dir, name, grace, *ignore, *hook))
@@ -319,7 +377,11 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
         // Each shell installs its trap before it writes its pid.
         let asked = wall();
         for w in &watched {
-            let options = grace_core::DeleteOptions::default();
+            let options = if forced(&w.name) {
+                grace_core::DeleteOptions::with_grace(0)
+            } else {
+                grace_core::DeleteOptions::default()
+            };
             c.call(&Request::Delete {
                 name: w.name.clone(),
                 options,
@@ -336,8 +398,10 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
             });
             hooks.insert(w.name.clone(), process(&file).expect("hook"));
         }
+        // A force delete removes the record while the workload stops.
         let processes = watched
             .iter()
+            .filter(|w| !forced(&w.name))
             .map(|w| {
                 let mut ps = vec![w.workload.clone()];
                 ps.extend(hooks.get(&w.name).cloned());
@@ -379,6 +443,32 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
         }
         done.store(true, Ordering::SeqCst);
         let _ = monitor.join();
+        // The force-deleted workload goes once its SIGKILL is due (2 s
+        // after the stop signal), whichever agent owes it.
+        for w in watched.iter().filter(|w| forced(&w.name)) {
+            if !wait_until(Duration::from_secs(15), || !runs(&w.workload)) {
+                findings.problems.push(format!(
+                    "lane {lane} round {round}: {} left running after its force delete",
+                    w.name
+                ));
+            }
+        }
+        // The late pod, started after the crash before its start, goes too.
+        if start_crash && names(dir).is_some_and(|n| n.contains(&late)) {
+            let mut c = client(dir);
+            let _ = c.call(&Request::Delete {
+                name: late.clone(),
+                options: grace_core::DeleteOptions::default(),
+            });
+            drop(c);
+            if !wait_until(Duration::from_secs(15), || {
+                names(dir).is_some_and(|n| !n.contains(&late))
+            }) {
+                findings
+                    .problems
+                    .push(format!("lane {lane} round {round}: {late} not deleted"));
+            }
+        }
         if let Some(why) = agent.exited(dir, run - 1) {
             findings.problems.push(format!(
                 "lane {lane} round {round}: the restarted agent exited on its own: {why}"
@@ -414,6 +504,8 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
             // stop signal when the hook spent it all.
             let (term_due, kill_due) = if w.hook {
                 (w.grace, w.grace + 2.0)
+            } else if forced(&w.name) {
+                (0.0, 2.0)
             } else {
                 (0.0, w.grace)
             };
@@ -441,7 +533,7 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
                             kill - term
                         ));
                     }
-                    if kill < asked + w.grace {
+                    if kill < asked + w.grace.min(kill_due) {
                         findings
                             .problems
                             .push(format!("{at}: SIGKILL before the grace was spent"));
@@ -453,6 +545,12 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
                         ));
                     }
                 }
+                // A force-deleted workload whose agent crashed inside the
+                // 2 s is SIGKILLed by the next agent's own thread, which
+                // this trace does not follow; that it went is checked
+                // above (and its timing by
+                // d4_a_force_deleted_workload_whose_agent_stopped_…).
+                (None, true) if forced(&w.name) => {}
                 (None, true) => findings.problems.push(format!("{at}: never SIGKILLed")),
                 (Some(_), false) => findings
                     .problems
@@ -649,7 +747,8 @@ fn a_thousand_workloads_run_with_a_bounded_number_of_agent_threads() {
     }
     let table = grace_cli::agent::workloads_dir(dir);
     wait_for("a thousand workloads run", Duration::from_secs(30), || {
-        std::fs::read_dir(&table).map_or(0, |d| d.count()) == 1000
+        // Each record, and its start marker.
+        std::fs::read_dir(&table).map_or(0, |d| d.count()) == 2000
     });
     let threads = std::fs::read_dir(format!("/proc/{}/task", agent.pid))
         .expect("the agent runs")
@@ -874,7 +973,7 @@ fn an_unreadable_workload_record_never_lets_its_container_count_as_stopped() {
         .expect("table")
         .flatten()
         .map(|e| e.path())
-        .next()
+        .find(|p| p.extension().is_none_or(|e| e != "ran"))
         .expect("one record");
     let saved = std::fs::read(&record).expect("readable");
     std::fs::write(&record, b"{").expect("damaged");
@@ -1002,6 +1101,9 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
                 hook,
                 process: gone.clone(),
                 cgroup: None,
+                stop_signal_sent: None,
+                sigkill_at: None,
+                marks_start: false,
             })
             .expect("written");
     }
@@ -1163,4 +1265,269 @@ fn on_exit_takes_leave_or_stop_and_refuses_anything_else_naming_the_flag() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!dir.exists(), "{args:?}: nothing is created");
     }
+}
+
+/// Whether `ready` holds within `limit` (polled).
+fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ready()
+}
+
+/// The record of `name`'s container 0 in the workload table, as JSON.
+fn workload_record(dir: &Path, name: &str) -> Option<serde_json::Value> {
+    let file = grace_cli::agent::workloads_dir(dir).join(
+        grace_std::process::table::WorkloadRecord::file_name(name, 0, false),
+    );
+    serde_json::from_slice(&std::fs::read(file).ok()?).ok()
+}
+
+/// A pod whose workload handles SIGTERM by writing `<name>.term` and goes
+/// on (it must be SIGKILLed), and writes its pid to `<name>.pid`.
+fn stubborn_pod(dir: &Path, name: &str, grace: i64) -> Request {
+    let term = dir.join(format!("{name}.term"));
+    let pid = dir.join(format!("{name}.pid"));
+    let text = format!(
+        r#"{{"metadata":{{"name":"{name}"}},
+            "spec":{{"nodeName":"local","terminationGracePeriodSeconds":{grace},
+            "containers":[{{"name":"app","command":["sh","-c","trap 'echo t >> {term}' TERM; echo $$ > {pid}; while :; do sleep 1 & wait $!; done"]}}]}}}}"#,
+        term = term.display(),
+        pid = pid.display(),
+    );
+    let manifest =
+        grace_cli::manifest::parse(&text, || format!("uid-{name}-{}", std::process::id()))
+            .expect("a valid pod");
+    Request::Apply {
+        name: manifest.name,
+        object: Box::new(manifest.object),
+    }
+}
+
+/// Issue 27 item 3 (D4): a force delete removes the record at once while
+/// SIGKILL is still owed 2 s after SIGTERM. The agent stopped inside those
+/// 2 s (SIGTERM, `--on-exit=leave`): the next agent finds the workload
+/// without an object and SIGKILLs it when due — not sooner than 2 s after
+/// the one stop signal, which it does not send again — instead of leaving
+/// it running for good.
+#[test]
+fn d4_a_force_deleted_workload_whose_agent_stopped_before_its_sigkill_is_killed_by_the_next_agent()
+{
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let agent = Agent::start(dir, 0, &[]);
+    let mut c = client(dir);
+    c.call(&stubborn_pod(dir, "forced", 30)).expect("applied");
+    let file = dir.join("forced.pid");
+    wait_for("the workload runs", Duration::from_secs(10), || {
+        process(&file).is_some()
+    });
+    let workload = process(&file).expect("running");
+    c.call(&Request::Delete {
+        name: "forced".into(),
+        options: grace_core::DeleteOptions::with_grace(0),
+    })
+    .expect("force-deleted");
+    drop(c);
+    wait_for("the stop signal arrives", Duration::from_secs(10), || {
+        dir.join("forced.term").exists()
+    });
+    // Stopped inside the 2 s: the agent leaves its workloads running.
+    let log = agent.stop();
+    assert!(runs(&workload), "still owed its SIGKILL: {log}");
+    // Every thread's kill calls (the SIGKILL may be any thread's).
+    let agent = Agent::start_traced(dir, 1, "kill", &["-f"], &[]);
+    wait_for("the next agent kills it", Duration::from_secs(15), || {
+        !runs(&workload)
+    });
+    wait_for("its record goes", Duration::from_secs(10), || {
+        std::fs::read_dir(grace_cli::agent::workloads_dir(dir)).is_ok_and(|d| d.count() == 0)
+    });
+    let log = agent.stop();
+    assert!(
+        log.contains("forced container 0 runs but its object is gone: stop signal sent before"),
+        "{log}"
+    );
+    let first = kill_calls(&dir.join("trace.0"));
+    let next = kill_calls(&dir.join("trace.1"));
+    let term = first
+        .iter()
+        .find(|k| k.group == workload.pid && !k.kill)
+        .expect("the stop signal went out")
+        .returned;
+    assert!(
+        !next.iter().any(|k| k.group == workload.pid && !k.kill),
+        "the stop signal is not sent again: {next:?}"
+    );
+    let kill = next
+        .iter()
+        .find(|k| k.group == workload.pid && k.kill)
+        .expect("SIGKILLed by the next agent")
+        .entered;
+    assert!(
+        kill >= term + 2.0,
+        "SIGKILL {:.6} s after the stop signal",
+        kill - term
+    );
+}
+
+/// Issue 27 item 12 (D6, R62): the agent crashes just after the stop
+/// signal went out, before the store says so (its commit is held up by a
+/// slow disk: each `pwrite64` delayed). The next agent does not send the stop
+/// signal again and does not count the 2 s from a second one: SIGKILL
+/// comes when it was due (or at once, if that passed while no agent ran),
+/// not later by the downtime.
+#[test]
+fn d6_a_crash_just_after_the_stop_signal_neither_repeats_it_nor_moves_sigkill_later() {
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let slow_disk = ["-e", "inject=pwrite64:delay_enter=300000"];
+    let agent = Agent::start_traced(dir, 0, "kill,pwrite64", &slow_disk, &[]);
+    let mut c = client(dir);
+    c.call(&stubborn_pod(dir, "crashed", 2)).expect("applied");
+    let file = dir.join("crashed.pid");
+    wait_for("the workload runs", Duration::from_secs(20), || {
+        process(&file).is_some()
+    });
+    let workload = process(&file).expect("running");
+    let asked = wall();
+    // Its answer would come only once the stop signal is written down.
+    c.send(&Request::Delete {
+        name: "crashed".into(),
+        options: grace_core::DeleteOptions::default(),
+    })
+    .expect("delete sent");
+    wait_for("the stop signal arrives", Duration::from_secs(20), || {
+        dir.join("crashed.term").exists()
+    });
+    // The commit that says it went out waits on the slow disk.
+    agent.crash();
+    drop(c);
+    // Restarted at once, inside the 2 s: a SIGKILL counted from a second
+    // stop signal would come later by the downtime.
+    let agent = Agent::start(dir, 1, &[]);
+    let serving = wall();
+    wait_for("the workload is killed", Duration::from_secs(15), || {
+        !runs(&workload)
+    });
+    wait_gone(dir, &["crashed".to_owned()], Duration::from_secs(10));
+    let _ = agent.stop();
+    let first = kill_calls(&dir.join("trace.0"));
+    let next = kill_calls(&dir.join("trace.1"));
+    let term = first
+        .iter()
+        .find(|k| k.group == workload.pid && !k.kill)
+        .expect("the stop signal went out")
+        .returned;
+    assert!(
+        !next.iter().any(|k| k.group == workload.pid && !k.kill),
+        "the stop signal was sent again: {next:?}"
+    );
+    let kill = next
+        .iter()
+        .find(|k| k.group == workload.pid && k.kill)
+        .expect("SIGKILLed by the next agent")
+        .entered;
+    assert!(
+        kill >= term + 2.0,
+        "SIGKILL {:.6} s after the stop signal",
+        kill - term
+    );
+    assert!(kill >= asked + 2.0, "SIGKILL before the grace was spent");
+    // Due 2 s after the one stop signal (or at once, if that passed
+    // while no agent ran), not 2 s after a second one.
+    let due = (term + 2.0).max(serving);
+    assert!(
+        kill < due + 1.0,
+        "SIGKILL {:.3} s after it was due",
+        kill - due
+    );
+}
+
+/// Issue 27 item 9: the agent dies after a workload's record is written but
+/// before its command runs (held in the record's `rename`). The gate never
+/// opened, so nothing ran: the next agent starts the pod instead of
+/// reporting it terminated with 137 (`ContainerStatusUnknown`). The
+/// interrupted `grace apply` says its outcome is unknown and how to check.
+#[test]
+fn a_crash_between_the_workload_record_and_the_start_leaves_a_pod_the_next_agent_starts() {
+    if strace_missing() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let held = ["-e", "inject=rename:delay_exit=30000000"];
+    let agent = Agent::start_traced(dir, 0, "kill,rename", &held, &[]);
+    let pid = dir.join("late.pid");
+    let manifest = dir.join("late.json");
+    std::fs::write(
+        &manifest,
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"late"}},
+                "spec":{{"nodeName":"local","terminationGracePeriodSeconds":1,
+                "containers":[{{"name":"app","command":["sh","-c","echo $$ > {}; exec sleep 1000"]}}]}}}}"#,
+            pid.display()
+        ),
+    )
+    .expect("manifest");
+    let apply = Command::new(GRACE)
+        .args(["apply", "-f"])
+        .arg(&manifest)
+        .arg("--data-dir")
+        .arg(dir)
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("grace apply");
+    wait_for(
+        "the workload's record is written",
+        Duration::from_secs(20),
+        || workload_record(dir, "late").is_some(),
+    );
+    assert!(!pid.exists(), "held before its command runs");
+    agent.crash();
+    let out = apply.wait_with_output().expect("apply ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(!err.contains("Error from server"), "{err}");
+    assert!(err.contains("the outcome is unknown"), "{err}");
+    assert!(err.contains("grace get late"), "{err}");
+    let agent = Agent::start(dir, 1, &[]);
+    let started = wait_until(Duration::from_secs(15), || process(&pid).is_some());
+    if !started {
+        let kept = tmp.keep();
+        panic!("the pod never started: see {}", kept.display());
+    }
+    let workload = process(&pid).expect("running");
+    wait_for("it is reported running", Duration::from_secs(10), || {
+        status_column(dir, "late") == "Running"
+    });
+    let log = agent.stop();
+    assert!(
+        log.contains("late container 0 never ran (an agent stopped before its start)"),
+        "{log}"
+    );
+    assert!(runs(&workload), "left running by --on-exit=leave");
+    let agent = Agent::start(dir, 2, &[]);
+    let mut c = client(dir);
+    c.call(&Request::Delete {
+        name: "late".into(),
+        options: grace_core::DeleteOptions::default(),
+    })
+    .expect("deleted");
+    drop(c);
+    wait_gone(dir, &["late".to_owned()], Duration::from_secs(15));
+    let _ = agent.stop();
+    assert!(!runs(&workload));
 }

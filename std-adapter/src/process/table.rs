@@ -19,6 +19,9 @@ use serde::{Deserialize, Serialize};
 use super::identity::ProcessIdentity;
 use super::removal;
 
+/// The extension of a start marker ([`WorkloadTable::marker`]).
+const MARKER: &str = "ran";
+
 /// One running workload or hook, as written to the table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadRecord {
@@ -33,6 +36,20 @@ pub struct WorkloadRecord {
     /// Its cgroup, when workloads are contained in cgroups.
     #[serde(default)]
     pub cgroup: Option<PathBuf>,
+    /// When its stop signal went out (milliseconds on the runtime's
+    /// clock, which counts from this boot), once it did: a later agent
+    /// does not send it again, and counts the 2 s before SIGKILL from then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_signal_sent: Option<u64>,
+    /// When SIGKILL is due (milliseconds on the runtime's clock), once its
+    /// stop signal went out: what a later agent carries out if the object
+    /// is gone by then (a force delete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigkill_at: Option<u64>,
+    /// Its gate leaves a start marker ([`WorkloadTable::marker`]) before
+    /// the command runs (false in records of agents that did not).
+    #[serde(default)]
+    pub marks_start: bool,
 }
 
 impl WorkloadRecord {
@@ -95,6 +112,46 @@ impl WorkloadTable {
     pub fn write(&self, record: &WorkloadRecord) -> io::Result<()> {
         let name = WorkloadRecord::file_name(&record.object, record.container, record.hook);
         removal::settle(&self.dir.join(&name), removal::Kind::File);
+        self.write_named(&name, record)
+    }
+
+    /// Writes the record of a process about to be started: as
+    /// [`write`](Self::write), and an earlier process's start marker
+    /// ([`marker`](Self::marker)) goes first.
+    pub fn write_new(&self, record: &WorkloadRecord) -> io::Result<()> {
+        let name = WorkloadRecord::file_name(&record.object, record.container, record.hook);
+        removal::settle(&self.dir.join(&name), removal::Kind::File);
+        let marker = self.marker(&record.object, record.container, record.hook);
+        removal::settle(&marker, removal::Kind::File);
+        match fs::remove_file(&marker) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        self.write_named(&name, record)
+    }
+
+    /// The start marker of a workload: a file its gate creates once it is
+    /// opened, just before the command runs. A record without one stands
+    /// for a process that never ran its command.
+    pub fn marker(&self, object: &str, container: usize, hook: bool) -> PathBuf {
+        let name = WorkloadRecord::file_name(object, container, hook);
+        self.dir.join(format!("{name}.{MARKER}"))
+    }
+
+    /// Whether the workload's command was started ([`marker`](Self::marker)).
+    pub fn ran(&self, object: &str, container: usize, hook: bool) -> bool {
+        self.marker(object, container, hook).exists()
+    }
+
+    /// The record of a workload, if there is one that can be read.
+    pub fn read(&self, object: &str, container: usize, hook: bool) -> Option<WorkloadRecord> {
+        let path = self
+            .dir
+            .join(WorkloadRecord::file_name(object, container, hook));
+        serde_json::from_slice(&fs::read(path).ok()?).ok()
+    }
+
+    fn write_named(&self, name: &str, record: &WorkloadRecord) -> io::Result<()> {
         let tmp = self.dir.join(format!("{name}.tmp"));
         let bytes = serde_json::to_vec(record).map_err(io::Error::other)?;
         let mut file = {
@@ -126,6 +183,9 @@ impl WorkloadTable {
     /// a crash before it is done leaves the record of a process that is
     /// gone, which the next agent reports gone and removes.
     pub fn remove_soon(&self, object: &str, container: usize, hook: bool) {
+        // The marker first: a crash in between leaves a record with no
+        // marker only for a process that is gone, whose exit is taken.
+        removal::remove(self.marker(object, container, hook), removal::Kind::File);
         removal::remove(
             self.dir
                 .join(WorkloadRecord::file_name(object, container, hook)),
@@ -144,6 +204,9 @@ impl WorkloadTable {
             let path = entry?.path();
             if path.extension().is_some_and(|e| e == "tmp") {
                 let _ = fs::remove_file(&path);
+                continue;
+            }
+            if path.extension().is_some_and(|e| e == MARKER) {
                 continue;
             }
             match fs::read(&path)
@@ -179,6 +242,9 @@ mod tests {
                 boot_id: "b".into(),
             },
             cgroup: None,
+            stop_signal_sent: None,
+            sigkill_at: None,
+            marks_start: true,
         };
         table.write(&record).expect("write");
         std::fs::write(dir.path().join("w/x.tmp"), b"{").expect("tmp");

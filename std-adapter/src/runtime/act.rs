@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use grace_core::{Action, Duration, Now, Phase};
+use grace_core::{Action, Duration, Now, Phase, Stage};
 
 use super::commit::Written;
 use super::objects::Id;
 use super::writes::Writes;
-use super::{Actuator, Change, Runtime, RuntimeError};
+use super::{Actuator, Change, OwedKill, Recovery, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{KillState, Revision, Store, StoreError, StorePreconditions, StoredObject};
 
@@ -149,6 +149,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 Action::Remove { .. } => {
                     let name = Arc::clone(open.name);
                     let uid = open.lifecycle.record().uid.as_str().to_owned();
+                    // A workload still stopping (a force delete) owes its
+                    // SIGKILL after the record is gone: the actuator keeps
+                    // it, before the record goes, for a later process.
+                    for (c, container) in open.lifecycle.containers().iter().enumerate() {
+                        if let Stage::Stopping { kill_at } = container.stage() {
+                            let owed = OwedKill {
+                                stop_signal_sent: None,
+                                sigkill_at: Some(kill_at),
+                            };
+                            self.actuator.kill_owed(&name, c, owed);
+                        }
+                    }
                     if let Err(e) = self.remove_record(id, &name, uid) {
                         // Not recorded as done: the stored state still
                         // owes the removal (and what came before it).
@@ -156,6 +168,22 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         return Err(e.into());
                     }
                     Ok(())
+                }
+                // Sent by an earlier process that crashed before the store
+                // said so: not sent again, and its time is the one R62
+                // counts from (D6: a restart never moves SIGKILL later).
+                Action::SendStopSignal { container }
+                    if self.recovery == Recovery::HonourOriginalDeadline
+                        && let Some(sent) = self
+                            .actuator
+                            .stop_signal_sent_before(open.name, usize::from(container)) =>
+                {
+                    let wall = self.clock.now().wall;
+                    let _ = open
+                        .lifecycle
+                        .handle_stop_signal_sent(Now::new(wall, sent), usize::from(container));
+                    self.emit_id(now, id, Change::Action(action));
+                    continue;
                 }
                 _ => {
                     let stored = match (&shown, &mut built) {
@@ -216,9 +244,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             read.mono.saturating_add(Duration::from_millis(1)),
         );
         if let Some(open) = self.objects.opened(id)? {
-            let _ = open
-                .lifecycle
-                .handle_stop_signal_sent(sent, usize::from(container));
+            let c = usize::from(container);
+            let _ = open.lifecycle.handle_stop_signal_sent(sent, c);
+            // Kept by the actuator too, at once: a crash before the next
+            // write must not send it again, nor count R62 from a second one.
+            let sigkill_at = match open.lifecycle.containers().get(c).map(|c| c.stage()) {
+                Some(Stage::Stopping { kill_at }) => Some(kill_at),
+                _ => None,
+            };
+            let owed = OwedKill {
+                stop_signal_sent: Some(sent.mono),
+                sigkill_at,
+            };
+            self.actuator.kill_owed(open.name, c, owed);
         }
         Ok(())
     }

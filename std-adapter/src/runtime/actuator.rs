@@ -5,7 +5,7 @@
 use std::error::Error;
 use std::fmt;
 
-use grace_core::Action;
+use grace_core::{Action, Instant};
 
 use super::{Runtime, RuntimeError};
 use crate::clock::Clock;
@@ -56,6 +56,38 @@ pub trait Actuator: Send {
     fn world_event_taken(&mut self, event: &WorldEvent) {
         let _ = event;
     }
+
+    /// Told what a container's workload still owes, so that it can be
+    /// kept where it outlives the runtime (the process actuator keeps it in
+    /// its workload table): after its stop signal went out
+    /// (`stop_signal_sent` and the SIGKILL deadline), and before its
+    /// object's record is removed while it still stops (a force delete:
+    /// the SIGKILL deadline alone). Instants are the runtime clock's.
+    /// Does nothing unless implemented.
+    fn kill_owed(&mut self, object: &str, container: usize, owed: OwedKill) {
+        let _ = (object, container, owed);
+    }
+
+    /// Asked before a container's stop signal is sent: whether an earlier
+    /// process already sent it (it crashed before the store said so), and
+    /// when (the runtime clock's instant, as given to
+    /// [`kill_owed`](Self::kill_owed)). If so, the stop signal is not sent
+    /// again and the 2 s before SIGKILL count from then (D6). `None`
+    /// unless implemented.
+    fn stop_signal_sent_before(&mut self, object: &str, container: usize) -> Option<Instant> {
+        let _ = (object, container);
+        None
+    }
+}
+
+/// What a container's workload still owes, told to the actuator
+/// ([`Actuator::kill_owed`]); `None` leaves what was told before as it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OwedKill {
+    /// When its stop signal really went out.
+    pub stop_signal_sent: Option<Instant>,
+    /// When SIGKILL is due.
+    pub sigkill_at: Option<Instant>,
 }
 
 /// An action an [`Actuator`] could not carry out, and why.
