@@ -420,6 +420,7 @@ fn a_listing_of_several_pages_is_one_snapshot() {
     }
     // Another client keeps writing while the listing is read page by page.
     let stop = Arc::new(AtomicBool::new(false));
+    let (first_write, written) = std::sync::mpsc::channel();
     let writer = {
         let (w, stop) = (client(&prefix), Arc::clone(&stop));
         thread::spawn(move || {
@@ -428,12 +429,17 @@ fn a_listing_of_several_pages_is_one_snapshot() {
                 let name = format!("o{:04}", writes % OBJECTS);
                 let (o, rev) = w.get(&name).unwrap().unwrap();
                 w.update(&name, o, rev).unwrap();
+                if writes == 0 {
+                    let _ = first_write.send(());
+                }
                 writes += 1;
             }
             writes
         })
     };
-    thread::sleep(Duration::from_millis(50));
+    written
+        .recv_timeout(PATIENCE)
+        .expect("the writer is writing");
     let listing = s.list().unwrap();
     stop.store(true, Ordering::SeqCst);
     let writes = writer.join().unwrap();

@@ -144,14 +144,23 @@ fn logs_follow_prints_new_output_until_the_object_is_deleted_and_go_with_its_rec
     wait_for("output", Duration::from_secs(10), || {
         log_files(dir.path()).iter().any(|(_, len)| *len > 0)
     });
+    // What -f prints goes to a file, read while it follows.
+    let printed = dir.path().join("followed.txt");
     let follow = Command::new(GRACE)
         .args(["logs", "ticker", "-f", "--tail", "1", "--data-dir"])
         .arg(dir.path())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(&printed).expect("output file"))
         .stderr(Stdio::piped())
         .spawn()
         .expect("follows");
-    std::thread::sleep(Duration::from_millis(1500));
+    let ticks = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+            .collect()
+    };
+    wait_for("-f prints new lines", Duration::from_secs(20), || {
+        ticks(&std::fs::read_to_string(&printed).unwrap_or_default()).len() >= 5
+    });
     let out = grace(dir.path(), &["delete", "ticker"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let started = Instant::now();
@@ -161,11 +170,8 @@ fn logs_follow_prints_new_output_until_the_object_is_deleted_and_go_with_its_rec
         "-f ends once the object is deleted"
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
-    let ticks: Vec<u64> = printed
-        .lines()
-        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
-        .collect();
+    let printed = std::fs::read_to_string(&printed).expect("followed");
+    let ticks = ticks(&printed);
     assert!(ticks.len() >= 5, "new lines were followed: {printed}");
     assert!(
         ticks.windows(2).all(|w| w[1] == w[0] + 1),
