@@ -99,12 +99,14 @@ fn an_unreachable_server_is_unavailable_at_connect() {
 #[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
 fn lease_expiry_makes_the_node_not_alive() {
     let s = client(&fresh_prefix("lease"));
+    // Before the grant: a lease's TTL runs from when etcd granted it,
+    // which on a loaded machine can be well before the calls return.
+    let granted = Instant::now();
     let lapsing = s.grant_lease(Duration::from_secs(1)).expect(NEEDS_ETCD);
     let kept = s.grant_lease(Duration::from_secs(1)).unwrap();
     assert!(lapsing.ttl() >= Duration::from_secs(1), "{lapsing:?}");
     s.register_node("node-a", lapsing).unwrap();
     s.register_node("node-b", kept).unwrap();
-    let granted = Instant::now();
     assert_eq!(s.alive_nodes().unwrap(), ["node-a", "node-b"]);
 
     // node-b's agent keeps its lease alive; node-a's has stopped.

@@ -197,18 +197,36 @@ fn rotation_bounds_each_containers_log() {
         dir.path(),
         &["--log-max-size", "4Ki", "--log-max-files", "2"],
     );
-    // About 6 KB a second: past the bound every second or so.
+    // About 6 KB a second: past the bound every second or so. It also
+    // keeps the number of its last line in `count`.
+    let count = dir.path().join("count");
     apply(
         dir.path(),
         "chatty",
         &[(
             "app",
-            "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; sleep 0.01; done",
+            &format!(
+                "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; echo $i > {}; sleep 0.01; done",
+                count.display()
+            ),
         )],
     );
+    let written = || {
+        std::fs::read_to_string(&count)
+            .ok()
+            .and_then(|c| c.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Watched until the log was rotated and 300 lines were written: about
+    // 5 s, longer on a loaded machine (each line forks a `sleep`).
     let started = Instant::now();
     let mut rotated = false;
-    while started.elapsed() < Duration::from_secs(5) {
+    while !(rotated && written() > 300) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "rotated ({rotated}) and 300 lines written ({}) within 60 s",
+            written()
+        );
         let files = log_files(dir.path());
         let total: u64 = files.iter().map(|(_, len)| len).sum();
         // Two files of MAX, and what ~6 KB/s adds between two checks
@@ -220,13 +238,22 @@ fn rotation_bounds_each_containers_log() {
             .any(|(p, _)| p.to_string_lossy().ends_with(".log.1"));
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(rotated, "the log was rotated");
     // The newest output is kept and reads in order across the files.
-    let all = logs(dir.path(), &["chatty"]);
-    let numbers: Vec<u64> = all
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
-        .collect();
+    let numbers = |all: &str| -> Vec<u64> {
+        all.lines()
+            .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
+            .collect()
+    };
+    let mut all = String::new();
+    wait_for(
+        "the newest lines in the log",
+        Duration::from_secs(20),
+        || {
+            all = logs(dir.path(), &["chatty"]);
+            numbers(&all).last().is_some_and(|last| *last > 300)
+        },
+    );
+    let numbers = numbers(&all);
     assert!(numbers.len() > 20, "{all}");
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "oldest first");
     let last = numbers.last().copied().unwrap_or(0);
