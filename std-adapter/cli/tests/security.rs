@@ -105,6 +105,12 @@ fn under_umask_000_the_agent_creates_nothing_group_or_world_accessible() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("parent/data");
     let agent = start_agent(&dir, &[], "000");
+    // The socket accepts as soon as it is bound, before its mode is set
+    // (in a directory nobody else can reach): its mode is final once the
+    // agent answers.
+    support::common::wait_for("the agent answers", Duration::from_secs(20), || {
+        support::common::runtime_answers(&dir)
+    });
     assert_eq!(mode(&root.path().join("parent")), 0o700, "a created parent");
     assert_eq!(mode(&dir), 0o700, "the data directory");
     assert_eq!(mode(&dir.join("grace.redb")), 0o600, "the store");
