@@ -99,12 +99,14 @@ fn an_unreachable_server_is_unavailable_at_connect() {
 #[ignore = "needs an etcd server: set GRACE_ETCD_ENDPOINTS, e.g. http://127.0.0.1:23790"]
 fn lease_expiry_makes_the_node_not_alive() {
     let s = client(&fresh_prefix("lease"));
+    // Before the grant: a lease's TTL runs from when etcd granted it,
+    // which on a loaded machine can be well before the calls return.
+    let granted = Instant::now();
     let lapsing = s.grant_lease(Duration::from_secs(1)).expect(NEEDS_ETCD);
     let kept = s.grant_lease(Duration::from_secs(1)).unwrap();
     assert!(lapsing.ttl() >= Duration::from_secs(1), "{lapsing:?}");
     s.register_node("node-a", lapsing).unwrap();
     s.register_node("node-b", kept).unwrap();
-    let granted = Instant::now();
     assert_eq!(s.alive_nodes().unwrap(), ["node-a", "node-b"]);
 
     // node-b's agent keeps its lease alive; node-a's has stopped.
@@ -420,6 +422,7 @@ fn a_listing_of_several_pages_is_one_snapshot() {
     }
     // Another client keeps writing while the listing is read page by page.
     let stop = Arc::new(AtomicBool::new(false));
+    let (first_write, written) = std::sync::mpsc::channel();
     let writer = {
         let (w, stop) = (client(&prefix), Arc::clone(&stop));
         thread::spawn(move || {
@@ -428,12 +431,17 @@ fn a_listing_of_several_pages_is_one_snapshot() {
                 let name = format!("o{:04}", writes % OBJECTS);
                 let (o, rev) = w.get(&name).unwrap().unwrap();
                 w.update(&name, o, rev).unwrap();
+                if writes == 0 {
+                    let _ = first_write.send(());
+                }
                 writes += 1;
             }
             writes
         })
     };
-    thread::sleep(Duration::from_millis(50));
+    written
+        .recv_timeout(PATIENCE)
+        .expect("the writer is writing");
     let listing = s.list().unwrap();
     stop.store(true, Ordering::SeqCst);
     let writes = writer.join().unwrap();

@@ -145,6 +145,7 @@ fn etcd_tls_auth_an_expired_token_is_renewed_with_the_password() {
             StoredObject::unscheduled(Record::<FINALIZERS>::new(uid)),
         )
         .expect("written");
+    // Not a wait for readiness: the token expires meanwhile.
     std::thread::sleep(Duration::from_secs(3));
     assert!(
         store

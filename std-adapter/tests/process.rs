@@ -56,15 +56,19 @@ fn stop_signal_reaches_the_whole_group_including_grandchildren() {
     let script = format!(
         "sh -c 'trap \"touch {d}/grandchild-term; exit 0\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
          trap 'touch {d}/main-term; wait; exit 0' TERM
+         touch {d}/up
          while :; do sleep 0.05; done"
     );
     let stored = object(&script, None);
     let (mut actuator, events) = ProcessActuator::new();
     actuator.start("p", &stored).expect("started");
+    // Each shell writes its marker once its trap is installed.
     eventually("the grandchild runs", || {
         read_pid(&dir.path().join("gc")).is_some()
     });
-    std::thread::sleep(Duration::from_millis(100)); // traps installed
+    eventually("main's trap is installed", || {
+        dir.path().join("up").exists()
+    });
 
     actuator
         .perform("p", &stored, &Action::SendStopSignal { container: 0 })
@@ -93,6 +97,7 @@ fn sigkill_reaches_a_grandchild_that_ignores_sigterm() {
     let script = format!(
         "sh -c 'trap \"\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
          trap '' TERM
+         touch {d}/up
          while :; do sleep 0.05; done"
     );
     let stored = object(&script, None);
@@ -102,11 +107,16 @@ fn sigkill_reaches_a_grandchild_that_ignores_sigterm() {
         read_pid(&dir.path().join("gc")).is_some()
     });
     let gc = read_pid(&dir.path().join("gc")).expect("pid");
-    std::thread::sleep(Duration::from_millis(100));
+    // Each shell writes its marker once its trap is installed.
+    eventually("main's trap is installed", || {
+        dir.path().join("up").exists()
+    });
 
     actuator
         .perform("p", &stored, &Action::SendStopSignal { container: 0 })
         .expect("signalled");
+    // What is tested: nothing happens for a while (no readiness signal
+    // can show that something does not happen).
     std::thread::sleep(Duration::from_millis(300));
     assert!(alive(gc), "SIGTERM is ignored: still running");
     assert!(events.try_recv().is_err(), "main ignores SIGTERM too");
@@ -136,12 +146,12 @@ fn a_pre_stop_hook_is_cut_off_when_the_stop_signal_is_due() {
     let d = dir.path().display();
     let hook = format!("echo $$ > {d}/hook; sleep 1000");
     let stored = object(
-        "trap 'exit 0' TERM; while :; do sleep 0.05; done",
+        &format!("trap 'exit 0' TERM; touch {d}/up; while :; do sleep 0.05; done"),
         Some(&hook),
     );
     let (mut actuator, events) = ProcessActuator::new();
     actuator.start("p", &stored).expect("started");
-    std::thread::sleep(Duration::from_millis(100));
+    eventually("the trap is installed", || dir.path().join("up").exists());
 
     actuator
         .perform(
@@ -190,6 +200,7 @@ fn a_stopped_container_leaves_nothing_behind_before_its_exit_is_reported() {
     let script = format!(
         "sh -c 'trap \"\" TERM; echo $$ > {d}/gc; while :; do sleep 0.05; done' &
          trap 'exit 0' TERM
+         touch {d}/up
          while :; do sleep 0.05; done"
     );
     let stored = object(&script, None);
@@ -199,7 +210,10 @@ fn a_stopped_container_leaves_nothing_behind_before_its_exit_is_reported() {
         read_pid(&dir.path().join("gc")).is_some()
     });
     let gc = read_pid(&dir.path().join("gc")).expect("pid");
-    std::thread::sleep(Duration::from_millis(100));
+    // Each shell writes its marker once its trap is installed.
+    eventually("main's trap is installed", || {
+        dir.path().join("up").exists()
+    });
 
     actuator
         .perform("p", &stored, &Action::SendStopSignal { container: 0 })

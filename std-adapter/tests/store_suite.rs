@@ -376,6 +376,8 @@ fn a_blocked_watch_wakes_on_a_write_from_another_thread(s: Arc<dyn Store>) {
     let writer = {
         let s = Arc::clone(&s);
         thread::spawn(move || {
+            // Not a wait for readiness: the write should come while the
+            // watch is blocked (it is woken either way).
             thread::sleep(Duration::from_millis(50));
             s.create("late", obj("u")).unwrap()
         })

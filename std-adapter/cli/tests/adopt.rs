@@ -21,18 +21,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::wait_for;
+use common::{runtime_answers, wait_for};
 use grace_std::api::{Client, Reply, Request};
 use grace_std::process::identity::ProcessIdentity;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
 
-/// Whether `strace` is installed; without it these tests say so and pass
-/// (`.ci/run` installs it, so CI always runs them).
+/// Whether `strace` is missing; without it these tests say so and pass,
+/// except under `CI=true`, where they fail (`.ci/run` installs it, so CI
+/// always runs them).
 fn strace_missing() -> bool {
     let missing = Command::new("strace").arg("-V").output().is_err();
     if missing {
-        eprintln!("skipped: strace is not installed (apt-get install strace)");
+        common::missing_tool("strace is not installed (apt-get install strace)");
     }
     missing
 }
@@ -420,6 +421,7 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
         // The crash: anywhere in the first 5 s of the deletions (hook,
         // stop signal, floor, SIGKILL), then a restart at once.
         let crash_in = Duration::from_millis(random() % 5_000);
+        // Not a wait for readiness: the crash point under test.
         std::thread::sleep(crash_in.saturating_sub(Duration::from_secs_f64(wall() - asked)));
         agent.crash();
         findings.crashes += 1;
@@ -683,6 +685,7 @@ fn r62_fifty_stop_signals_due_at_once_each_get_two_seconds_before_sigkill() {
         "the deletions took {:?}",
         frozen - started
     );
+    // Not a wait for readiness: the budgets run out while it is frozen.
     std::thread::sleep(Duration::from_secs(GRACE_S as u64) + Duration::from_millis(500));
     agent.signal("-CONT");
     wait_gone(dir, &names, Duration::from_secs(30));
@@ -979,7 +982,12 @@ fn an_unreadable_workload_record_never_lets_its_container_count_as_stopped() {
     std::fs::write(&record, b"{").expect("damaged");
 
     let agent = Agent::start(dir, 1, &[]);
-    std::thread::sleep(Duration::from_millis(300));
+    // Adoption and reconciling happen before the runtime thread answers.
+    wait_for(
+        "the agent is through its start",
+        Duration::from_secs(20),
+        || runtime_answers(dir),
+    );
     assert_eq!(status_column(dir, "kept"), "Running");
     assert!(names(dir).is_some_and(|n| n.contains("kept")));
     assert!(runs(&workload));
@@ -1234,7 +1242,12 @@ fn r84_on_exit_stop_stops_every_workload_the_kubernetes_way_before_the_agent_exi
         names(dir),
         Some(specs.iter().map(|(n, ..)| (*n).to_owned()).collect())
     );
-    std::thread::sleep(Duration::from_millis(300));
+    // Whatever it would start, it starts before its runtime thread answers.
+    wait_for(
+        "the agent is through its start",
+        Duration::from_secs(20),
+        || runtime_answers(dir),
+    );
     let log = agent.stop();
     assert!(log.contains("0 workload(s) left running"), "{log}");
 }

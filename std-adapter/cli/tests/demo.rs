@@ -3,6 +3,9 @@
 //! comes before its grace is spent (never "within" a tolerance: only the
 //! lower bounds are the rules; upper bounds are generous for a busy machine).
 
+#[path = "../../tests/common/mod.rs"]
+mod common;
+
 use std::process::Command;
 
 /// Seconds of the first timeline line matching `object` and `what`.
@@ -83,7 +86,7 @@ fn marked_processes(marker: &str) -> Vec<String> {
 }
 
 /// Starts `grace demo` on a temp dir of its own, interrupts it with
-/// `signal` after about a second, and checks that it cleaned up.
+/// `signal` once it and its workloads run, and checks that it cleaned up.
 fn interrupted_demo_cleans_up(signal: &str, code: i32) {
     let tmp = tempfile::tempdir().expect("temp dir");
     let marker = format!("GRACE_DEMO_TEST={}-{signal}", std::process::id());
@@ -96,11 +99,11 @@ fn interrupted_demo_cleans_up(signal: &str, code: i32) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("grace demo runs");
-    std::thread::sleep(std::time::Duration::from_millis(1000));
-    assert!(
-        marked_processes(&marker).len() >= 4,
-        "grace and its workloads run: {:?}",
-        marked_processes(&marker)
+    // grace sets up its signal handling before it starts the workloads.
+    common::wait_for(
+        "grace and its workloads run",
+        std::time::Duration::from_secs(20),
+        || marked_processes(&marker).len() >= 4,
     );
     let status = Command::new("kill")
         .args([&format!("-{signal}"), &child.id().to_string()])
@@ -116,7 +119,7 @@ fn interrupted_demo_cleans_up(signal: &str, code: i32) {
         String::from_utf8_lossy(&out.stderr)
     );
     // SIGKILL is delivered at once, but a process takes a moment to go.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !marked_processes(&marker).is_empty() {
         assert!(
             std::time::Instant::now() < deadline,

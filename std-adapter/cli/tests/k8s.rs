@@ -619,6 +619,7 @@ fn a_container_stop_signal_is_the_one_sent() {
     let d = dir.path();
     let _agent = agent(d);
     let got = d.join("got");
+    let up = d.join("up");
     let manifest = format!(
         "apiVersion: v1
 kind: Pod
@@ -628,18 +629,21 @@ spec:
   terminationGracePeriodSeconds: 10
   containers:
   - name: app
-    command: [sh, -c, \"trap 'echo USR1 > {got}; exit 0' USR1; trap '' TERM; while :; do sleep 0.05; done\"]
+    command: [sh, -c, \"trap 'echo USR1 > {got}; exit 0' USR1; trap '' TERM; touch {up}; while :; do sleep 0.05; done\"]
     lifecycle:
       stopSignal: SIGUSR1
 ",
-        got = got.display()
+        got = got.display(),
+        up = up.display()
     );
     ok(d, &["apply", "-f", path(&write(d, "s.yaml", &manifest))]);
-    std::thread::sleep(Duration::from_millis(300));
+    // Touched once its traps are installed.
+    wait_for("the workload runs", Duration::from_secs(20), || up.exists());
     let started = Instant::now();
     ok(d, &["delete", "s"]);
+    // SIGKILL would come at the end of the 10 s grace.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(8),
         "it exited on its signal, not SIGKILL"
     );
     assert_eq!(

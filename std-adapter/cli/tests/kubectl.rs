@@ -474,6 +474,8 @@ fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
     });
     let log = agent.stop();
     assert!(log.contains("1 workload(s) left running"), "{log}");
+    // What is tested: nothing happens for a while (no readiness signal
+    // can show that something does not happen).
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         alive(&pid),
@@ -491,6 +493,7 @@ fn stopping_the_agent_leaves_its_workloads_running_and_a_restart_adopts_them() {
             .status
             .success()
     );
+    // What is tested: nothing happens before the grace is spent.
     std::thread::sleep(Duration::from_millis(1_000));
     assert!(alive(&pid), "not killed before its grace is spent");
     assert!(get_json(dir.path(), "k").is_some());

@@ -148,14 +148,23 @@ fn logs_follow_prints_new_output_until_the_object_is_deleted_and_go_with_its_rec
     wait_for("output", Duration::from_secs(10), || {
         log_files(dir.path()).iter().any(|(_, len)| *len > 0)
     });
+    // What -f prints goes to a file, read while it follows.
+    let printed = dir.path().join("followed.txt");
     let follow = Command::new(GRACE)
         .args(["logs", "ticker", "-f", "--tail", "1", "--data-dir"])
         .arg(dir.path())
-        .stdout(Stdio::piped())
+        .stdout(std::fs::File::create(&printed).expect("output file"))
         .stderr(Stdio::piped())
         .spawn()
         .expect("follows");
-    std::thread::sleep(Duration::from_millis(1500));
+    let ticks = |text: &str| -> Vec<u64> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
+            .collect()
+    };
+    wait_for("-f prints new lines", Duration::from_secs(20), || {
+        ticks(&std::fs::read_to_string(&printed).unwrap_or_default()).len() >= 5
+    });
     let out = grace(dir.path(), &["delete", "ticker"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let started = Instant::now();
@@ -165,11 +174,8 @@ fn logs_follow_prints_new_output_until_the_object_is_deleted_and_go_with_its_rec
         "-f ends once the object is deleted"
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let printed = text(&out.stdout);
-    let ticks: Vec<u64> = printed
-        .lines()
-        .filter_map(|l| l.strip_prefix("tick ")?.parse().ok())
-        .collect();
+    let printed = std::fs::read_to_string(&printed).expect("followed");
+    let ticks = ticks(&printed);
     assert!(ticks.len() >= 5, "new lines were followed: {printed}");
     assert!(
         ticks.windows(2).all(|w| w[1] == w[0] + 1),
@@ -195,18 +201,36 @@ fn rotation_bounds_each_containers_log() {
         dir.path(),
         &["--log-max-size", "4Ki", "--log-max-files", "2"],
     );
-    // About 6 KB a second: past the bound every second or so.
+    // About 6 KB a second: past the bound every second or so. It also
+    // keeps the number of its last line in `count`.
+    let count = dir.path().join("count");
     apply(
         dir.path(),
         "chatty",
         &[(
             "app",
-            "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; sleep 0.01; done",
+            &format!(
+                "i=0; while :; do i=$((i+1)); printf 'line %06d %050d\\n' $i 0; echo $i > {}; sleep 0.01; done",
+                count.display()
+            ),
         )],
     );
+    let written = || {
+        std::fs::read_to_string(&count)
+            .ok()
+            .and_then(|c| c.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // Watched until the log was rotated and 300 lines were written: about
+    // 5 s, longer on a loaded machine (each line forks a `sleep`).
     let started = Instant::now();
     let mut rotated = false;
-    while started.elapsed() < Duration::from_secs(5) {
+    while !(rotated && written() > 300) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "rotated ({rotated}) and 300 lines written ({}) within 60 s",
+            written()
+        );
         let files = log_files(dir.path());
         let total: u64 = files.iter().map(|(_, len)| len).sum();
         // Two files of MAX, and what ~6 KB/s adds between two checks
@@ -218,13 +242,22 @@ fn rotation_bounds_each_containers_log() {
             .any(|(p, _)| p.to_string_lossy().ends_with(".log.1"));
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(rotated, "the log was rotated");
     // The newest output is kept and reads in order across the files.
-    let all = logs(dir.path(), &["chatty"]);
-    let numbers: Vec<u64> = all
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
-        .collect();
+    let numbers = |all: &str| -> Vec<u64> {
+        all.lines()
+            .filter_map(|l| l.split(' ').nth(1)?.parse().ok())
+            .collect()
+    };
+    let mut all = String::new();
+    wait_for(
+        "the newest lines in the log",
+        Duration::from_secs(20),
+        || {
+            all = logs(dir.path(), &["chatty"]);
+            numbers(&all).last().is_some_and(|last| *last > 300)
+        },
+    );
+    let numbers = numbers(&all);
     assert!(numbers.len() > 20, "{all}");
     assert!(numbers.windows(2).all(|w| w[0] < w[1]), "oldest first");
     let last = numbers.last().copied().unwrap_or(0);

@@ -53,7 +53,8 @@ fn get_without_an_agent_never_changes_the_store_file() {
     store_with_an_object(dir.path());
     let db = dir.path().join("grace.redb");
     let before = fingerprint(&db);
-    std::thread::sleep(Duration::from_millis(20)); // a write would move the mtime
+    // Not a wait: a write within the mtime's granularity would not move it.
+    std::thread::sleep(Duration::from_millis(20));
     gets(dir.path());
     gets(dir.path());
     assert!(fingerprint(&db) == before, "the store file is unchanged");
@@ -282,7 +283,7 @@ fn a_full_disk_fails_the_write_and_the_deletion_completes_once_there_is_room() {
     std::fs::write(&file, object.to_string()).expect("written");
     let out = grace(&dir, &["apply", "-f", file.to_str().expect("utf-8")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     while std::fs::read_to_string(&pid).is_err() {
         assert!(Instant::now() < deadline, "the workload starts");
         std::thread::sleep(Duration::from_millis(20));
@@ -305,8 +306,13 @@ fn a_full_disk_fails_the_write_and_the_deletion_completes_once_there_is_room() {
     }
 
     disk.free();
-    // Wait for the agent to settle: serving on, or gone on the error.
-    std::thread::sleep(Duration::from_millis(500));
+    // Wait for the agent to settle: serving on (its runtime thread
+    // answers), or gone on the error (its socket removed as it exits).
+    support::common::wait_for(
+        "the agent serves on or stops",
+        Duration::from_secs(20),
+        || !grace_cli::agent::is_serving(&dir) || support::common::runtime_answers(&dir),
+    );
     let agent = if grace_cli::agent::is_serving(&dir) {
         agent
     } else {

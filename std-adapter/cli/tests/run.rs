@@ -17,6 +17,9 @@ fn grace_run(args: &[&str]) -> Child {
         .expect("grace starts")
 }
 
+/// Waits for `path` to appear: the command touches it once its traps are
+/// installed, and grace set up its own signal handling before it started
+/// the command, so a signal sent then is handled by both.
 fn wait_for(path: &Path) {
     let start = Instant::now();
     while !path.exists() {
@@ -61,7 +64,6 @@ fn sigterm_to_grace_runs_the_pre_stop_hook_then_the_stop_signal() {
         &script,
     ]);
     wait_for(&dir.path().join("up"));
-    std::thread::sleep(Duration::from_millis(100));
     terminate(&child);
     let out = child.wait_with_output().expect("ends");
     assert_eq!(
@@ -83,7 +85,6 @@ fn a_command_that_ignores_sigterm_is_killed_when_the_grace_is_spent() {
     let script = format!("trap '' TERM; touch {d}/up; while :; do sleep 0.05; done");
     let child = grace_run(&["--grace-period", "1", "--", "sh", "-c", &script]);
     wait_for(&dir.path().join("up"));
-    std::thread::sleep(Duration::from_millis(100));
     let signalled = Instant::now();
     terminate(&child);
     let out = child.wait_with_output().expect("ends");
@@ -111,7 +112,6 @@ fn a_configured_stop_signal_is_sent_instead_of_sigterm() {
     );
     let child = grace_run(&["--stop-signal", "SIGUSR1", "--", "sh", "-c", &script]);
     wait_for(&dir.path().join("up"));
-    std::thread::sleep(Duration::from_millis(100));
     terminate(&child);
     let out = child.wait_with_output().expect("ends");
     assert_eq!(out.status.code(), Some(0));

@@ -105,6 +105,12 @@ fn under_umask_000_the_agent_creates_nothing_group_or_world_accessible() {
     let root = tempfile::tempdir().expect("temp dir");
     let dir = root.path().join("parent/data");
     let agent = start_agent(&dir, &[], "000");
+    // The socket accepts as soon as it is bound, before its mode is set
+    // (in a directory nobody else can reach): its mode is final once the
+    // agent answers.
+    support::common::wait_for("the agent answers", Duration::from_secs(20), || {
+        support::common::runtime_answers(&dir)
+    });
     assert_eq!(mode(&root.path().join("parent")), 0o700, "a created parent");
     assert_eq!(mode(&dir), 0o700, "the data directory");
     assert_eq!(mode(&dir.join("grace.redb")), 0o600, "the store");
@@ -337,7 +343,7 @@ fn an_allowed_group_counts_its_supplementary_members() {
         .into_iter()
         .find(|p| Path::new(p).exists())
     else {
-        eprintln!("{test}: skipped: needs setpriv (util-linux) to give nobody a group");
+        support::common::missing_tool("needs setpriv (util-linux) to give nobody a group");
         return;
     };
     // A group that is nobody's supplementary group only, never its primary.
@@ -405,6 +411,25 @@ fn error_message(reply: Option<Reply>) -> String {
 
 const GET: &[u8] = b"{\"op\":\"get\",\"name\":null}\n";
 
+/// Whether a silent client holds a slot: nothing to read, not even the
+/// hang-up. A refused one has its error line waiting: the agent accepts
+/// in order, so once a later client has its answer, every refusal before
+/// it has been written.
+fn holds_a_slot(reader: &BufReader<UnixStream>) -> bool {
+    if !reader.buffer().is_empty() {
+        return false;
+    }
+    let stream = reader.get_ref();
+    stream.set_nonblocking(true).expect("non-blocking");
+    let mut byte = [0u8; 1];
+    let held = matches!(
+        std::io::Read::read(&mut &*stream, &mut byte),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+    );
+    stream.set_nonblocking(false).expect("blocking");
+    held
+}
+
 #[test]
 fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blocking_others() {
     let root = tempfile::tempdir().expect("temp dir");
@@ -431,17 +456,31 @@ fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blockin
         assert!(error_message(reply(&mut r)).contains("longer than"));
         assert!(reply(&mut r).is_none(), "the connection is closed");
     }
-    // (Their threads give their slots back.)
-    std::thread::sleep(Duration::from_millis(200));
 
     // Silent clients fill every slot: the next one is told so at once...
-    let silent: Vec<_> = (0..grace_cli::agent::MAX_CONNECTIONS)
-        .map(|_| connect(&dir))
-        .collect();
-    let started = Instant::now();
-    let (_w, mut r) = connect(&dir);
-    assert!(error_message(reply(&mut r)).contains("connections already"));
-    assert!(started.elapsed() < Duration::from_secs(2));
+    // The connections above give their slots back a moment after they
+    // hang up: until then a silent client is refused, or the next one
+    // gets a slot (it asks, and is answered). Then all are dropped and
+    // the slots filled again.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (silent, started) = loop {
+        let silent: Vec<_> = (0..grace_cli::agent::MAX_CONNECTIONS)
+            .map(|_| connect(&dir))
+            .collect();
+        let started = Instant::now();
+        let (mut w, mut r) = connect(&dir);
+        let _ = w.write_all(GET);
+        let next = reply(&mut r);
+        if silent.iter().all(|(_, r)| holds_a_slot(r)) {
+            assert!(error_message(next).contains("connections already"));
+            assert!(started.elapsed() < Duration::from_secs(2));
+            break (silent, started);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slots of closed connections are given back"
+        );
+    };
     // ...and each silent one is dropped once its request is overdue,
     // which frees the slots.
     let (_, mut first) = silent.into_iter().next().expect("one");

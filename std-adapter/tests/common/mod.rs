@@ -35,6 +35,50 @@ pub fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
     }
 }
 
+/// Whether CI runs the tests: `CI=true` (or `CI=1`), as CI services set
+/// it.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// For a test that needs a tool this machine lacks (`what` says which
+/// and how to install it): outside CI the test says it is skipped, and
+/// its caller returns, so it passes; under `CI=true` it fails, as CI
+/// (`.ci/run`) installs every tool the tests need and a test that never
+/// runs there proves nothing.
+pub fn missing_tool(what: &str) {
+    let current = std::thread::current();
+    let test = current.name().unwrap_or("this test");
+    assert!(
+        !in_ci(),
+        "{test}: {what}; with CI=true a missing tool fails the test (.ci/run installs it)"
+    );
+    eprintln!("{test}: skipped: {what}");
+}
+
+/// Whether the agent serving `data_dir` is through with its start
+/// (adoption, reconciling what it found) and its runtime thread answers:
+/// a delete of an object that does not exist goes through that thread
+/// and comes back "not found", changing nothing. `false` while no agent
+/// serves, or once its runtime thread has stopped.
+pub fn runtime_answers(data_dir: &Path) -> bool {
+    use grace_std::api::{ApiError, Client, ClientError, ErrorKind, Request};
+    let Ok(mut client) = Client::connect(data_dir) else {
+        return false;
+    };
+    let probe = Request::Delete {
+        name: "grace-test-no-such-object".into(),
+        options: grace_core::DeleteOptions::default(),
+    };
+    matches!(
+        client.call(&probe),
+        Err(ClientError::Api(ApiError {
+            kind: ErrorKind::NotFound,
+            ..
+        }))
+    )
+}
+
 /// Whether the process whose pid `pid_file` holds is running (exists and
 /// is not a zombie).
 pub fn alive(pid_file: &Path) -> bool {
