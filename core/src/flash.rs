@@ -278,7 +278,9 @@ fn another_boot<const F: usize, const C: usize, const L: usize>(
 }
 
 /// A deletion timestamp, a removed record, or a kill started.
-fn is_deleting<const F: usize, const C: usize, const L: usize>(lifecycle: &Lifecycle<F, C, L>) -> bool {
+fn is_deleting<const F: usize, const C: usize, const L: usize>(
+    lifecycle: &Lifecycle<F, C, L>,
+) -> bool {
     lifecycle.record().deletion_timestamp.is_some()
         || !lifecycle.is_stored()
         || lifecycle.agent().killing
