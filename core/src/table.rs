@@ -266,7 +266,8 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 /// # Placing a big table
 ///
 /// Everything is inline: `size_of::<Table<N, F, C, L>>()` grows with `N` (a
-/// `Table<20_000>` is about 11 MB). `Box::new(Table::new())` builds the
+/// `Table<20_000>` with the default capacities is about 36.8 MB, 1 840
+/// bytes per object). `Box::new(Table::new())` builds the
 /// table on the stack before moving it, which overflows a thread's stack
 /// in a debug build. A new table is all zero bits and [`Table::new`] is
 /// `const`, so put a big one in a `static`: it lands in `.bss`, costs no
