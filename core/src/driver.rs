@@ -169,8 +169,7 @@ impl Input {
 /// lets each sender find its own with [`answers`](Answer::answers).
 ///
 /// ```
-/// use grace_core::driver::{Answer, Input, InputKind, Reply};
-/// use grace_core::{Handled, Id};
+/// use grace_core::driver::{Answer, Input, Reply};
 ///
 /// fn mine(answer: &Answer, sent: &Input) -> Option<Reply> {
 ///     answer.answers(sent).then_some(answer.reply)
