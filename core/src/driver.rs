@@ -15,13 +15,32 @@
 //!    owed, nothing left running: a force-deleted kill is not dropped),
 //!    take it out of the table and call [`Firmware::forget`].
 //!
+//! After handing out [`Action::SendStopSignal`] the driver reports when
+//! the signal went out ([`Table::handle_stop_signal_sent`], at
+//! [`Firmware::now`] plus one millisecond, as grace-std's runtime does):
+//! SIGKILL stays at least 2 s after the signal itself ([R62]). That move
+//! of the deadline is not persisted on its own (it is stored with the
+//! object's next change); after a reset no deadline of the old boot counts
+//! anyway ([`flash`](crate::flash)).
+//!
+//! Due objects come from the table's deadline queue
+//! ([`Table::poll_due`]), earliest first, not from a scan of the table;
+//! no lifecycle is copied to tell whether an input changed it (the table's
+//! reply says so), and the lifecycle the firmware is handed is one buffer
+//! of the driver's, written in place.
+//!
 //! The driver never allocates and never panics; the firmware's errors end
 //! [`Driver::run`] with [`DriverError::Firmware`]. Every input must go
-//! through the channel: a change made directly on a shared table (other
-//! than inserting a new object) is not persisted, and its actions wait
-//! until the object's next input or deadline.
+//! through the channel, and new objects through [`Driver::insert`] (which
+//! persists them before their first input): an object inserted directly
+//! into the table, or a change made directly on a shared table, is not
+//! persisted, and its actions wait until the object's next input or
+//! deadline.
+//!
+//! [R62]: crate::rules#r62
 
 use core::convert::Infallible;
+use core::fmt;
 
 use embassy_futures::select::{Either, select};
 use embassy_sync::blocking_mutex::raw::RawMutex;
@@ -33,8 +52,9 @@ use crate::name::NAME_CAPACITY;
 use crate::options::DeleteOptions;
 use crate::registry::FinalizerChange;
 use crate::shared::{Busy, TableAccess};
+use crate::table::TableFull;
 use crate::table::{ContainerInputError, Id, Table, TableDeleteError, TableUpdateError};
-use crate::time::{Instant, Now, WallTime};
+use crate::time::{Duration, Instant, Now, WallTime};
 
 /// One input for the driver, sent through its channel by a task or an
 /// interrupt handler: the table's `handle_*` inputs, named by [`Id`].
@@ -86,7 +106,47 @@ pub enum Input {
     NodeFenced(Id),
 }
 
+/// Which input an [`Answer`] answers: the kind of [`Input`] and, for the
+/// inputs about one container, its index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InputKind {
+    /// [`Input::Delete`].
+    Delete,
+    /// [`Input::FinalizerUpdate`].
+    FinalizerUpdate,
+    /// [`Input::AgentSync`].
+    AgentSync,
+    /// [`Input::Evict`].
+    Evict,
+    /// [`Input::PreStopFinished`] for this container.
+    PreStopFinished(usize),
+    /// [`Input::ContainerExited`] for this container.
+    ContainerExited(usize),
+    /// [`Input::NodeLost`].
+    NodeLost,
+    /// [`Input::NodeReady`].
+    NodeReady,
+    /// [`Input::NodeFenced`].
+    NodeFenced,
+}
+
 impl Input {
+    /// Which input this is, as its [`Answer`] names it.
+    pub fn kind(&self) -> InputKind {
+        match self {
+            Input::Delete { .. } => InputKind::Delete,
+            Input::FinalizerUpdate { .. } => InputKind::FinalizerUpdate,
+            Input::AgentSync(_) => InputKind::AgentSync,
+            Input::Evict { .. } => InputKind::Evict,
+            Input::PreStopFinished { container, .. } => InputKind::PreStopFinished(*container),
+            Input::ContainerExited { container, .. } => InputKind::ContainerExited(*container),
+            Input::NodeLost(_) => InputKind::NodeLost,
+            Input::NodeReady(_) => InputKind::NodeReady,
+            Input::NodeFenced(_) => InputKind::NodeFenced,
+        }
+    }
+
     /// The object the input is for.
     pub fn id(&self) -> Id {
         match self {
@@ -103,10 +163,43 @@ impl Input {
     }
 }
 
-/// The table's answer to an [`Input`], given once the change is persisted.
+/// The table's answer to an [`Input`], given once the change is persisted:
+/// the object and the input it answers, and the table's reply. A firmware
+/// that passes answers on (a channel back to the tasks that send inputs)
+/// lets each sender find its own with [`answers`](Answer::answers).
+///
+/// ```
+/// use grace_core::driver::{Answer, Input, Reply};
+///
+/// fn mine(answer: &Answer, sent: &Input) -> Option<Reply> {
+///     answer.answers(sent).then_some(answer.reply)
+/// }
+/// # let _ = mine;
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum Answer {
+pub struct Answer {
+    /// The object the input named ([`Input::id`]).
+    pub id: Id,
+    /// Which input it was ([`Input::kind`]).
+    pub input: InputKind,
+    /// What the table replied.
+    pub reply: Reply,
+}
+
+impl Answer {
+    /// Whether this answers `input`: the same object and the same kind of
+    /// input (and container). Two identical inputs for one object in
+    /// flight at once get their answers in the order they were sent.
+    pub fn answers(&self, input: &Input) -> bool {
+        self.id == input.id() && self.input == input.kind()
+    }
+}
+
+/// The table's reply to an [`Input`] (in an [`Answer`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Reply {
     /// To [`Input::Delete`].
     Delete(Result<DeleteResponse, TableDeleteError>),
     /// To [`Input::FinalizerUpdate`].
@@ -124,9 +217,13 @@ pub trait Firmware<const F: usize, const C: usize, const L: usize = NAME_CAPACIT
     /// The firmware's own error; it ends [`Driver::run`].
     type Error;
 
-    /// The current time. The default reads embassy-time's clock for both
-    /// clocks: deletion timestamps are then seconds since boot; a board
-    /// with a real-time clock gives its wall time here.
+    /// The current time, both clocks read together, under the clock
+    /// contract of [`Now`] (the one grace-std's `Clock` follows too):
+    /// `mono` never decreases and advances with real time; `wall` is unix
+    /// milliseconds and may jump. The default reads embassy-time's clock
+    /// for both: a board without a real-time clock then writes deletion
+    /// timestamps in seconds since boot (the contract's fallback); a board
+    /// with one gives its wall time here.
     fn now(&mut self) -> Now {
         let mono = Instant::from(embassy_time::Instant::now());
         let wall = i64::try_from(mono.as_millis()).unwrap_or(i64::MAX);
@@ -172,6 +269,26 @@ pub enum DriverError<E> {
     Firmware(E),
     /// The shared table was borrowed by an enclosing call (see [`Busy`]).
     Busy,
+}
+
+impl<E: fmt::Display> fmt::Display for DriverError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DriverError::Firmware(e) => write!(f, "firmware: {e}"),
+            DriverError::Busy => fmt::Display::fmt(&Busy, f),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display + core::error::Error + 'static> core::error::Error
+    for DriverError<E>
+{
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            DriverError::Firmware(e) => Some(e),
+            DriverError::Busy => None,
+        }
+    }
 }
 
 impl<E> From<Busy> for DriverError<E> {
@@ -226,6 +343,10 @@ pub struct Driver<
 > {
     table: T,
     inputs: Receiver<'ch, M, Input, Q>,
+    /// The one lifecycle handed to the firmware across an await (a shared
+    /// table cannot stay borrowed there): written in place, never a new
+    /// copy per input.
+    scratch: Lifecycle<F, C, L>,
 }
 
 impl<'ch, T, M, const N: usize, const F: usize, const C: usize, const Q: usize, const L: usize>
@@ -236,12 +357,39 @@ where
 {
     /// A driver over `table`, fed by `inputs`.
     pub fn new(table: T, inputs: Receiver<'ch, M, Input, Q>) -> Self {
-        Driver { table, inputs }
+        Driver {
+            table,
+            inputs,
+            scratch: Lifecycle::VACANT,
+        }
     }
 
-    /// The table, to insert objects or read them between steps.
+    /// The table, to read objects between steps. An object inserted here
+    /// directly is not persisted until an input or a deadline changes it:
+    /// insert through [`insert`](Self::insert) to have it stored first.
     pub fn table(&mut self) -> &mut T {
         &mut self.table
+    }
+
+    /// Tracks a new object: inserts it, [persists](Firmware::persist) it
+    /// before any input reaches it, and hands out what it already owes.
+    /// A full table hands the lifecycle back (`Ok(Err(_))`).
+    #[allow(
+        clippy::type_complexity,
+        reason = "the table's own result, inside the driver's"
+    )]
+    pub async fn insert<W: Firmware<F, C, L>>(
+        &mut self,
+        firmware: &mut W,
+        lifecycle: Lifecycle<F, C, L>,
+    ) -> Result<Result<Id, TableFull<Lifecycle<F, C, L>>>, DriverError<W::Error>> {
+        let id = match self.table.access(|t| t.insert(lifecycle))? {
+            Ok(id) => id,
+            Err(full) => return Ok(Err(full)),
+        };
+        self.persist(firmware, id).await?;
+        self.settle(firmware, id).await?;
+        Ok(Ok(id))
     }
 
     /// Runs forever: settles what the table already owes (a restored
@@ -304,7 +452,11 @@ where
     }
 
     /// Applies one input now: the change is persisted, then answered, then
-    /// its actions are handed out.
+    /// its actions are handed out. Whether the input changed the object is
+    /// read from the table's reply (an applied agent input, a delete that
+    /// is not a dry run, an accepted update), not by comparing copies; an
+    /// input refused or ignored leaves the object as it was and writes
+    /// nothing.
     pub async fn handle<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
@@ -312,12 +464,15 @@ where
     ) -> Result<(), DriverError<W::Error>> {
         let now = firmware.now();
         let id = input.id();
-        let before = self.table.access(|t| t.get(id).cloned())?;
-        let answer = self.table.access(|t| apply(t, now, input))?;
-        let changed = self.table.access(|t| t.get(id) != before.as_ref())?;
-        if changed {
+        let reply = self.table.access(|t| apply(t, now, input))?;
+        if reply.changed() {
             self.persist(firmware, id).await?;
         }
+        let answer = Answer {
+            id,
+            input: input.kind(),
+            reply,
+        };
         firmware
             .answered(input, answer)
             .await
@@ -325,8 +480,9 @@ where
         self.settle(firmware, id).await
     }
 
-    /// Handles every object whose deadline has passed, one at a time:
-    /// each is persisted before its actions are handed out.
+    /// Handles every object whose deadline has passed, earliest first, one
+    /// at a time, as the table's deadline queue orders them (no scan of
+    /// the table): each is persisted before its actions are handed out.
     async fn expire<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
@@ -337,8 +493,8 @@ where
         let rounds = N.saturating_mul(C.saturating_mul(4).saturating_add(1));
         for _ in 0..rounds {
             let due = self.table.access(|t| {
-                t.iter()
-                    .find(|(_, l)| l.poll_timeout().is_some_and(|d| d <= now.mono))
+                t.poll_due()
+                    .filter(|(_, due)| due.at <= now.mono)
                     .map(|(id, _)| id)
             })?;
             let Some(id) = due else {
@@ -359,31 +515,66 @@ where
         firmware: &mut W,
         id: Id,
     ) -> Result<(), DriverError<W::Error>> {
-        // A copy: a shared table cannot stay borrowed across an await.
-        if let Some(lifecycle) = self.table.access(|t| t.get(id).cloned())? {
+        if self.load(id)? {
             firmware
-                .persist(id, &lifecycle)
+                .persist(id, &self.scratch)
                 .await
                 .map_err(DriverError::Firmware)?;
         }
         Ok(())
     }
 
+    /// Copies object `id` into the scratch lifecycle, in place; false if
+    /// there is no such object.
+    fn load(&mut self, id: Id) -> Result<bool, Busy> {
+        let scratch = &mut self.scratch;
+        self.table.access(|t| match t.get(id) {
+            Some(l) => {
+                scratch.clone_from(l);
+                true
+            }
+            None => false,
+        })
+    }
+
     /// Hands out object `id`'s actions in order, then forgets it if it is
-    /// finished.
+    /// finished. Once a stop signal is out, the table hears when
+    /// ([`Table::handle_stop_signal_sent`]): SIGKILL stays at least 2 s
+    /// after the signal itself ([R62]), however long the write-ahead and
+    /// the firmware took.
+    ///
+    /// [R62]: crate::rules#r62
     async fn settle<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
         id: Id,
     ) -> Result<(), DriverError<W::Error>> {
-        while let Some((action, lifecycle)) = self.table.access(|t| {
-            let action = t.with(id, Lifecycle::poll_action).ok().flatten()?;
-            Some((action, t.get(id)?.clone()))
-        })? {
+        loop {
+            let scratch = &mut self.scratch;
+            let action = self.table.access(|t| {
+                let action = t.with(id, Lifecycle::poll_action).ok().flatten()?;
+                scratch.clone_from(t.get(id)?);
+                Some(action)
+            })?;
+            let Some(action) = action else {
+                break;
+            };
             firmware
-                .perform(id, action, &lifecycle)
+                .perform(id, action, &self.scratch)
                 .await
                 .map_err(DriverError::Firmware)?;
+            if let Action::SendStopSignal { container } = action {
+                // The clock counts whole milliseconds, rounded down: one
+                // more is never before the signal (as grace-std does).
+                let read = firmware.now();
+                let sent = Now::new(
+                    read.wall,
+                    read.mono.saturating_add(Duration::from_millis(1)),
+                );
+                let _ = self
+                    .table
+                    .access(|t| t.handle_stop_signal_sent(sent, id, container))?;
+            }
         }
         if let Some(lifecycle) = self.table.access(|t| t.remove_finished(id))? {
             firmware
@@ -395,17 +586,29 @@ where
     }
 }
 
+impl Reply {
+    /// Whether the input changed the object: what the driver persists.
+    fn changed(&self) -> bool {
+        match self {
+            Reply::Delete(Ok(response)) => !response.dry_run,
+            Reply::Update(Ok(_)) => true,
+            Reply::Agent(Ok(handled)) => *handled == Handled::Applied,
+            Reply::Delete(Err(_)) | Reply::Update(Err(_)) | Reply::Agent(Err(_)) => false,
+        }
+    }
+}
+
 /// The table's input for `input`.
 fn apply<const N: usize, const F: usize, const C: usize, const L: usize>(
     table: &mut Table<N, F, C, L>,
     now: Now,
     input: &Input,
-) -> Answer {
-    let agent = |r: Result<Handled, crate::table::UnknownId>| Answer::Agent(r.map_err(Into::into));
+) -> Reply {
+    let agent = |r: Result<Handled, crate::table::UnknownId>| Reply::Agent(r.map_err(Into::into));
     match input {
-        Input::Delete { id, options } => Answer::Delete(table.handle_delete(now, *id, options)),
+        Input::Delete { id, options } => Reply::Delete(table.handle_delete(now, *id, options)),
         Input::FinalizerUpdate { id, change } => {
-            Answer::Update(table.handle_finalizer_update(now, *id, change))
+            Reply::Update(table.handle_finalizer_update(now, *id, change))
         }
         Input::AgentSync(id) => agent(table.handle_agent_sync(now, *id)),
         Input::Evict {
@@ -413,10 +616,10 @@ fn apply<const N: usize, const F: usize, const C: usize, const L: usize>(
             grace_period_seconds,
         } => agent(table.handle_evict(now, *id, *grace_period_seconds)),
         Input::PreStopFinished { id, container } => {
-            Answer::Agent(table.handle_pre_stop_finished(now, *id, *container))
+            Reply::Agent(table.handle_pre_stop_finished(now, *id, *container))
         }
         Input::ContainerExited { id, container } => {
-            Answer::Agent(table.handle_container_exited(now, *id, *container))
+            Reply::Agent(table.handle_container_exited(now, *id, *container))
         }
         Input::NodeLost(id) => agent(table.handle_node_lost(now, *id)),
         Input::NodeReady(id) => agent(table.handle_node_ready(now, *id)),

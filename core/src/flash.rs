@@ -30,15 +30,20 @@ use sequential_storage::map::{Key, MapStorage, SerializationError};
 
 use crate::kill::Stage;
 use crate::lifecycle::Lifecycle;
-use crate::name::{NAME_CAPACITY, Name};
+use crate::name::{InlineName, NAME_CAPACITY};
 use crate::shared::{Busy, TableAccess};
 use crate::time::Now;
 
-/// An object's key on flash: its uid (one length byte, then the bytes).
+/// An object's key on flash: its uid (one length byte, then the bytes), a
+/// name of capacity `L` (the table's: [`NAME_CAPACITY`] by default,
+/// [`SMALL_NAME_CAPACITY`](crate::SMALL_NAME_CAPACITY) on a
+/// microcontroller). It takes `1 + len` bytes, at most `1 + min(L, 255)`:
+/// a uid longer than 255 bytes cannot be stored
+/// ([`SerializationError::InvalidData`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UidKey(pub Name);
+pub struct UidKey<const L: usize = NAME_CAPACITY>(pub InlineName<L>);
 
-impl Key for UidKey {
+impl<const L: usize> Key for UidKey<L> {
     fn serialize_into(&self, buffer: &mut [u8]) -> Result<usize, SerializationError> {
         let bytes = self.0.as_str().as_bytes();
         let len = u8::try_from(bytes.len()).map_err(|_| SerializationError::InvalidData)?;
@@ -57,12 +62,12 @@ impl Key for UidKey {
             .split_first()
             .ok_or(SerializationError::InvalidFormat)?;
         let len = usize::from(*len);
-        if len > NAME_CAPACITY {
+        if len > L {
             return Err(SerializationError::InvalidFormat);
         }
         let bytes = rest.get(..len).ok_or(SerializationError::InvalidFormat)?;
         let text = core::str::from_utf8(bytes).map_err(|_| SerializationError::InvalidFormat)?;
-        let name = Name::try_from_str(text).map_err(|_| SerializationError::InvalidFormat)?;
+        let name = InlineName::try_from_str(text).map_err(|_| SerializationError::InvalidFormat)?;
         Ok((UidKey(name), len.saturating_add(1)))
     }
 }
@@ -119,14 +124,26 @@ pub struct Restored {
     pub deleting: usize,
 }
 
-/// A key-value map on NOR flash holding one item per object. `B` bytes of
-/// buffer (two of them) must hold the largest serialized lifecycle plus its
-/// key (65 bytes at most), rounded up to the flash's word size.
+/// A key-value map on NOR flash holding one item per object, for
+/// lifecycles whose names hold `L` bytes (the table's `L`:
+/// [`NAME_CAPACITY`] by default, or
+/// [`SMALL_NAME_CAPACITY`](crate::SMALL_NAME_CAPACITY), as the docs
+/// recommend on a microcontroller).
+///
+/// `B` bytes of buffer (two of them) must hold the largest serialized
+/// lifecycle plus its key ([`UidKey`]: one length byte and the uid, so at
+/// most `1 + min(L, 255)` bytes: 63 with small names, 256 with the
+/// default), rounded up to the flash's word size.
 ///
 /// Removal marks an item erased in place, so the flash must allow a word to
 /// be written twice ([`MultiwriteNorFlash`], as most NOR flash does).
-pub struct FlashStore<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> {
-    map: MapStorage<UidKey, S, K>,
+pub struct FlashStore<
+    S: MultiwriteNorFlash,
+    K: CacheImpl<UidKey<L>>,
+    const B: usize,
+    const L: usize = NAME_CAPACITY,
+> {
+    map: MapStorage<UidKey<L>, S, K>,
     buffer: Aligned<B>,
     value: Aligned<B>,
 }
@@ -136,9 +153,11 @@ pub struct FlashStore<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usiz
 #[repr(align(32))]
 struct Aligned<const B: usize>([u8; B]);
 
-impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, K, B> {
+impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey<L>>, const B: usize, const L: usize>
+    FlashStore<S, K, B, L>
+{
     /// A store over `map`, made with `MapStorage::new(flash, config, cache)`.
-    pub fn new(map: MapStorage<UidKey, S, K>) -> Self {
+    pub fn new(map: MapStorage<UidKey<L>, S, K>) -> Self {
         FlashStore {
             map,
             buffer: Aligned([0; B]),
@@ -147,19 +166,19 @@ impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, 
     }
 
     /// The map (and through it the flash), e.g. for its statistics.
-    pub fn map(&mut self) -> &mut MapStorage<UidKey, S, K> {
+    pub fn map(&mut self) -> &mut MapStorage<UidKey<L>, S, K> {
         &mut self.map
     }
 
     /// Hands back the map (and through it the flash).
-    pub fn into_inner(self) -> MapStorage<UidKey, S, K> {
+    pub fn into_inner(self) -> MapStorage<UidKey<L>, S, K> {
         self.map
     }
 
     /// Writes `lifecycle` under its uid, replacing the previous item.
     pub async fn store<const F: usize, const C: usize>(
         &mut self,
-        lifecycle: &Lifecycle<F, C>,
+        lifecycle: &Lifecycle<F, C, L>,
     ) -> Result<(), FlashError<S::Error>> {
         let len = postcard::to_slice(lifecycle, &mut self.value.0)
             .map_err(|_| FlashError::TooLarge)?
@@ -173,7 +192,7 @@ impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, 
     }
 
     /// Removes the object with this uid: it is finished.
-    pub async fn erase(&mut self, uid: &Name) -> Result<(), FlashError<S::Error>> {
+    pub async fn erase(&mut self, uid: &InlineName<L>) -> Result<(), FlashError<S::Error>> {
         let key = UidKey(uid.clone());
         self.map.remove_item(&mut self.buffer.0, &key).await?;
         Ok(())
@@ -185,7 +204,7 @@ impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, 
     pub async fn restore<const N: usize, const F: usize, const C: usize>(
         &mut self,
         now: Now,
-        mut table: impl TableAccess<N, F, C>,
+        mut table: impl TableAccess<N, F, C, L>,
     ) -> Result<Restored, FlashError<S::Error>> {
         let mut restored = Restored::default();
         // A power cut inside a page erase leaves a page that reads as
@@ -194,13 +213,13 @@ impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, 
         // lookup does: look up a key never stored first (an empty uid).
         let _: Option<&[u8]> = self
             .map
-            .fetch_item(&mut self.buffer.0, &UidKey(Name::new()))
+            .fetch_item(&mut self.buffer.0, &UidKey(InlineName::new()))
             .await?;
         let mut items = self.map.fetch_all_items(&mut self.buffer.0).await?;
         // The iterator yields every live item, older ones of a key first:
         // the last one read wins.
         while let Some((UidKey(uid), bytes)) = items.next::<&[u8]>(&mut self.value.0).await? {
-            let lifecycle: Lifecycle<F, C> =
+            let lifecycle: Lifecycle<F, C, L> =
                 postcard::from_bytes(bytes).map_err(|_| FlashError::Corrupt)?;
             let mut lifecycle = lifecycle;
             let deleting = another_boot(now, &mut lifecycle);
@@ -238,7 +257,10 @@ impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey>, const B: usize> FlashStore<S, 
 /// D6 "another boot": whatever ran before the reset is gone. A lifecycle
 /// whose deletion was under way (a deletion timestamp, a removed record,
 /// a kill started) finds its containers stopped; returns whether it was.
-fn another_boot<const F: usize, const C: usize>(now: Now, lifecycle: &mut Lifecycle<F, C>) -> bool {
+fn another_boot<const F: usize, const C: usize, const L: usize>(
+    now: Now,
+    lifecycle: &mut Lifecycle<F, C, L>,
+) -> bool {
     let deleting = is_deleting(lifecycle);
     if deleting {
         for i in 0..lifecycle.containers().len() {
@@ -256,7 +278,9 @@ fn another_boot<const F: usize, const C: usize>(now: Now, lifecycle: &mut Lifecy
 }
 
 /// A deletion timestamp, a removed record, or a kill started.
-fn is_deleting<const F: usize, const C: usize>(lifecycle: &Lifecycle<F, C>) -> bool {
+fn is_deleting<const F: usize, const C: usize, const L: usize>(
+    lifecycle: &Lifecycle<F, C, L>,
+) -> bool {
     lifecycle.record().deletion_timestamp.is_some()
         || !lifecycle.is_stored()
         || lifecycle.agent().killing

@@ -254,6 +254,44 @@ pub(crate) enum Expiry {
     KillDue,
 }
 
+/// What comes due at a deadline ([`Due`]): what
+/// [`handle_timeout`](crate::Lifecycle::handle_timeout) does then.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DueKind {
+    /// The pre-stop hook's budget is spent: the agent stops waiting for it
+    /// and sends the stop signal ([R60]).
+    ///
+    /// [R60]: crate::rules#r60
+    HookCutOff,
+    /// A sidecar's wait for the main containers is over: its stop signal
+    /// goes out ([R70]).
+    ///
+    /// [R70]: crate::rules#r70
+    TurnOver,
+    /// The grace is spent: SIGKILL ([R63]).
+    ///
+    /// [R63]: crate::rules#r63
+    Kill,
+}
+
+/// A lifecycle's next deadline and what comes due at it
+/// ([`Lifecycle::poll_due`](crate::Lifecycle::poll_due)).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Due {
+    /// The deadline, on the monotonic clock (what
+    /// [`poll_timeout`](crate::Lifecycle::poll_timeout) returns).
+    pub at: Instant,
+    /// The container whose stage ends then (an [`Action`](crate::Action)'s
+    /// one-byte index).
+    pub container: u8,
+    /// What happens then.
+    pub kind: DueKind,
+}
+
 /// One container's kill state. Kept small: it is per object, per container.
 /// It is persisted as part of its [`Lifecycle`](crate::Lifecycle), which
 /// also records its place in the order of owed outputs.
@@ -358,6 +396,18 @@ impl Container {
             StageKind::PreStop | StageKind::AwaitingTurn | StageKind::Stopping => Some(self.at),
             StageKind::Running | StageKind::Killed | StageKind::Stopped => None,
         }
+    }
+
+    /// The current stage's deadline and what comes due at it.
+    #[inline]
+    pub(crate) fn due_kind(&self) -> Option<(Instant, DueKind)> {
+        let kind = match self.stage {
+            StageKind::PreStop => DueKind::HookCutOff,
+            StageKind::AwaitingTurn => DueKind::TurnOver,
+            StageKind::Stopping => DueKind::Kill,
+            StageKind::Running | StageKind::Killed | StageKind::Stopped => return None,
+        };
+        Some((self.at, kind))
     }
 
     /// The deadline of the current stage, if it has one and it has passed

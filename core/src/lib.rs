@@ -134,7 +134,7 @@ mod time;
 
 pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
-pub use kill::{Container, ContainerIndex, ContainerSpec, MIN_STOP_SECONDS, Stage};
+pub use kill::{Container, ContainerIndex, ContainerSpec, Due, DueKind, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
     TooManyContainers, UnknownContainer, UpdateOutcome,
@@ -143,7 +143,7 @@ pub use name::{InlineName, NAME_CAPACITY, Name, NameTooLong, SMALL_NAME_CAPACITY
 pub use options::{DeleteOptions, InvalidOptions, Preconditions, Propagation};
 pub use record::{
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerListError, Finalizers, GcPolicy, Kind,
-    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers,
+    PodPhase, Record, RecordBuilder, Strategy, TooManyFinalizers, UnknownPodPhase,
 };
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,

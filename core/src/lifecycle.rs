@@ -7,7 +7,7 @@ use core::fmt;
 
 use crate::grace::effective_grace;
 use crate::hint::likely;
-use crate::kill::{Container, ContainerIndex, ContainerSpec, Expiry, Stage, owed};
+use crate::kill::{Container, ContainerIndex, ContainerSpec, Due, Expiry, Stage, owed};
 use crate::options::DeleteOptions;
 use crate::record::{PodPhase, Record, Strategy};
 use crate::registry::{
@@ -739,11 +739,16 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// container is stopping and `now` is after the decision.
     ///
     /// [R62]: crate::rules#r62
+    ///
+    /// `container` indexes [`containers`](Self::containers): an
+    /// [`Action`]'s one-byte index, a `usize` or a literal
+    /// ([`ContainerIndex`]); any other value is [`UnknownContainer`].
     pub fn handle_stop_signal_sent(
         &mut self,
         now: Now,
-        container: usize,
+        container: impl Into<ContainerIndex>,
     ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
         let c = self
             .containers_mut()
             .get_mut(container)
@@ -930,13 +935,63 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
         self.ends != Ends::EMPTY
     }
 
-    /// The next deadline on the monotonic clock, if any.
+    /// The next deadline on the monotonic clock, if any: when
+    /// [`handle_timeout`](Self::handle_timeout) has something to do. What
+    /// comes due then is one container's stage ending: a pre-stop hook's
+    /// budget spent (then its stop signal, [R60]), a sidecar's wait over
+    /// (its stop signal, [R70]) or the grace spent (SIGKILL, [R63]);
+    /// [`poll_due`](Self::poll_due) says which. `None` once nothing waits
+    /// on a clock (no kill under way, or the node fenced).
+    ///
+    /// [R60]: crate::rules#r60
+    /// [R63]: crate::rules#r63
+    /// [R70]: crate::rules#r70
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.flags.link() == Link::Fenced {
             return None;
         }
         // Vacant container entries have no deadline: no count to check.
         self.containers.iter().filter_map(Container::deadline).min()
+    }
+
+    /// The next deadline ([`poll_timeout`](Self::poll_timeout)) and what
+    /// comes due at it: which container, and whether its pre-stop hook is
+    /// cut off, its turn as a sidecar comes, or SIGKILL is due. Of two
+    /// containers due at the same instant, the first.
+    ///
+    /// ```
+    /// use grace_core::{ContainerSpec, DeleteOptions, DueKind, Lifecycle, Name, Now, Record, Strategy};
+    ///
+    /// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
+    /// let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[ContainerSpec::default()]).unwrap();
+    /// pod.handle_delete(Now::from_unix_millis(0), &DeleteOptions::with_grace(5)).unwrap();
+    /// pod.handle_agent_sync(Now::from_unix_millis(0));
+    /// let due = pod.poll_due().unwrap();
+    /// assert_eq!((due.at.as_millis(), due.container, due.kind), (5_000, 0, DueKind::Kill));
+    /// ```
+    pub fn poll_due(&self) -> Option<Due> {
+        if self.flags.link() == Link::Fenced {
+            return None;
+        }
+        let mut first: Option<Due> = None;
+        for (i, c) in self.containers.iter().enumerate() {
+            let Some((at, kind)) = c.due_kind() else {
+                continue;
+            };
+            if first.is_some_and(|f| f.at <= at) {
+                continue;
+            }
+            // `C <= 253`: the index fits a byte.
+            let Ok(container) = u8::try_from(i) else {
+                break;
+            };
+            first = Some(Due {
+                at,
+                container,
+                kind,
+            });
+        }
+        first
     }
 
     // ---- Internals ----------------------------------------------------------

@@ -120,12 +120,74 @@ pub enum PodPhase {
 }
 
 impl PodPhase {
+    /// Kubernetes' word for the phase, as `status.phase` spells it:
+    /// `"Pending"`, `"Running"`, `"Succeeded"`, `"Failed"`, `"Unknown"`,
+    /// and `""` for [`Unset`](PodPhase::Unset). [`FromStr`](core::str::FromStr)
+    /// reads it back.
+    ///
+    /// ```
+    /// use grace_core::PodPhase;
+    ///
+    /// assert_eq!(PodPhase::Succeeded.as_str(), "Succeeded");
+    /// assert_eq!("Failed".parse(), Ok(PodPhase::Failed));
+    /// assert_eq!("".parse(), Ok(PodPhase::Unset));
+    /// assert!("failed".parse::<PodPhase>().is_err());
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PodPhase::Pending => "Pending",
+            PodPhase::Running => "Running",
+            PodPhase::Succeeded => "Succeeded",
+            PodPhase::Failed => "Failed",
+            PodPhase::Unknown => "Unknown",
+            PodPhase::Unset => "",
+        }
+    }
+
     /// Succeeded or Failed: nothing of the pod runs any more ([R20]).
     ///
     /// [R20]: crate::rules#r20
     #[inline]
     pub const fn is_terminal(self) -> bool {
         matches!(self, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+impl fmt::Display for PodPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A `status.phase` that is none of Kubernetes' words (they are
+/// case-sensitive); see [`PodPhase::as_str`].
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct UnknownPodPhase;
+
+impl fmt::Display for UnknownPodPhase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("not a pod phase (Pending, Running, Succeeded, Failed, Unknown or empty)")
+    }
+}
+
+impl core::error::Error for UnknownPodPhase {}
+
+impl core::str::FromStr for PodPhase {
+    type Err = UnknownPodPhase;
+
+    /// The phase [`as_str`](PodPhase::as_str) spells `s`: `""` is
+    /// [`Unset`](PodPhase::Unset).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(match s {
+            "Pending" => PodPhase::Pending,
+            "Running" => PodPhase::Running,
+            "Succeeded" => PodPhase::Succeeded,
+            "Failed" => PodPhase::Failed,
+            "Unknown" => PodPhase::Unknown,
+            "" => PodPhase::Unset,
+            _ => return Err(UnknownPodPhase),
+        })
     }
 }
 

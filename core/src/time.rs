@@ -121,6 +121,38 @@ impl Duration {
     }
 }
 
+/// Seconds, with the milliseconds as a fraction when there are any, or
+/// milliseconds alone below a second: `0s`, `250ms`, `5s`, `1.5s`,
+/// `2.025s`.
+///
+/// ```
+/// use grace_core::Duration;
+///
+/// assert_eq!(Duration::from_millis(1_500).to_string(), "1.5s");
+/// assert_eq!(Duration::from_millis(250).to_string(), "250ms");
+/// assert_eq!(Duration::from_secs(30).to_string(), "30s");
+/// ```
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = div_1000(self.0);
+        // `secs * 1000 <= self.0`: neither wraps.
+        let millis = self.0.wrapping_sub(secs.wrapping_mul(1000));
+        if millis == 0 {
+            return write!(f, "{secs}s");
+        }
+        if secs == 0 {
+            return write!(f, "{millis}ms");
+        }
+        // The fraction without its trailing zeros.
+        let (mut fraction, mut digits) = (millis, 3usize);
+        while fraction.checked_rem(10) == Some(0) {
+            fraction = fraction.checked_div(10).unwrap_or(0);
+            digits = digits.saturating_sub(1);
+        }
+        write!(f, "{secs}.{fraction:0digits$}s")
+    }
+}
+
 /// A deletion timestamp as the API stores it: whole unix seconds (R48).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -213,6 +245,29 @@ impl WallTime {
 /// `mono` times the agent's deadlines, which must not jump with the wall
 /// clock. In a simulation both can come from one number
 /// ([`Now::from_unix_millis`]).
+///
+/// # The clock contract
+///
+/// Whatever reads the clocks for the machine — grace-std's `Clock`, the
+/// embassy driver's [`Firmware::now`](crate::driver::Firmware::now), your
+/// own adapter — gives a `Now` that keeps this contract:
+///
+/// - Both clocks are read together, once per input: every decision of one
+///   input sees one instant.
+/// - `mono` never decreases between two readings of the same clock, and
+///   advances at the rate of real time (or of the simulation). It counts
+///   whole milliseconds, rounded down: an event read at `t` happened in
+///   `[t, t + 1)`, so an event that must not be early is reported at
+///   `t + 1` (as the stop signal is, R62).
+/// - Instants are comparable only on one clock's scale: a deadline persisted
+///   under one epoch (one boot, one process of a machine that has no boot
+///   id) means nothing under another; a store restoring under a new epoch
+///   does not carry it over (D6).
+/// - `wall` is unix time in milliseconds and may jump (NTP, an operator):
+///   it is used only for deletion timestamps, never for a deadline. A
+///   device without a real-time clock may give the time since boot on
+///   both clocks; its deletion timestamps then count from boot.
+/// - Reading the clock is cheap and does not block.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -495,6 +495,44 @@ fn r62_the_floor_counts_from_when_the_stop_signal_really_went_out() {
 }
 
 #[test]
+fn r62_stop_signal_sent_takes_the_actions_container_index_as_every_input_does() {
+    // The index straight from the action (a `u8`), as for the other
+    // container inputs; on a table too, whose deadline queue follows.
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 1);
+    let Some(Action::SendStopSignal { container }) = p.poll_action() else {
+        panic!("a stop signal first");
+    };
+    assert_eq!(
+        p.handle_stop_signal_sent(at(700), container),
+        Ok(Handled::Applied)
+    );
+    assert_eq!(next(&p), Some(2_700));
+    assert_eq!(
+        p.handle_stop_signal_sent(at(800), 1u8),
+        Err(grace_core::UnknownContainer)
+    );
+
+    let mut table: grace_core::Table<2, 4, 4> = grace_core::Table::new();
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 1);
+    let id = table.insert(p).expect("room");
+    let (_, action) = table.poll_action().expect("owed");
+    let Action::SendStopSignal { container } = action else {
+        panic!("a stop signal first, not {action:?}");
+    };
+    assert_eq!(
+        table.handle_stop_signal_sent(at(700), id, container),
+        Ok(Handled::Applied)
+    );
+    assert_eq!(
+        table.poll_timeout(),
+        table.get(id).and_then(|l| l.poll_timeout())
+    );
+    assert_eq!(table.poll_timeout().map(rel), Some(2_700));
+}
+
+#[test]
 fn r63_no_kill_when_the_process_exits_first() {
     let (mut p, actions) = killing(&[APP], None);
     assert_eq!(actions, [ENDPOINTS, term(0)]);
@@ -1595,4 +1633,31 @@ fn the_largest_lifecycle_orders_all_its_containers() {
     expected.push(gone(252));
     assert_eq!(out, expected);
     assert!(!p.has_action());
+}
+
+#[test]
+fn r60_r63_poll_due_says_which_container_and_what_comes_due() {
+    use grace_core::{Due, DueKind};
+    let due = |p: &Pod| p.poll_due().map(|d: Due| (rel(d.at), d.container, d.kind));
+    // A hooked main container and a sidecar, grace 30 s: the hook's
+    // cut-off comes first (R60).
+    let (mut p, _) = killing(&[HOOKED, SIDECAR], None);
+    assert_eq!(due(&p), Some((30_000, 0, DueKind::HookCutOff)));
+    // The hook returns at 1 s: SIGTERM, SIGKILL at the end of the budget.
+    assert_eq!(
+        p.handle_pre_stop_finished(at(1_000), 0),
+        Ok(Handled::Applied)
+    );
+    assert_eq!(due(&p), Some((30_000, 0, DueKind::Kill)));
+    // Everything stopped: nothing is due.
+    for c in 0..2 {
+        let _ = p.handle_container_exited(at(2_000), c);
+    }
+    assert_eq!(p.poll_due(), None);
+    assert_eq!(p.poll_timeout(), None);
+
+    // A plain container: SIGKILL at the end of its budget.
+    let mut p = pod(&[APP]);
+    evict(&mut p, 0, 5);
+    assert_eq!(due(&p), Some((5_000, 0, DueKind::Kill)));
 }

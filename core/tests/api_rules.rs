@@ -1833,3 +1833,37 @@ fn d4_grace_zero_with_nothing_running_is_not_force() {
     assert!(!r.force);
     assert_eq!(l.record().deletion_grace_period_seconds, Some(0));
 }
+
+#[test]
+fn duration_displays_in_seconds_or_milliseconds() {
+    use grace_core::Duration;
+    let shown = |ms: u64| Duration::from_millis(ms).to_string();
+    assert_eq!(shown(0), "0s");
+    assert_eq!(shown(1), "1ms");
+    assert_eq!(shown(250), "250ms");
+    assert_eq!(shown(1_000), "1s");
+    assert_eq!(shown(1_500), "1.5s");
+    assert_eq!(shown(2_025), "2.025s");
+    assert_eq!(shown(2_250), "2.25s");
+    assert_eq!(shown(30_000), "30s");
+    assert_eq!(shown(u64::MAX), "18446744073709551.615s");
+}
+
+#[test]
+fn pod_phase_as_str_and_from_str_round_trip() {
+    use grace_core::{PodPhase, UnknownPodPhase};
+    for phase in [
+        PodPhase::Pending,
+        PodPhase::Running,
+        PodPhase::Succeeded,
+        PodPhase::Failed,
+        PodPhase::Unknown,
+        PodPhase::Unset,
+    ] {
+        assert_eq!(phase.as_str().parse::<PodPhase>(), Ok(phase));
+        assert_eq!(phase.to_string(), phase.as_str());
+    }
+    assert_eq!(PodPhase::Unset.as_str(), "");
+    assert_eq!("running".parse::<PodPhase>(), Err(UnknownPodPhase));
+    assert_eq!("Bogus".parse::<PodPhase>(), Err(UnknownPodPhase));
+}

@@ -15,7 +15,7 @@ use embassy_futures::yield_now;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 use embassy_sync::channel::Channel;
 use embassy_time::{Duration, MockDriver};
-use grace_core::driver::{Answer, Driver, Firmware, Input};
+use grace_core::driver::{Answer, Driver, DriverError, Firmware, Input, InputKind, Reply};
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Id, Lifecycle, Name, Record, SharedTable, Strategy, Table,
 };
@@ -51,6 +51,9 @@ enum Event {
 #[derive(Default)]
 struct Recorder {
     events: Vec<Event>,
+    /// How long sending a stop signal takes (the mock clock moves by it
+    /// inside `perform`).
+    signal_takes_ms: u64,
 }
 
 fn ms() -> u64 {
@@ -72,6 +75,9 @@ impl Firmware<2, 1> for Recorder {
             id,
             action,
         });
+        if let Action::SendStopSignal { .. } = action {
+            MockDriver::get().advance(Duration::from_millis(self.signal_takes_ms));
+        }
         Ok(())
     }
 
@@ -138,9 +144,9 @@ fn d4_driver_finishes_a_force_deleted_kill_before_forgetting_it() {
         // The agent sees it at 1500: SIGTERM, SIGKILL 2 s later (D4, R62).
         inputs.send(Input::AgentSync(id)).await;
         settle().await;
-        advance(1_999).await;
+        advance(2_000).await;
         advance(1).await;
-        advance(100).await;
+        advance(99).await;
         inputs
             .send(Input::ContainerExited { id, container: 0 })
             .await;
@@ -159,7 +165,8 @@ fn d4_driver_finishes_a_force_deleted_kill_before_forgetting_it() {
             (1_000, Action::RemoveEndpoints),
             (1_000, Action::Remove { force: true }),
             (1_500, Action::SendStopSignal { container: 0 }),
-            (3_500, Action::SendKill { container: 0 }),
+            // R62: 2 s after the stop signal was reported sent (1 501).
+            (3_501, Action::SendKill { container: 0 }),
             (3_600, Action::ContainerStopped { container: 0 }),
         ],
         "{events:#?}"
@@ -237,7 +244,11 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
                 "event {i} not preceded by a write: {events:#?}"
             ),
             Event::Answered {
-                answer: Answer::Delete(Ok(r)),
+                answer:
+                    Answer {
+                        reply: Reply::Delete(Ok(r)),
+                        ..
+                    },
                 ..
             } if !r.dry_run => assert!(
                 matches!(before, Some(Event::Persist { .. })),
@@ -253,4 +264,196 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
     // Delete, sync, the SIGKILL deadline, the exit; not the dry run.
     assert_eq!(writes, 4, "{events:#?}");
     assert_eq!(events.last(), Some(&Event::Forget { ms: 3_000, id }));
+}
+
+#[test]
+fn r62_driver_reports_the_stop_signal_sent_so_sigkill_stays_two_seconds_after_it() {
+    let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    MockDriver::get().reset();
+    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 4> =
+        Driver::new(Table::new(), inputs.receiver());
+    let id = driver.table().insert(pod("slow")).expect("room");
+    // Sending the signal takes 300 ms (a slow bus, a busy firmware).
+    let mut firmware = Recorder {
+        signal_takes_ms: 300,
+        ..Recorder::default()
+    };
+    let script = async {
+        inputs
+            .send(Input::Delete {
+                id,
+                options: DeleteOptions::with_grace(2),
+            })
+            .await;
+        inputs.send(Input::AgentSync(id)).await;
+        settle().await;
+        // The stop signal was decided at 0 (SIGKILL due at 2 000) but went
+        // out at 300: not killed 2 s after the decision ...
+        advance(1_700).await;
+        advance(300).await;
+        // ... but 2 s after the signal (plus the clock's millisecond).
+        advance(1).await;
+        settle().await;
+    };
+    let _ = embassy_futures::block_on(select(driver.run(&mut firmware), script));
+    let events = &firmware.events;
+    assert_eq!(
+        performed(events),
+        [
+            (0, Action::RemoveEndpoints),
+            (0, Action::SendStopSignal { container: 0 }),
+            (2_301, Action::SendKill { container: 0 }),
+        ],
+        "{events:#?}"
+    );
+}
+
+#[test]
+fn driver_expires_due_objects_earliest_deadline_first() {
+    let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    MockDriver::get().reset();
+    let inputs: Channel<NoopRawMutex, Input, 8> = Channel::new();
+    let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 8> =
+        Driver::new(Table::new(), inputs.receiver());
+    // The first slot gets the later deadline.
+    let late = driver.table().insert(pod("late")).expect("room");
+    let early = driver.table().insert(pod("early")).expect("room");
+    let mut firmware = Recorder::default();
+    let script = async {
+        for (id, grace) in [(late, 5), (early, 3)] {
+            inputs
+                .send(Input::Delete {
+                    id,
+                    options: DeleteOptions::with_grace(grace),
+                })
+                .await;
+            inputs.send(Input::AgentSync(id)).await;
+        }
+        settle().await;
+        // The board was busy: both deadlines have passed when it looks.
+        advance(10_000).await;
+    };
+    let _ = embassy_futures::block_on(select(driver.run(&mut firmware), script));
+    let kills: Vec<Id> = firmware
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Perform {
+                id,
+                action: Action::SendKill { .. },
+                ..
+            } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kills, [early, late], "{:#?}", firmware.events);
+}
+
+#[test]
+fn driver_answers_name_the_object_and_input_they_answer() {
+    let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    MockDriver::get().reset();
+    let inputs: Channel<NoopRawMutex, Input, 8> = Channel::new();
+    let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 8> =
+        Driver::new(Table::new(), inputs.receiver());
+    let a = driver.table().insert(pod("a")).expect("room");
+    let b = driver.table().insert(pod("b")).expect("room");
+    let sent = [
+        Input::Delete {
+            id: a,
+            options: DeleteOptions::with_grace(5),
+        },
+        Input::AgentSync(b),
+        Input::ContainerExited {
+            id: b,
+            container: 3,
+        },
+    ];
+    let mut firmware = Recorder::default();
+    let script = async {
+        for input in sent.clone() {
+            inputs.send(input).await;
+        }
+        settle().await;
+    };
+    let _ = embassy_futures::block_on(select(driver.run(&mut firmware), script));
+    let answers: Vec<Answer> = firmware
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Answered { answer, .. } => Some(*answer),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(answers.len(), sent.len());
+    for (answer, input) in answers.iter().zip(&sent) {
+        assert!(answer.answers(input), "{answer:?} for {input:?}");
+        for other in sent.iter().filter(|o| *o != input) {
+            assert!(!answer.answers(other), "{answer:?} also for {other:?}");
+        }
+    }
+    assert_eq!(answers[0].id, a);
+    assert_eq!(answers[0].input, InputKind::Delete);
+    assert!(matches!(answers[0].reply, Reply::Delete(Ok(_))));
+    assert_eq!(answers[2].input, InputKind::ContainerExited(3));
+    assert!(matches!(answers[2].reply, Reply::Agent(Err(_))));
+}
+
+#[test]
+fn driver_insert_persists_an_object_before_its_first_input() {
+    let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
+    MockDriver::get().reset();
+    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 4> =
+        Driver::new(Table::new(), inputs.receiver());
+    let mut firmware = Recorder::default();
+    let id = embassy_futures::block_on(driver.insert(&mut firmware, pod("new")))
+        .expect("no firmware error")
+        .expect("room");
+    assert_eq!(
+        firmware.events,
+        [Event::Persist {
+            ms: 0,
+            id,
+            owes: false
+        }]
+    );
+    // An input that changes nothing (the node was never lost) writes
+    // nothing more; the table's reply says so, no copy is compared.
+    let script = async {
+        inputs.send(Input::NodeReady(id)).await;
+        settle().await;
+    };
+    let _ = embassy_futures::block_on(select(driver.run(&mut firmware), script));
+    let writes = firmware
+        .events
+        .iter()
+        .filter(|e| matches!(e, Event::Persist { .. }))
+        .count();
+    assert_eq!(writes, 1, "{:#?}", firmware.events);
+}
+
+#[test]
+fn driver_error_displays_and_is_an_error() {
+    #[derive(Debug)]
+    struct Flash;
+    impl std::fmt::Display for Flash {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("flash full")
+        }
+    }
+    impl std::error::Error for Flash {}
+    let e: DriverError<Flash> = DriverError::Firmware(Flash);
+    assert_eq!(e.to_string(), "firmware: flash full");
+    let dynamic: &dyn std::error::Error = &e;
+    assert_eq!(
+        dynamic.source().map(ToString::to_string),
+        Some("flash full".to_owned())
+    );
+    let busy: DriverError<Flash> = DriverError::Busy;
+    assert_eq!(
+        busy.to_string(),
+        "shared table already in use by an enclosing call"
+    );
 }

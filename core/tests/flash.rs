@@ -468,8 +468,86 @@ fn uid_key_round_trips_and_refuses_garbage() {
     let mut buffer = [0u8; 80];
     let len = key.serialize_into(&mut buffer).expect("fits");
     assert_eq!(len, 10);
-    assert_eq!(UidKey::deserialize_from(&buffer[..len]), Ok((key, 10)));
-    assert!(UidKey::deserialize_from(&[200, b'a']).is_err());
-    assert!(UidKey::deserialize_from(&[2, 0xff, 0xfe]).is_err());
-    assert!(UidKey::deserialize_from(&[]).is_err());
+    assert_eq!(<UidKey>::deserialize_from(&buffer[..len]), Ok((key, 10)));
+    assert!(<UidKey>::deserialize_from(&[200, b'a']).is_err());
+    assert!(<UidKey>::deserialize_from(&[2, 0xff, 0xfe]).is_err());
+    assert!(<UidKey>::deserialize_from(&[]).is_err());
+}
+
+/// A table of small names (`SMALL_NAME_CAPACITY`, as the docs recommend on
+/// a microcontroller) stores and restores through a `FlashStore` of the
+/// same capacity, on the mock flash: a deletion under way comes back with
+/// its kill finished (D6), a live pod as it was; a uid the capacity cannot
+/// hold is refused by the key.
+#[test]
+fn d6_flash_store_keeps_small_names_across_a_restart() {
+    use grace_core::{InlineName, SMALL_NAME_CAPACITY};
+    const S: usize = SMALL_NAME_CAPACITY;
+    type SmallLc = Lifecycle<2, 1, S>;
+    type SmallCache = Cache<
+        sequential_storage::cache::Uncached,
+        sequential_storage::cache::Uncached,
+        sequential_storage::cache::Uncached,
+        UidKey<S>,
+    >;
+    type SmallStore = FlashStore<Flash, SmallCache, 256, S>;
+    let small = |s: &str| InlineName::<S>::try_from(s).expect("short");
+    let small_pod = |uid: &str| -> SmallLc {
+        Lifecycle::new(
+            Strategy::POD,
+            Record::new(small(uid)),
+            &[ContainerSpec::default()],
+        )
+        .expect("fits")
+    };
+    let over = |flash: Flash| -> SmallStore {
+        let config = const { MapConfig::new(0..8 * 1024) };
+        FlashStore::new(MapStorage::new(flash, config, Cache::new_uncached()))
+    };
+
+    // The first boot: a live pod, a pod being deleted (SIGTERM sent), a
+    // finished one erased.
+    let mut store = over(fresh_flash());
+    let live = small_pod("live");
+    let mut web = small_pod("web");
+    let mut gone = small_pod("gone");
+    block_on(store.store(&live)).expect("stored");
+    web.handle_delete(at(0), &DeleteOptions::with_grace(30))
+        .expect("deleted");
+    web.handle_agent_sync(at(10));
+    block_on(store.store(&web)).expect("stored");
+    block_on(store.store(&gone)).expect("stored");
+    gone.handle_delete(at(20), &DeleteOptions::with_grace(0))
+        .expect("deleted");
+    block_on(store.erase(&gone.record().uid)).expect("erased");
+
+    // Another boot: the clock starts again.
+    let flash = store.into_inner().destroy().0;
+    let mut store = over(flash);
+    let mut table: Table<4, 2, 1, S> = Table::new();
+    let restored = block_on(store.restore(at(5), &mut table)).expect("restores");
+    assert_eq!(restored.objects, 2);
+    assert_eq!(restored.deleting, 1);
+    let find = |uid: &str| {
+        table
+            .iter()
+            .find(|(_, l)| l.record().uid.as_str() == uid)
+            .map(|(_, l)| l.clone())
+    };
+    assert_eq!(find("live"), Some(live));
+    assert_eq!(find("gone"), None);
+    let web = find("web").expect("restored");
+    assert_eq!(web.containers()[0].stage(), Stage::Stopped);
+    assert_eq!(web.poll_timeout(), None, "no deadline of the old boot");
+
+    // The key holds what the capacity holds, one length byte first.
+    use sequential_storage::map::Key;
+    let longest = "x".repeat(S);
+    let key = UidKey(small(&longest));
+    let mut buffer = [0u8; 1 + S];
+    assert_eq!(key.serialize_into(&mut buffer), Ok(1 + S));
+    assert_eq!(UidKey::<S>::deserialize_from(&buffer), Ok((key, 1 + S)));
+    let mut too_long = [b'x'; 2 + S];
+    too_long[0] = u8::try_from(S + 1).expect("small");
+    assert!(UidKey::<S>::deserialize_from(&too_long).is_err());
 }

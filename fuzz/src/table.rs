@@ -6,7 +6,7 @@
 //! for the same objects in the same order.
 
 use arbitrary::Arbitrary;
-use grace_core::{FinalizerChange, Id, Instant, Lifecycle, Name, Now, Table, TableFull};
+use grace_core::{FinalizerChange, Id, Lifecycle, Name, Now, Table, TableFull};
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
 use grace_testkit::checker::Clock;
@@ -65,36 +65,20 @@ fn container(i: u8) -> usize {
     usize::from(i) % (C + 1)
 }
 
-/// `GRACE_FUZZ_STRICT=1`: no allowance for open findings.
-fn strict() -> bool {
-    static STRICT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *STRICT.get_or_init(|| std::env::var_os("GRACE_FUZZ_STRICT").is_some_and(|v| v == "1"))
-}
-
 /// `Table::handle_timeout(now)`, which handles "every object whose deadline
-/// is at or before `now`": no such deadline may be left. Finding F1 (see
-/// README.md): at `now == Instant::MAX` deadlines saturate to `now` and the
-/// table's loop bound can run out first; there the harness calls again, as
-/// a caller's loop would, unless `GRACE_FUZZ_STRICT=1`. The model handles
-/// everything due in one go, so both stay in step either way.
+/// is at or before `now`": no such deadline may be left, at the end of the
+/// monotonic clock too (finding F1, fixed: see README.md). The model handles
+/// everything due in one go.
 fn table_timeout(table: &mut Table<N, F, C>, now: Now) -> Result<(), String> {
     table.handle_timeout(now);
-    for _ in 0..64 {
-        match table.poll_timeout() {
-            Some(t) if t <= now.mono => {
-                if now.mono != Instant::MAX || strict() {
-                    return Err(format!(
-                        "handle_timeout({} ms) left a deadline at {} ms",
-                        now.mono.as_millis(),
-                        t.as_millis()
-                    ));
-                }
-                table.handle_timeout(now);
-            }
-            _ => return Ok(()),
-        }
+    match table.poll_timeout() {
+        Some(t) if t <= now.mono => Err(format!(
+            "handle_timeout({} ms) left a deadline at {} ms",
+            now.mono.as_millis(),
+            t.as_millis()
+        )),
+        _ => Ok(()),
     }
-    Err("handle_timeout never catches up".into())
 }
 
 /// Runs one input; panics on the first difference.
@@ -354,14 +338,12 @@ mod tests {
         ContainerSpec, Instant, Lifecycle, Name, Now, Record, Strategy, Table, WallTime,
     };
 
-    /// Finding F1 (fuzz/README.md): at the very end of the monotonic clock
-    /// deadlines saturate to `now`, a handled object stays due, and the
-    /// table's loop bound (`2 × heap_len + 1` handlings) runs out before every
-    /// due object is handled. `Table::handle_timeout` promises to handle
-    /// "every object whose deadline is at or before `now`". Ignored while
-    /// the core is unchanged: `cargo test --lib -- --ignored` shows it.
+    /// Finding F1 (fuzz/README.md, fixed): at the very end of the monotonic
+    /// clock deadlines saturate to `now` and a handled object stays due;
+    /// the table's loop bound once ran out before every due object was
+    /// handled. `Table::handle_timeout` promises to handle "every object
+    /// whose deadline is at or before `now`".
     #[test]
-    #[ignore = "finding F1: open in grace-core"]
     fn f1_end_of_time_leaves_due_objects() {
         let spec = [
             ContainerSpec {

@@ -14,7 +14,8 @@ use rustix::time::{ClockId, clock_gettime};
 
 /// A source of the current time.
 ///
-/// Contract:
+/// Contract: the clock contract of [`grace_core::Now`], which the embassy
+/// driver's `Firmware::now` keeps too; on a host it reads:
 /// - `now().wall` MUST be the current wall-clock time in unix milliseconds.
 ///   It is used only for deletion timestamps and MAY jump (NTP, an operator).
 /// - `now().mono` MUST never decrease between two calls on the same clock,

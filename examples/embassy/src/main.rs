@@ -9,8 +9,9 @@
 //! | 0      | console task    | delete `web`, grace 2 s                                     |
 //! | 300    | timer interrupt | force delete `valve` (grace 0): record removed, kill to run |
 //! | 500    | agent task      | syncs both: SIGTERM, SIGKILL due at 2500                    |
+//! | 501    | driver          | the SIGTERMs reported sent (R62): SIGKILL moves to 2501     |
 //! | 1500   | workload task   | `web` exits 1 s after SIGTERM: finished, slot freed         |
-//! | 2500   | deadline        | SIGKILL `valve`; it exits: finished, slot freed             |
+//! | 2501   | deadline        | SIGKILL `valve`; it exits: finished, slot freed             |
 //!
 //! The driver forgets `valve` only once its kill has ended, not when its
 //! record is removed at 300 ms (D4).
@@ -33,7 +34,7 @@ use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::channel::Channel;
 use embassy_time::{Duration, Instant as Clock, Timer};
 use embassy_time_queue_utils::Queue;
-use grace_core::driver::{Answer, Driver, Firmware, Input};
+use grace_core::driver::{Answer, Driver, Firmware, Input, Reply};
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Id, InlineName, Lifecycle, Phase, Record,
     SMALL_NAME_CAPACITY, SharedTable, Strategy,
@@ -242,8 +243,8 @@ impl Firmware<2, 1, L> for Board {
     }
 
     async fn answered(&mut self, input: &Input, answer: Answer) -> Result<(), ()> {
-        if let (Input::Delete { id, .. }, Answer::Delete(result)) = (input, answer) {
-            let name = NAMES[self.pod(*id)];
+        if let (Input::Delete { .. }, Reply::Delete(result)) = (input, answer.reply) {
+            let name = NAMES[self.pod(answer.id)];
             match result {
                 Ok(r) => info!(
                     "t={=u64} ms {=str}: delete answered {}, force {=bool}",

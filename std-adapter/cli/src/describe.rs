@@ -13,7 +13,6 @@ use grace_core::{Instant, Stage, Timestamp};
 
 use crate::api::{Client, Reply, Request};
 use crate::clock::{Clock, SystemClock};
-use crate::k8s_pod::phase_word;
 use crate::kubectl::{CommandError, Selection, Target, fetch_all};
 use crate::output::{age, status_word};
 use crate::runtime::KillRecord;
@@ -131,7 +130,7 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .unwrap_or_else(|| "<none> (unscheduled)".into()),
     );
     line("Status", status_word(object));
-    line("Phase", phase_word(meta.phase).to_owned());
+    line("Phase", meta.phase.as_str().to_owned());
     if let Some(created) = object.created {
         line(
             "Created",

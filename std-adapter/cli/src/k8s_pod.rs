@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{Name, PodPhase, Record, Strategy};
+use grace_core::{Name, Record, Strategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
@@ -598,31 +598,19 @@ fn status(object: &StoredObject) -> PodStatus {
     // While the pod is deleted, its phase stays as the record has it.
     let deleting = object.record.deletion_timestamp.is_some();
     let phase = if deleting {
-        phase_word(object.record.phase)
+        object.record.phase.as_str()
     } else if ended(Some("Completed")) {
         "Succeeded"
     } else if ended(None) {
         "Failed"
     } else {
-        phase_word(object.record.phase)
+        object.record.phase.as_str()
     };
     PodStatus {
         phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
         ..PodStatus::default()
-    }
-}
-
-/// Kubernetes' word for a phase.
-pub fn phase_word(phase: PodPhase) -> &'static str {
-    match phase {
-        PodPhase::Pending => "Pending",
-        PodPhase::Running => "Running",
-        PodPhase::Succeeded => "Succeeded",
-        PodPhase::Failed => "Failed",
-        PodPhase::Unknown => "Unknown",
-        PodPhase::Unset => "",
     }
 }
 

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use grace_core::{Kind, Stage, Timestamp};
 
-use crate::k8s_pod::{phase_word, to_pod};
+use crate::k8s_pod::to_pod;
 use crate::runtime::KillRecord;
 use crate::store::StoredObject;
 
@@ -102,7 +102,7 @@ pub fn status_word(object: &StoredObject) -> String {
     } else if object.strategy.kind == Kind::Generic {
         "Active".to_owned()
     } else {
-        containers_status(object).unwrap_or_else(|| match phase_word(object.record.phase) {
+        containers_status(object).unwrap_or_else(|| match object.record.phase.as_str() {
             "" => "Pending".to_owned(),
             word => word.to_owned(),
         })

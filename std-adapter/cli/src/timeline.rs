@@ -204,17 +204,6 @@ fn at(ms: i64) -> At {
     }
 }
 
-fn pod_phase_name(p: PodPhase) -> &'static str {
-    match p {
-        PodPhase::Pending => "Pending",
-        PodPhase::Running => "Running",
-        PodPhase::Succeeded => "Succeeded",
-        PodPhase::Failed => "Failed",
-        PodPhase::Unknown => "Unknown",
-        PodPhase::Unset => "",
-    }
-}
-
 #[derive(Serialize)]
 struct EventLine<'a> {
     at: At,
@@ -283,7 +272,7 @@ impl Timeline {
                         generation: e.record.generation,
                         finalizers: &e.record.finalizers,
                         resource_version: e.record.resource_version.to_string(),
-                        pod_phase: pod_phase_name(e.record.pod_phase),
+                        pod_phase: e.record.pod_phase.as_str(),
                         dry_run: e.dry_run,
                         force: e.force,
                     }),

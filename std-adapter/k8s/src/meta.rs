@@ -86,19 +86,14 @@ pub fn record_from_pod<const F: usize>(pod: &Pod) -> Result<Record<F>, BridgeErr
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
     record.termination_grace_period_seconds = spec.and_then(|s| s.termination_grace_period_seconds);
-    record.phase = match pod
+    // A phase Kubernetes does not define counts as none reported.
+    record.phase = pod
         .status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
         .unwrap_or("")
-    {
-        "Pending" => PodPhase::Pending,
-        "Running" => PodPhase::Running,
-        "Succeeded" => PodPhase::Succeeded,
-        "Failed" => PodPhase::Failed,
-        "Unknown" => PodPhase::Unknown,
-        _ => PodPhase::Unset,
-    };
+        .parse()
+        .unwrap_or(PodPhase::Unset);
     Ok(record)
 }
 
@@ -159,14 +154,10 @@ pub fn apply_record<const F: usize>(record: &Record<F>, meta: &mut ObjectMeta) {
 pub fn phase_patch<const F: usize>(
     record: &Record<F>,
 ) -> Option<k8s_openapi::api::core::v1::PodStatus> {
-    let phase = match record.phase {
-        PodPhase::Pending => "Pending",
-        PodPhase::Running => "Running",
-        PodPhase::Succeeded => "Succeeded",
-        PodPhase::Failed => "Failed",
-        PodPhase::Unknown => "Unknown",
-        PodPhase::Unset => return None,
-    };
+    if record.phase == PodPhase::Unset {
+        return None;
+    }
+    let phase = record.phase.as_str();
     Some(k8s_openapi::api::core::v1::PodStatus {
         phase: Some(phase.to_owned()),
         ..Default::default()

@@ -4,7 +4,7 @@
 //! the part of etcd that Kubernetes relies on: a store-wide [`Revision`]
 //! that every write advances, compare-and-swap on it, deletes with
 //! preconditions, and a watch that replays the change log from any
-//! revision still kept. Two backends:
+//! revision still kept. Three backends:
 //!
 //! - [`MemoryStore`]: a map and a bounded change log behind a mutex. For
 //!   tests and simulation; nothing survives the process.
