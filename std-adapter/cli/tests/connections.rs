@@ -165,8 +165,13 @@ fn flood_as_nobody(dir: &Path, count: usize) -> (Child, Vec<String>) {
     }
 }
 
-/// `grace get -w` as root, interrupted (SIGINT, as Ctrl-C) once it has
-/// printed its first line; panics with its error if the agent refused it.
+/// `grace get -w` as root, ended once it has printed its first line (as
+/// Ctrl-C ends it: the process goes and the kernel closes its socket);
+/// panics with its error if the agent refused it.
+///
+/// SIGKILL rather than SIGINT: a test run started in the background of a
+/// non-interactive shell inherits SIGINT ignored, and `grace get -w` (which
+/// has no handler of its own, as kubectl has none) would then never end.
 fn interrupted_watch(dir: &Path, i: usize) {
     let mut child = Command::new(GRACE)
         .env_remove("GRACE_ETCD_ENDPOINTS")
@@ -187,9 +192,7 @@ fn interrupted_watch(dir: &Path, i: usize) {
             text(&output.stderr)
         );
     }
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    let _ = child.kill();
     let _ = child.wait();
 }
 
