@@ -96,7 +96,7 @@ fn validated(request: &Request) {
             }
             return;
         }
-        Request::Delete { .. } | Request::Get { .. } | Request::Watch => {
+        Request::Delete { .. } | Request::Get { .. } | Request::Watch | Request::Status => {
             assert!(verdict.is_ok(), "nothing to refuse in {request:?}: {verdict:?}");
             return;
         }
