@@ -249,7 +249,7 @@ impl WallTime {
 /// # The clock contract
 ///
 /// Whatever reads the clocks for the machine — grace-std's `Clock`, the
-/// embassy driver's [`Firmware::now`](crate::driver::Firmware::now), your
+/// embassy driver's `driver::Firmware::now` (feature `embassy`), your
 /// own adapter — gives a `Now` that keeps this contract:
 ///
 /// - Both clocks are read together, once per input: every decision of one
