@@ -99,11 +99,6 @@ impl fmt::Display for Revision {
     }
 }
 
-/// The old name of [`StorePreconditions`], which said the same as
-/// `grace_core::Preconditions` (a delete request's, R7).
-#[deprecated(note = "renamed StorePreconditions (grace_core::Preconditions is the request's)")]
-pub type Preconditions = StorePreconditions;
-
 /// Conditions a store delete checks atomically with the removal; `None`
 /// checks nothing. This is how the agent's final delete avoids removing an
 /// object that was deleted and re-created under the same name meanwhile.
