@@ -41,6 +41,7 @@ pub enum Kind {
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum GcPolicy {
     /// Delete dependents in the background (the usual default; [R38]'s trap:
     /// this is *not* foreground).
@@ -103,6 +104,7 @@ impl Strategy {
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum PodPhase {
     /// Accepted, not all containers started.
     Pending,

@@ -744,10 +744,8 @@ store_suite!(memory, |retention| (
 
 store_suite!(redb, |retention| {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = grace_std::store::RedbOptions {
-        log_retention: retention,
-        ..Default::default()
-    };
+    let mut options = grace_std::store::RedbOptions::default();
+    options.log_retention = retention;
     let s = grace_std::store::RedbStore::open_with(dir.path().join("grace.redb"), options)
         .expect("opens");
     (dir, s)
@@ -890,10 +888,8 @@ mod durable {
     #[test]
     fn compaction_is_kept_across_restarts() {
         let (_dir, path) = temp();
-        let small = RedbOptions {
-            log_retention: 2,
-            ..Default::default()
-        };
+        let mut small = RedbOptions::default();
+        small.log_retention = 2;
         {
             let s = RedbStore::open_with(&path, small.clone()).unwrap();
             for i in 0..4 {

@@ -107,6 +107,7 @@ impl ScenarioEventKind {
             ScenarioEventKind::Evict { .. } => "evict",
             ScenarioEventKind::Finalizer(FinalizerChange::Add(_)) => "add_finalizer",
             ScenarioEventKind::Finalizer(FinalizerChange::Remove(_)) => "remove_finalizer",
+            ScenarioEventKind::Finalizer(_) => "finalizer",
             ScenarioEventKind::ContainerExit { .. } => "container_exit",
             ScenarioEventKind::NodeLost => "node_lost",
             ScenarioEventKind::NodeReady => "node_ready",

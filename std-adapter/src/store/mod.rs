@@ -115,6 +115,7 @@ pub struct StorePreconditions {
 /// One write of a [`Store::batch`]: the same three writes as the single
 /// methods, with the same checks.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Write {
     /// Store `object` under a free `name`.
     Create {

@@ -67,6 +67,7 @@ pub struct StoredObject {
 /// `ContainerStatusUnknown`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ContainerStatus {
     /// Not started yet.
     Waiting {
