@@ -570,13 +570,8 @@ fn objects_outlive_the_log_entries_of_their_writes(open: &dyn Fn(u64) -> Box<dyn
     }
     // a's create has left the log.
     assert!(matches!(s.watch(ra), Err(StoreError::Compacted { .. })));
-    let expected = StoredObject {
-        record: grace_core::Record {
-            resource_version: ra.get(),
-            ..written.record.clone()
-        },
-        ..written.clone()
-    };
+    let mut expected = written.clone();
+    expected.record.resource_version = ra.get();
     assert_eq!(s.get("a").unwrap(), Some((expected.clone(), ra)));
     let listing = s.list().unwrap();
     assert_eq!(listing.objects[0], ("a".to_owned(), expected.clone(), ra));
