@@ -65,15 +65,15 @@ fn container(i: u8) -> usize {
     usize::from(i) % (C + 1)
 }
 
-/// `Table::handle_timeout(now)`, which handles "every object whose deadline
+/// `Table::handle_timeouts(now)`, which handles "every object whose deadline
 /// is at or before `now`": no such deadline may be left, at the end of the
 /// monotonic clock too (finding F1, fixed: see README.md). The model handles
 /// everything due in one go.
 fn table_timeout(table: &mut Table<N, F, C>, now: Now) -> Result<(), String> {
-    table.handle_timeout(now);
+    table.handle_timeouts(now);
     match table.poll_timeout() {
         Some(t) if t <= now.mono => Err(format!(
-            "handle_timeout({} ms) left a deadline at {} ms",
+            "handle_timeouts({} ms) left a deadline at {} ms",
             now.mono.as_millis(),
             t.as_millis()
         )),
@@ -341,7 +341,7 @@ mod tests {
     /// Finding F1 (fuzz/README.md, fixed): at the very end of the monotonic
     /// clock deadlines saturate to `now` and a handled object stays due;
     /// the table's loop bound once ran out before every due object was
-    /// handled. `Table::handle_timeout` promises to handle "every object
+    /// handled. `Table::handle_timeouts` promises to handle "every object
     /// whose deadline is at or before `now`".
     #[test]
     fn f1_end_of_time_leaves_due_objects() {
@@ -373,7 +373,7 @@ mod tests {
         }
         while table.poll_action().is_some() {}
         let end = Now::new(WallTime::from_unix_millis(10_000), Instant::MAX);
-        table.handle_timeout(end);
+        table.handle_timeouts(end);
         assert_eq!(
             table.poll_timeout(),
             None,
