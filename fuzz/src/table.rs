@@ -43,15 +43,15 @@ pub enum Op {
     NodeLost(u8),
     NodeReady(u8),
     Fence(u8),
-    /// Both clocks move on, then `handle_timeout`.
+    /// Both clocks move on, then `handle_timeouts`.
     Advance(u16),
     AdvanceSeconds(u16),
     /// To the table's next deadline plus an offset (never back), then
-    /// `handle_timeout`.
+    /// `handle_timeouts`.
     ToDeadline(i16),
-    /// The monotonic clock jumps to `u64::MAX - n`, then `handle_timeout`.
+    /// The monotonic clock jumps to `u64::MAX - n`, then `handle_timeouts`.
     NearEndOfMono(u16),
-    /// `handle_timeout` without moving.
+    /// `handle_timeouts` without moving.
     Timeout,
     /// Take up to this many actions.
     Poll(u8),
@@ -266,7 +266,7 @@ pub fn run(input: &Input) {
                 };
                 clock.advance(ms);
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::ToDeadline(offset) => {
                 if let Some(t) = table.poll_timeout() {
@@ -277,7 +277,7 @@ pub fn run(input: &Input) {
                     }
                 }
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::NearEndOfMono(back) => {
                 let target = u64::MAX - u64::from(*back);
@@ -285,11 +285,11 @@ pub fn run(input: &Input) {
                     clock.advance(target - clock.mono);
                 }
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::Timeout => {
                 table_timeout(&mut table, now).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(now);
+                model.handle_timeouts(now);
             }
             Op::Poll(count) => {
                 for _ in 0..*count {
