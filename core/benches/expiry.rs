@@ -83,7 +83,7 @@ impl<const N: usize> TableWorld<N> {
     fn step(&mut self) {
         let due = self.table.poll_timeout().expect("a deadline").as_millis();
         let now = now_at(due);
-        self.table.handle_timeout(now);
+        self.table.handle_timeouts(now);
         while let Some((id, action)) = self.table.poll_action() {
             match action {
                 // The process dies at once.

@@ -137,7 +137,7 @@ fn a_thousand_pods() -> Result<(), Error> {
             break;
         };
         now = next;
-        table.handle_timeout(Now::at(now));
+        table.handle_timeouts(Now::at(now));
     }
     assert_eq!((kills, removed), (1_000, 1_000));
     assert!(table.is_empty());

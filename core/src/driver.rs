@@ -60,6 +60,7 @@ use crate::time::{Duration, Instant, Now, WallTime};
 /// interrupt handler: the table's `handle_*` inputs, named by [`Id`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Input {
     /// A delete request ([`Table::handle_delete`]).
     Delete {
@@ -110,6 +111,7 @@ pub enum Input {
 /// inputs about one container, its index.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum InputKind {
     /// [`Input::Delete`].
     Delete,
@@ -199,6 +201,7 @@ impl Answer {
 /// The table's reply to an [`Input`] (in an [`Answer`]).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Reply {
     /// To [`Input::Delete`].
     Delete(Result<DeleteResponse, TableDeleteError>),
@@ -264,6 +267,7 @@ pub trait Firmware<const F: usize, const C: usize, const L: usize = NAME_CAPACIT
 /// Why [`Driver::run`] stopped.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum DriverError<E> {
     /// The firmware returned an error.
     Firmware(E),
@@ -280,16 +284,10 @@ impl<E: fmt::Display> fmt::Display for DriverError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display + core::error::Error + 'static> core::error::Error
-    for DriverError<E>
-{
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            DriverError::Firmware(e) => Some(e),
-            DriverError::Busy => None,
-        }
-    }
-}
+// The message includes the firmware's error, so there is no `source()`
+// (a chain printed link by link would say it twice); it is the variant's
+// field.
+impl<E: fmt::Debug + fmt::Display> core::error::Error for DriverError<E> {}
 
 impl<E> From<Busy> for DriverError<E> {
     fn from(_: Busy) -> Self {
@@ -347,6 +345,20 @@ pub struct Driver<
     /// table cannot stay borrowed there): written in place, never a new
     /// copy per input.
     scratch: Lifecycle<F, C, L>,
+}
+
+// The capacities; the table and the channel print nothing useful (a
+// shared table may be borrowed, a channel's contents cannot be read
+// without taking them).
+impl<T, M: RawMutex, const N: usize, const F: usize, const C: usize, const Q: usize, const L: usize>
+    fmt::Debug for Driver<'_, T, M, N, F, C, Q, L>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Driver")
+            .field("objects", &N)
+            .field("queue", &Q)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'ch, T, M, const N: usize, const F: usize, const C: usize, const Q: usize, const L: usize>

@@ -73,15 +73,10 @@ impl fmt::Display for Error {
     }
 }
 
-impl core::error::Error for Error {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            Error::Delete(e) => Some(e),
-            Error::Update(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+// The message includes the cause (`delete refused: ...`), so there is no
+// `source()`: a chain printed link by link would say it twice. The cause is
+// the variant's field.
+impl core::error::Error for Error {}
 
 impl From<DeleteError> for Error {
     fn from(e: DeleteError) -> Self {

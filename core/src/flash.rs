@@ -74,6 +74,7 @@ impl<const L: usize> Key for UidKey<L> {
 
 /// Why a flash operation failed. Nothing in the table was changed by it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum FlashError<E> {
     /// The flash or the map failed (full, corrupted, a driver error).
     Storage(sequential_storage::Error<E>),
@@ -152,6 +153,17 @@ pub struct FlashStore<
 /// controllers write only from aligned RAM.
 #[repr(align(32))]
 struct Aligned<const B: usize>([u8; B]);
+
+// The buffer size; the map's flash and cache print nothing useful.
+impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey<L>>, const B: usize, const L: usize> fmt::Debug
+    for FlashStore<S, K, B, L>
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlashStore")
+            .field("buffer", &B)
+            .finish_non_exhaustive()
+    }
+}
 
 impl<S: MultiwriteNorFlash, K: CacheImpl<UidKey<L>>, const B: usize, const L: usize>
     FlashStore<S, K, B, L>

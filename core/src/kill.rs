@@ -87,16 +87,14 @@ pub struct ContainerSpec {
 }
 
 impl ContainerSpec {
-    /// A running main container with no pre-stop hook (the default).
-    pub const APP: ContainerSpec = ContainerSpec {
-        pre_stop: false,
-        sidecar: false,
-        stopped: false,
-    };
-
-    /// A running main container with no pre-stop hook.
+    /// A running main container with no pre-stop hook: the default, and
+    /// the start of the other specs (`app().with_pre_stop()`).
     pub const fn app() -> Self {
-        Self::APP
+        ContainerSpec {
+            pre_stop: false,
+            sidecar: false,
+            stopped: false,
+        }
     }
 
     /// A running sidecar (a restartable init container): stopped after
@@ -104,7 +102,7 @@ impl ContainerSpec {
     pub const fn sidecar() -> Self {
         ContainerSpec {
             sidecar: true,
-            ..Self::APP
+            ..Self::app()
         }
     }
 

@@ -173,6 +173,7 @@ impl fmt::Display for Action {
 /// [R33]: crate::rules#r33
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct DeleteResponse {
     /// Graceful, pending or deleted.
     pub outcome: DeleteOutcome,
@@ -205,6 +206,7 @@ pub enum UpdateOutcome {
 /// Whether an agent-side input applied.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Handled {
     /// The input was acted on.
     Applied,
@@ -257,6 +259,7 @@ impl core::error::Error for TooManyContainers {}
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum Link {
     /// Reporting normally.
     Connected,

@@ -12,6 +12,7 @@ use crate::name::Name;
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum Propagation {
     /// Leave dependents in place (adds the `orphan` finalizer, [R37]).
     ///
@@ -27,6 +28,27 @@ pub enum Propagation {
     ///
     /// [R6]: crate::rules#r6
     Unrecognized,
+}
+
+impl Propagation {
+    /// The policy as Kubernetes spells it on the wire (`"Orphan"`,
+    /// `"Background"`, `"Foreground"`); `"Unrecognized"` for
+    /// [`Unrecognized`](Propagation::Unrecognized), which has no wire value
+    /// of its own and which Kubernetes refuses as grace does.
+    ///
+    /// ```
+    /// use grace_core::Propagation;
+    ///
+    /// assert_eq!(Propagation::Foreground.as_str(), "Foreground");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Propagation::Orphan => "Orphan",
+            Propagation::Background => "Background",
+            Propagation::Foreground => "Foreground",
+            Propagation::Unrecognized => "Unrecognized",
+        }
+    }
 }
 
 /// Preconditions of a delete request (R7): each one set must match the

@@ -41,6 +41,7 @@ pub enum Kind {
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum GcPolicy {
     /// Delete dependents in the background (the usual default; [R38]'s trap:
     /// this is *not* foreground).
@@ -103,6 +104,7 @@ impl Strategy {
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum PodPhase {
     /// Accepted, not all containers started.
     Pending,
@@ -304,11 +306,15 @@ impl core::error::Error for FinalizerListError {}
 /// or finalizer name in bytes ([`NAME_CAPACITY`], every Kubernetes-legal
 /// name, by default).
 ///
+/// Built with [`Record::new`] or [`Record::builder`], then its fields set
+/// (more may come).
+///
 /// [R18]: crate::rules#r18
 /// [R21]: crate::rules#r21
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub struct Record<const F: usize, const L: usize = NAME_CAPACITY> {
     /// Identity; preconditions and the agent's final delete check it.
     pub uid: InlineName<L>,
@@ -337,6 +343,54 @@ pub struct Record<const F: usize, const L: usize = NAME_CAPACITY> {
     pub phase: PodPhase,
     /// `spec.terminationGracePeriodSeconds`; the API defaults it to 30.
     pub termination_grace_period_seconds: Option<i64>,
+}
+
+// `clone_from` copies only what the source holds: a record is about 5 KB
+// (room for `F` finalizer names of `L` bytes), nearly all of it unused.
+impl<const F: usize, const L: usize> Clone for Record<F, L> {
+    fn clone(&self) -> Self {
+        Record {
+            uid: self.uid.clone(),
+            resource_version: self.resource_version,
+            generation: self.generation,
+            deletion_timestamp: self.deletion_timestamp,
+            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
+            finalizers: self.finalizers.clone(),
+            scheduled: self.scheduled,
+            phase: self.phase,
+            termination_grace_period_seconds: self.termination_grace_period_seconds,
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        // Destructured whole: a new field cannot be forgotten here.
+        let Record {
+            uid,
+            resource_version,
+            generation,
+            deletion_timestamp,
+            deletion_grace_period_seconds,
+            finalizers,
+            scheduled,
+            phase,
+            termination_grace_period_seconds,
+        } = source;
+        // Copied only if they differ (a slot written again for the same
+        // object): the uid and the finalizers are most of the bytes.
+        if self.uid != *uid {
+            self.uid.clone_from(uid);
+        }
+        self.resource_version = *resource_version;
+        self.generation = *generation;
+        self.deletion_timestamp = *deletion_timestamp;
+        self.deletion_grace_period_seconds = *deletion_grace_period_seconds;
+        if self.finalizers != *finalizers {
+            self.finalizers.clone_from(finalizers);
+        }
+        self.scheduled = *scheduled;
+        self.phase = *phase;
+        self.termination_grace_period_seconds = *termination_grace_period_seconds;
+    }
 }
 
 impl<const F: usize, const L: usize> Record<F, L> {

@@ -652,6 +652,7 @@ fn gc_wanted(view: &GcView, strategy: &Strategy, options: &DeleteOptions) -> GcS
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub enum FinalizerChange {
     /// Append a finalizer (refused once deletion started, [R46]).
     ///

@@ -242,7 +242,7 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 /// Inputs are `handle_*(now, id, ..)`; outputs are [`poll_action`]
 /// (`(id, action)` pairs: objects in the order they came to owe something,
 /// each object's actions in its own order) and [`poll_timeout`] (the
-/// earliest deadline of all, O(1)). [`handle_timeout`] handles every object
+/// earliest deadline of all, O(1)). [`handle_timeouts`] handles every object
 /// whose deadline has passed, earliest first, in O(log n) each.
 ///
 /// ```
@@ -259,7 +259,7 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 /// assert_eq!(table.poll_action(), Some((id, Action::RemoveEndpoints)));
 /// assert_eq!(table.poll_action(), Some((id, Action::SendStopSignal { container: 0 })));
 /// assert_eq!(table.poll_timeout().unwrap().as_millis(), 5_000);
-/// table.handle_timeout(at(5_000));
+/// table.handle_timeouts(at(5_000));
 /// assert_eq!(table.poll_action(), Some((id, Action::SendKill { container: 0 })));
 /// ```
 ///
@@ -288,7 +288,7 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 ///
 /// [`poll_action`]: Table::poll_action
 /// [`poll_timeout`]: Table::poll_timeout
-/// [`handle_timeout`]: Table::handle_timeout
+/// [`handle_timeouts`]: Table::handle_timeouts
 #[derive(Clone, Debug)]
 pub struct Table<
     const N: usize,
@@ -545,9 +545,11 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F,
     }
 
     /// Handles every object whose deadline is at or before `now`, earliest
-    /// first (ties by slot). Each costs O(log n); objects not due are not
-    /// touched.
-    pub fn handle_timeout(&mut self, now: Now) {
+    /// first (ties by slot): [`Lifecycle::handle_timeout`] on each. Each
+    /// costs O(log n); objects not due are not touched. Plural, as
+    /// `grace_std`'s `Runtime::handle_timeouts`: every object due, where
+    /// the lifecycle's `handle_timeout` is one object's.
+    pub fn handle_timeouts(&mut self, now: Now) {
         // A handled object's deadline moves past `now`, except at the end of
         // time, where deadlines saturate to `now` itself and each handling
         // moves a container one stage on (pre-stop, turn, stopping,
@@ -593,7 +595,7 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F,
     }
 
     /// The earliest deadline of all objects, in O(1): when
-    /// [`handle_timeout`](Self::handle_timeout) has something to do.
+    /// [`handle_timeouts`](Self::handle_timeouts) has something to do.
     /// [`poll_due`](Self::poll_due) says for which object and what comes
     /// due (see [`Lifecycle::poll_timeout`]).
     pub fn poll_timeout(&self) -> Option<Instant> {

@@ -1347,6 +1347,7 @@ fn gc_finalizers_by_scans(
                 first_of(FINALIZER_ORPHAN, FINALIZER_FOREGROUND)
                     .unwrap_or(strategy.default_gc_policy == GcPolicy::OrphanDependents)
             }
+            (None, Some(other)) => panic!("no rule here for the policy {other:?} yet"),
         };
     let foreground = supported
         && options.orphan_dependents.is_none()

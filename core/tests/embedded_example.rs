@@ -76,7 +76,7 @@ fn d4_example_finishes_a_force_deleted_kill_before_freeing_the_slot() {
             (None, None) => panic!("at {ms} ms: nothing to wait for, yet not finished"),
         };
         assert!(ms <= 10_000, "the kill never finished");
-        table.handle_timeout(at(ms));
+        table.handle_timeouts(at(ms));
         settle(&mut table, &mut pod, ms, &mut log);
         if let Some((due, what)) = pod.event
             && due <= ms

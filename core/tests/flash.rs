@@ -204,7 +204,7 @@ fn script(run: &mut Run) -> Result<(), ()> {
                     .map_err(|_| ())
             }
             Step::Timeout => {
-                table.handle_timeout(now);
+                table.handle_timeouts(now);
                 Ok(())
             }
         };

@@ -822,6 +822,7 @@ fn events(s: &State, bounds: &Bounds, out: &mut Vec<Event>) {
         Link::Connected => out.extend([Event::NodeLost, Event::NodeFenced]),
         Link::Lost => out.extend([Event::NodeReady, Event::NodeFenced]),
         Link::Fenced => {}
+        other => panic!("the model check does not know {other:?} yet"),
     }
     if !s.quiescent() {
         for ms in TIME_STEPS_MS {
@@ -896,6 +897,7 @@ fn model_check(object: &Object, bounds: &Bounds, machine: Machine) -> Result<Sta
             Link::Connected => {}
             Link::Lost => stats.lost_states += 1,
             Link::Fenced => stats.fenced_states += 1,
+            other => panic!("the model check does not know {other:?} yet"),
         }
 
         // Liveness from here.

@@ -51,9 +51,9 @@ enum Op {
     NodeLost(usize),
     NodeReady(usize),
     Fence(usize),
-    /// Milliseconds to move the clock, then `handle_timeout`.
+    /// Milliseconds to move the clock, then `handle_timeouts`.
     Advance(u64),
-    /// Move to the table's next deadline, then `handle_timeout`.
+    /// Move to the table's next deadline, then `handle_timeouts`.
     ToDeadline,
     /// Take up to this many actions.
     Poll(u8),
@@ -212,16 +212,16 @@ proptest! {
                 }
                 Op::Advance(step) => {
                     ms = ms.saturating_add(step);
-                    table.handle_timeout(now_at(ms));
-                    model.handle_timeout(now_at(ms));
+                    table.handle_timeouts(now_at(ms));
+                    model.handle_timeouts(now_at(ms));
                 }
                 Op::ToDeadline => {
                     if let Some(t) = table.poll_timeout() {
                         let base = now_at(0).mono.as_millis();
                         ms = ms.max(t.as_millis().saturating_sub(base));
                     }
-                    table.handle_timeout(now_at(ms));
-                    model.handle_timeout(now_at(ms));
+                    table.handle_timeouts(now_at(ms));
+                    model.handle_timeouts(now_at(ms));
                 }
                 Op::Poll(count) => {
                     for _ in 0..count {
@@ -285,7 +285,7 @@ fn next_deadline_is_the_earliest_of_all_objects() {
         table.poll_timeout().map(|t| t.as_millis() - base),
         Some(5_000)
     );
-    table.handle_timeout(now_at(5_000));
+    table.handle_timeouts(now_at(5_000));
     assert_eq!(
         table.poll_action(),
         Some((ids[1], Action::SendKill { container: 0 }))
@@ -318,9 +318,9 @@ fn shared_table_is_usable_from_a_static() {
 /// Found by the `table` fuzz target (F1): at the end of the monotonic
 /// clock every deadline saturates to `now` itself, so one handling could
 /// leave an object due, and the table stopped with a due object left. Now
-/// one `handle_timeout` leaves nothing due, whatever the instant.
+/// one `handle_timeouts` leaves nothing due, whatever the instant.
 #[test]
-fn handle_timeout_at_the_end_of_time_leaves_nothing_due() {
+fn handle_timeouts_at_the_end_of_time_leaves_nothing_due() {
     let mut table: Table<4, F, C> = Table::new();
     let sidecar = ContainerSpec {
         pre_stop: true,
@@ -340,7 +340,7 @@ fn handle_timeout_at_the_end_of_time_leaves_nothing_due() {
     let _ = table.handle_agent_sync(late, id);
     while table.poll_action().is_some() {}
     let end = Now::new(now_at(0).wall, Instant::MAX);
-    table.handle_timeout(end);
+    table.handle_timeouts(end);
     assert!(
         table.poll_timeout().is_none_or(|t| t > end.mono),
         "{:?}",
@@ -375,7 +375,7 @@ fn d4_remove_finished_keeps_a_force_deleted_kill_until_it_ends() {
         Some((id, Action::SendStopSignal { container: 0 }))
     );
     assert!(table.remove_finished(id).is_none(), "SIGKILL is due");
-    table.handle_timeout(now_at(2_100));
+    table.handle_timeouts(now_at(2_100));
     assert_eq!(
         table.poll_action(),
         Some((id, Action::SendKill { container: 0 }))

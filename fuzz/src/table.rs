@@ -43,15 +43,15 @@ pub enum Op {
     NodeLost(u8),
     NodeReady(u8),
     Fence(u8),
-    /// Both clocks move on, then `handle_timeout`.
+    /// Both clocks move on, then `handle_timeouts`.
     Advance(u16),
     AdvanceSeconds(u16),
     /// To the table's next deadline plus an offset (never back), then
-    /// `handle_timeout`.
+    /// `handle_timeouts`.
     ToDeadline(i16),
-    /// The monotonic clock jumps to `u64::MAX - n`, then `handle_timeout`.
+    /// The monotonic clock jumps to `u64::MAX - n`, then `handle_timeouts`.
     NearEndOfMono(u16),
-    /// `handle_timeout` without moving.
+    /// `handle_timeouts` without moving.
     Timeout,
     /// Take up to this many actions.
     Poll(u8),
@@ -65,15 +65,15 @@ fn container(i: u8) -> usize {
     usize::from(i) % (C + 1)
 }
 
-/// `Table::handle_timeout(now)`, which handles "every object whose deadline
+/// `Table::handle_timeouts(now)`, which handles "every object whose deadline
 /// is at or before `now`": no such deadline may be left, at the end of the
 /// monotonic clock too (finding F1, fixed: see README.md). The model handles
 /// everything due in one go.
 fn table_timeout(table: &mut Table<N, F, C>, now: Now) -> Result<(), String> {
-    table.handle_timeout(now);
+    table.handle_timeouts(now);
     match table.poll_timeout() {
         Some(t) if t <= now.mono => Err(format!(
-            "handle_timeout({} ms) left a deadline at {} ms",
+            "handle_timeouts({} ms) left a deadline at {} ms",
             now.mono.as_millis(),
             t.as_millis()
         )),
@@ -266,7 +266,7 @@ pub fn run(input: &Input) {
                 };
                 clock.advance(ms);
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::ToDeadline(offset) => {
                 if let Some(t) = table.poll_timeout() {
@@ -277,7 +277,7 @@ pub fn run(input: &Input) {
                     }
                 }
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::NearEndOfMono(back) => {
                 let target = u64::MAX - u64::from(*back);
@@ -285,11 +285,11 @@ pub fn run(input: &Input) {
                     clock.advance(target - clock.mono);
                 }
                 table_timeout(&mut table, clock.now()).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(clock.now());
+                model.handle_timeouts(clock.now());
             }
             Op::Timeout => {
                 table_timeout(&mut table, now).unwrap_or_else(|e| fail(e));
-                model.handle_timeout(now);
+                model.handle_timeouts(now);
             }
             Op::Poll(count) => {
                 for _ in 0..*count {
@@ -341,7 +341,7 @@ mod tests {
     /// Finding F1 (fuzz/README.md, fixed): at the very end of the monotonic
     /// clock deadlines saturate to `now` and a handled object stays due;
     /// the table's loop bound once ran out before every due object was
-    /// handled. `Table::handle_timeout` promises to handle "every object
+    /// handled. `Table::handle_timeouts` promises to handle "every object
     /// whose deadline is at or before `now`".
     #[test]
     fn f1_end_of_time_leaves_due_objects() {
@@ -373,7 +373,7 @@ mod tests {
         }
         while table.poll_action().is_some() {}
         let end = Now::new(WallTime::from_unix_millis(10_000), Instant::MAX);
-        table.handle_timeout(end);
+        table.handle_timeouts(end);
         assert_eq!(
             table.poll_timeout(),
             None,

@@ -295,16 +295,13 @@ impl Object {
 
     /// The stored object for the lifecycle as it is, with `agent`.
     fn stored(&self, agent: KillState) -> StoredObject {
-        StoredObject {
-            record: self.lifecycle.record().clone(),
-            strategy: Strategy::POD,
-            node: self.node.clone(),
-            containers: self.containers.clone(),
-            labels: Default::default(),
-            created: None,
-            agent: Some(agent),
-            status: Vec::new(),
-        }
+        let mut object = StoredObject::unscheduled(self.lifecycle.record().clone());
+        object.record.scheduled = self.lifecycle.record().scheduled;
+        object.strategy = Strategy::POD;
+        object.node = self.node.clone();
+        object.containers = self.containers.clone();
+        object.agent = Some(agent);
+        object
     }
 
     /// Write-ahead: writes the lifecycle with its kill state (one store

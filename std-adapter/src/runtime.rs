@@ -37,9 +37,9 @@ use crate::store::{FINALIZERS, Store, StoredObject, Write};
 // the write-ahead (`commit`) and the actions after it (`act`); deadlines
 // and group-committed rounds (`deadlines`); opening and recovery
 // (`recovery`); reading an object back after an unknown outcome
-// (`resync`); another process's writes (`observe`); the inputs' old names
-// (`renamed`); the tracked objects (`objects`), their stored parts
-// (`stored`) and kill states (`persisted`); the world (`actuator`).
+// (`resync`); another process's writes (`observe`); the tracked objects
+// (`objects`), their stored parts (`stored`) and kill states
+// (`persisted`); the world (`actuator`).
 mod act;
 mod actuator;
 mod batch;
@@ -51,7 +51,6 @@ mod objects;
 mod observe;
 mod persisted;
 mod recovery;
-mod renamed;
 mod resync;
 mod stored;
 mod transition;

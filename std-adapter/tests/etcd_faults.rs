@@ -974,6 +974,7 @@ fn check_watch(events: &[Event], listing: &Listing) {
             EventKind::Deleted => {
                 replay.remove(e.name.as_str());
             }
+            other => panic!("the replay does not know {other:?} yet"),
         }
     }
     let stored: BTreeMap<&str, (&str, Revision)> = listing

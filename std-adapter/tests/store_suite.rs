@@ -570,13 +570,8 @@ fn objects_outlive_the_log_entries_of_their_writes(open: &dyn Fn(u64) -> Box<dyn
     }
     // a's create has left the log.
     assert!(matches!(s.watch(ra), Err(StoreError::Compacted { .. })));
-    let expected = StoredObject {
-        record: grace_core::Record {
-            resource_version: ra.get(),
-            ..written.record.clone()
-        },
-        ..written.clone()
-    };
+    let mut expected = written.clone();
+    expected.record.resource_version = ra.get();
     assert_eq!(s.get("a").unwrap(), Some((expected.clone(), ra)));
     let listing = s.list().unwrap();
     assert_eq!(listing.objects[0], ("a".to_owned(), expected.clone(), ra));
@@ -744,10 +739,8 @@ store_suite!(memory, |retention| (
 
 store_suite!(redb, |retention| {
     let dir = tempfile::tempdir().expect("temp dir");
-    let options = grace_std::store::RedbOptions {
-        log_retention: retention,
-        ..Default::default()
-    };
+    let mut options = grace_std::store::RedbOptions::default();
+    options.log_retention = retention;
     let s = grace_std::store::RedbStore::open_with(dir.path().join("grace.redb"), options)
         .expect("opens");
     (dir, s)
@@ -890,10 +883,8 @@ mod durable {
     #[test]
     fn compaction_is_kept_across_restarts() {
         let (_dir, path) = temp();
-        let small = RedbOptions {
-            log_retention: 2,
-            ..Default::default()
-        };
+        let mut small = RedbOptions::default();
+        small.log_retention = 2;
         {
             let s = RedbStore::open_with(&path, small.clone()).unwrap();
             for i in 0..4 {

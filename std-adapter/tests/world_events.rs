@@ -200,10 +200,10 @@ fn an_action_the_actuator_cannot_carry_out_is_reported_failed_with_its_reason() 
         .collect();
     assert_eq!(
         failed,
-        [Change::ActionFailed(
-            Action::SendStopSignal { container: 0 },
-            "permission denied".into()
-        )]
+        [Change::ActionFailed(ActionError::new(
+            &Action::SendStopSignal { container: 0 },
+            "permission denied"
+        ))]
     );
     // The deletion goes on: SIGKILL stays due after the grace.
     assert_eq!(

@@ -29,6 +29,7 @@ pub fn to_obj<const F: usize>(r: &Record<F>) -> model::Obj {
             PodPhase::Failed => "Failed",
             PodPhase::Unknown => "Unknown",
             PodPhase::Unset => "",
+            other => panic!("the reference model does not know {other:?} yet"),
         },
         tgps: r.termination_grace_period_seconds,
     }
@@ -42,6 +43,7 @@ pub fn to_type(s: &Strategy) -> model::Type {
             GcPolicy::DeleteDependents => model::Policy::DeleteDependents,
             GcPolicy::OrphanDependents => model::Policy::OrphanDependents,
             GcPolicy::Unsupported => model::Policy::Unsupported,
+            other => panic!("the reference model does not know {other:?} yet"),
         },
         gc_enabled: s.gc_enabled,
     }
@@ -59,6 +61,7 @@ pub fn to_opts(o: &DeleteOptions) -> model::Opts {
             Propagation::Background => "Background",
             Propagation::Foreground => "Foreground",
             Propagation::Unrecognized => "Bogus",
+            other => panic!("the reference model does not know {other:?} yet"),
         }),
         orphan: o.orphan_dependents,
     }

@@ -6,7 +6,7 @@
 
 use grace_core::{Action, Id, Instant, Lifecycle, Now};
 
-/// How many due objects one [`TableModel::handle_timeout`] handles before
+/// How many due objects one [`TableModel::handle_timeouts`] handles before
 /// it gives up: far more than any test puts in a table, so reaching it
 /// means a handled deadline did not move past `now`.
 const MAX_HANDLED_PER_TIMEOUT: usize = 10_000;
@@ -61,7 +61,7 @@ impl<const F: usize, const C: usize> TableModel<F, C> {
     /// Panics if a handled deadline does not move past `now` (except at the
     /// end of time, where deadlines saturate to `now` and each round moves
     /// the kill one stage on), or if the loop does not end.
-    pub fn handle_timeout(&mut self, now: Now) {
+    pub fn handle_timeouts(&mut self, now: Now) {
         for _ in 0..MAX_HANDLED_PER_TIMEOUT {
             let due = self
                 .objects

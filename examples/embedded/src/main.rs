@@ -158,7 +158,7 @@ fn main() -> ! {
         let ms = now.mono.as_millis();
 
         // Deadlines that have passed: hook cut-offs, SIGKILLs.
-        (TABLE.with(|t| t.handle_timeout(now))).or_fail();
+        (TABLE.with(|t| t.handle_timeouts(now))).or_fail();
         settle(now, &mut pods);
 
         // What the world does by now. A reaction can be due at once (a

@@ -96,6 +96,7 @@ fn delete_spec(out: &mut Vec<u8>, d: &DeleteSpec) {
             Propagation::Background => 1,
             Propagation::Foreground => 2,
             Propagation::Unrecognized => 3,
+            other => panic!("seeds: a policy the encoding does not know: {other:?}"),
         };
         variant(out, i, 4);
     }

@@ -77,6 +77,7 @@ impl Written {
                 name: object_name(name),
                 uid: preconditions.uid.clone(),
             },
+            other => panic!("harness: a write it does not know: {other:?}"),
         }
     }
 }

@@ -295,8 +295,8 @@ fn describe(change: &Change, seen: &mut Seen, at: f64) -> String {
             }
             _ => a.to_string(),
         },
-        Change::ActionFailed(a, e) => format!("{a} FAILED: {e}"),
-        Change::Recovered { .. } | Change::Observed => change.to_string(),
+        Change::ActionFailed(e) => format!("{} FAILED: {}", e.action(), e.reason()),
+        _ => change.to_string(),
     }
 }
 

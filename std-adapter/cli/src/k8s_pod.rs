@@ -528,7 +528,9 @@ fn status(object: &StoredObject) -> PodStatus {
                 }),
                 ..ContainerState::default()
             }),
-            S::Running => None,
+            // Running, or a state this version does not know: the kill
+            // state tells.
+            _ => None,
         }
     };
     let state = |stage: Option<grace_core::Stage>| {

@@ -899,6 +899,8 @@ fn watch_from(
             EventKind::Created => "ADDED",
             EventKind::Updated => "MODIFIED",
             EventKind::Deleted => "DELETED",
+            // A kind of change this version does not know: not shown.
+            _ => continue,
         };
         let gone = (event.kind == EventKind::Deleted).then_some("Deleted");
         let item = Item {

@@ -107,6 +107,7 @@ impl ScenarioEventKind {
             ScenarioEventKind::Evict { .. } => "evict",
             ScenarioEventKind::Finalizer(FinalizerChange::Add(_)) => "add_finalizer",
             ScenarioEventKind::Finalizer(FinalizerChange::Remove(_)) => "remove_finalizer",
+            ScenarioEventKind::Finalizer(_) => "finalizer",
             ScenarioEventKind::ContainerExit { .. } => "container_exit",
             ScenarioEventKind::NodeLost => "node_lost",
             ScenarioEventKind::NodeReady => "node_ready",
@@ -561,26 +562,24 @@ impl RawObject {
                 ScenarioError::at(&field, format!("more than {MAX_FINALIZERS} finalizers"))
             })?;
         }
-        Ok(Record {
-            uid: name(&uid, "object.uid")?,
-            resource_version,
-            generation: self.generation.unwrap_or(0),
-            deletion_timestamp: self.deletion_timestamp.map(Timestamp::from_unix_seconds),
-            deletion_grace_period_seconds: self.deletion_grace_period_seconds,
-            finalizers,
-            scheduled,
-            phase: match self.phase {
-                None | Some(RawPhase::Running) => PodPhase::Running,
-                Some(RawPhase::Pending) => PodPhase::Pending,
-                Some(RawPhase::Succeeded) => PodPhase::Succeeded,
-                Some(RawPhase::Failed) => PodPhase::Failed,
-                Some(RawPhase::Unknown) => PodPhase::Unknown,
-                Some(RawPhase::Unset) => PodPhase::Unset,
-            },
-            termination_grace_period_seconds: self
-                .termination_grace_period_seconds
-                .unwrap_or(Some(30)),
-        })
+        let mut record = Record::new(name(&uid, "object.uid")?);
+        record.resource_version = resource_version;
+        record.generation = self.generation.unwrap_or(0);
+        record.deletion_timestamp = self.deletion_timestamp.map(Timestamp::from_unix_seconds);
+        record.deletion_grace_period_seconds = self.deletion_grace_period_seconds;
+        record.finalizers = finalizers;
+        record.scheduled = scheduled;
+        record.phase = match self.phase {
+            None | Some(RawPhase::Running) => PodPhase::Running,
+            Some(RawPhase::Pending) => PodPhase::Pending,
+            Some(RawPhase::Succeeded) => PodPhase::Succeeded,
+            Some(RawPhase::Failed) => PodPhase::Failed,
+            Some(RawPhase::Unknown) => PodPhase::Unknown,
+            Some(RawPhase::Unset) => PodPhase::Unset,
+        };
+        record.termination_grace_period_seconds =
+            self.termination_grace_period_seconds.unwrap_or(Some(30));
+        Ok(record)
     }
 }
 

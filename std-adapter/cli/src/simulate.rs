@@ -448,6 +448,7 @@ fn handled(h: Handled) -> Outcome {
     match h {
         Handled::Applied => Outcome::Ok,
         Handled::Ignored => Outcome::Ignored,
+        _ => Outcome::Ok,
     }
 }
 
@@ -486,6 +487,7 @@ fn describe(kind: &ScenarioEventKind, scenario: &Scenario) -> String {
         } => format!("(grace {grace_period_seconds})"),
         ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Add(n))
         | ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Remove(n)) => n.to_string(),
+        ScenarioEventKind::Finalizer(_) => String::new(),
         ScenarioEventKind::ContainerExit { container } => scenario
             .containers
             .get(*container)

@@ -70,15 +70,7 @@ pub fn delete_options_to_wire(options: &DeleteOptions) -> meta::DeleteOptions {
     meta::DeleteOptions {
         grace_period_seconds: options.grace_period_seconds,
         preconditions,
-        propagation_policy: options.propagation_policy.map(|p| {
-            match p {
-                Propagation::Background => "Background",
-                Propagation::Foreground => "Foreground",
-                Propagation::Orphan => "Orphan",
-                Propagation::Unrecognized => "Unrecognized",
-            }
-            .to_owned()
-        }),
+        propagation_policy: options.propagation_policy.map(|p| p.as_str().to_owned()),
         orphan_dependents: options.orphan_dependents,
         dry_run: options.dry_run.then(|| vec!["All".to_owned()]),
         ..meta::DeleteOptions::default()

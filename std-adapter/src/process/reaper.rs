@@ -41,11 +41,6 @@ const EVENTS_PER_WAIT: usize = 1024;
 /// sequence number, from 1).
 const WAKE: u64 = 0;
 
-/// The old name of [`WatchedProcess`], which said the same as
-/// [`store::Watch`](crate::store::Watch) (a store's change stream).
-#[deprecated(note = "renamed WatchedProcess (store::Watch is a store's change stream)")]
-pub type Watch = WatchedProcess;
-
 /// One process to watch.
 #[derive(Clone, Debug)]
 pub struct WatchedProcess {

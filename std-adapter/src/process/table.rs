@@ -85,11 +85,6 @@ impl WorkloadRecord {
     }
 }
 
-/// The old name of [`WorkloadTable`], which said the same as
-/// `grace_core::Table` (the lifecycles' table).
-#[deprecated(note = "renamed WorkloadTable (grace_core::Table is the lifecycles' table)")]
-pub type Table = WorkloadTable;
-
 /// The workload table: its directory.
 #[derive(Clone, Debug)]
 pub struct WorkloadTable {

@@ -8,7 +8,7 @@ use grace_core::{Action, Duration, Now, Phase, Stage};
 use super::commit::Written;
 use super::objects::Id;
 use super::writes::Writes;
-use super::{Actuator, Change, OwedKill, Recovery, Runtime, RuntimeError};
+use super::{ActionError, Actuator, Change, OwedKill, Recovery, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{KillState, Revision, Store, StoreError, StorePreconditions, StoredObject};
 
@@ -164,7 +164,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     if let Err(e) = self.remove_record(id, &name, uid) {
                         // Not recorded as done: the stored state still
                         // owes the removal (and what came before it).
-                        self.emit(now, &name, Change::ActionFailed(action, e.to_string()));
+                        self.emit(
+                            now,
+                            &name,
+                            Change::ActionFailed(ActionError::new(&action, e.clone())),
+                        );
                         return Err(e.into());
                     }
                     Ok(())
@@ -201,7 +205,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             let change = match outcome {
                 Ok(()) => Change::Action(action),
-                Err(e) => Change::ActionFailed(action, e.reason()),
+                Err(e) => Change::ActionFailed(e),
             };
             self.emit_id(now, id, change);
         }

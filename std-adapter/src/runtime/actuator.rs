@@ -4,6 +4,7 @@
 
 use std::error::Error;
 use std::fmt;
+use std::sync::Arc;
 
 use grace_core::{Action, Instant};
 
@@ -90,7 +91,9 @@ pub struct OwedKill {
     pub sigkill_at: Option<Instant>,
 }
 
-/// An action an [`Actuator`] could not carry out, and why.
+/// An action an [`Actuator`] could not carry out, and why. Cheap to clone
+/// (the underlying error is shared); two are equal when their actions and
+/// messages are.
 ///
 /// ```
 /// use grace_core::Action;
@@ -100,22 +103,25 @@ pub struct OwedKill {
 /// let failed = ActionError::new(&Action::SendKill { container: 0 }, error);
 /// assert_eq!(failed.action(), Action::SendKill { container: 0 });
 /// assert_eq!(failed.to_string(), "container 0: SIGKILL: permission denied");
-/// assert!(std::error::Error::source(&failed).is_some());
+/// // The message says the cause; it is `error()`, not `source()`.
+/// assert!(std::error::Error::source(&failed).is_none());
+/// assert!(failed.error().downcast_ref::<std::io::Error>().is_some());
 /// ```
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ActionError {
     action: Action,
-    error: Box<dyn Error + Send + Sync>,
+    error: Arc<dyn Error + Send + Sync>,
 }
 
 impl ActionError {
     /// `action` failed with `error`: any error, or a message (a `&str` or
     /// `String` becomes one).
     pub fn new(action: &Action, error: impl Into<Box<dyn Error + Send + Sync>>) -> Self {
+        let error: Box<dyn Error + Send + Sync> = error.into();
         ActionError {
             action: *action,
-            error: error.into(),
+            error: Arc::from(error),
         }
     }
 
@@ -128,6 +134,12 @@ impl ActionError {
     pub fn reason(&self) -> String {
         self.error.to_string()
     }
+
+    /// The underlying error, to inspect or downcast. The message already
+    /// says it, so it is not [`source`](Error::source) too.
+    pub fn error(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.error
+    }
 }
 
 impl fmt::Display for ActionError {
@@ -136,9 +148,13 @@ impl fmt::Display for ActionError {
     }
 }
 
-impl Error for ActionError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        Some(&*self.error)
+// The message includes the underlying error, so there is no `source()`: a
+// chain printed link by link would say it twice. It is `error()`.
+impl Error for ActionError {}
+
+impl PartialEq for ActionError {
+    fn eq(&self, other: &Self) -> bool {
+        self.action == other.action && self.reason() == other.reason()
     }
 }
 

@@ -45,6 +45,7 @@ use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredO
 /// written), so a caller that checks `resourceVersion` preconditions
 /// commits before a second request on an object it
 /// [`touches`](Batch::touches).
+#[must_use = "a batch dropped without `commit` undoes every input it took"]
 pub struct Batch<'a, S: Store, C: Clock, A: Actuator> {
     rt: &'a mut Runtime<S, C, A>,
     /// The objects the batch changed, in the order first changed.
@@ -112,6 +113,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         for removal in self.removals.take().into_iter().flatten() {
             writes.push(removal);
         }
+    }
+}
+
+// What the batch holds; the runtime it borrows is `runtime()`'s to print
+// (and needs its parts to be `Debug`).
+impl<S: Store, C: Clock, A: Actuator> std::fmt::Debug for Batch<'_, S, C, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("objects", &self.touched.len())
+            .field("taken", &self.taken)
+            .field("untaken", &self.untaken)
+            .finish_non_exhaustive()
     }
 }
 

@@ -13,8 +13,15 @@ use crate::clock::Clock;
 use crate::store::Store;
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
-    /// The earliest deadline of all objects, or the next attempt to read
-    /// back objects the store could not answer for.
+    /// When [`handle_timeouts`](Self::handle_timeouts) next has something
+    /// to do, on the clock's monotonic time; `None` while nothing waits on
+    /// a clock. What comes due then is the earliest of: a container's
+    /// stage ending (a pre-stop hook's budget spent, then its stop signal,
+    /// R60; a sidecar's wait over, then its stop signal, R70; the grace
+    /// spent, then SIGKILL, R63), each as the core's
+    /// [`Lifecycle::poll_due`](grace_core::Lifecycle::poll_due) says; or the
+    /// next attempt to read back objects whose write had an unknown outcome
+    /// while the store did not answer.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let next = self.deadlines.first().map(|&(t, _)| t);
         match (next, self.retry_at) {

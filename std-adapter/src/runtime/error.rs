@@ -9,8 +9,9 @@ use crate::store::StoreError;
 
 /// Why an input was refused. Nothing was changed.
 ///
-/// Each variant carries what went wrong as data; [`source`](std::error::Error::source)
-/// is the underlying error where there is one. More variants may come.
+/// Each variant carries what went wrong as data, the underlying error
+/// included where there is one; the message says it too, so
+/// [`source`](std::error::Error::source) is `None`. More variants may come.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RuntimeError {
@@ -114,25 +115,10 @@ impl fmt::Display for RuntimeError {
     }
 }
 
-impl std::error::Error for RuntimeError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            RuntimeError::Store(e) => Some(e),
-            RuntimeError::Delete(e) => Some(e),
-            RuntimeError::Update(e) => Some(e),
-            RuntimeError::KillState { error, .. } => Some(error),
-            RuntimeError::Io { error, .. } => Some(error),
-            RuntimeError::Private(e) => Some(e),
-            RuntimeError::NotFound(_)
-            | RuntimeError::AlreadyExists(_)
-            | RuntimeError::UnknownContainer { .. }
-            | RuntimeError::TooManyContainers { .. }
-            | RuntimeError::InvalidName { .. }
-            | RuntimeError::InvalidInput(_)
-            | RuntimeError::NodeAlive { .. } => None,
-        }
-    }
-}
+// Each message includes its cause (`store: ...`, `delete refused: ...`),
+// so there is no `source()`: a chain printed link by link would say it
+// twice. The cause is the variant's field.
+impl std::error::Error for RuntimeError {}
 
 impl From<StoreError> for RuntimeError {
     fn from(e: StoreError) -> Self {

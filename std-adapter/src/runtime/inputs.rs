@@ -72,6 +72,16 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// A delete request (R1–R44, D4): the core's
     /// [`Lifecycle::handle_delete`](grace_core::Lifecycle::handle_delete) on the named object, made durable.
+    ///
+    /// This is the API server's half, as in Kubernetes: a pod bound to a
+    /// node is marked for deletion (and taken out of endpoints), and its
+    /// kill does not start (no stop signal, no SIGKILL deadline) until the
+    /// node's agent observes it, which is
+    /// [`handle_agent_sync`](Self::handle_agent_sync). A program that is
+    /// itself the node's agent calls that right after (as `grace agent`
+    /// does); otherwise the agent holding the same store calls it when it
+    /// sees the change. What needs no kill (an unscheduled pod, R19; an
+    /// object that is not a pod) does not wait for one.
     pub fn handle_delete(
         &mut self,
         name: &str,

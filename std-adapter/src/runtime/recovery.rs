@@ -17,6 +17,7 @@ use crate::store::{Revision, Store, StoredObject};
 
 /// What a restarted runtime does with a kill that was in progress (D6).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Recovery {
     /// Keep every persisted deadline: a restart never extends one.
     #[default]

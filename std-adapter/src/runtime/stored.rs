@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{ContainerSpec, Lifecycle, Record, Stage, Strategy, Timestamp};
+use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
-use crate::store::{ContainerStatus, FINALIZERS, KillState, StoredContainer, StoredObject};
+use crate::store::{ContainerStatus, KillState, StoredContainer, StoredObject};
 
 /// The parts of a stored object that its lifecycle does not hold. The
 /// lifecycle is the one copy of the record and the kill state: the stored
@@ -38,7 +38,7 @@ impl Spec {
     /// Makes `object` the stored object for `lifecycle` but for its kill
     /// state (left as it is), in place: its strings and collections keep
     /// their allocations, and of the record only what it holds is copied
-    /// (see [`assign_record`]). A batch's slots are filled so.
+    /// (`Record::clone_from`). A batch's slots are filled so.
     pub(super) fn fill(&self, lifecycle: &ObjectLifecycle, object: &mut StoredObject) {
         let StoredObject {
             record,
@@ -50,7 +50,7 @@ impl Spec {
             agent: _,
             status,
         } = object;
-        assign_record(record, lifecycle.record());
+        record.clone_from(lifecycle.record());
         *strategy = self.strategy;
         // Compared first: a slot written again for the same object is left
         // as it is.
@@ -86,38 +86,6 @@ impl Spec {
             status: self.status.clone(),
         }
     }
-}
-
-/// Makes `to` equal to `from`. A record is about 5 KB, nearly all of it
-/// room for finalizer names; a derived `clone_from` copies it whole, this
-/// copies the uid and the fields, and the finalizers only if they differ.
-pub(super) fn assign_record(to: &mut Record<FINALIZERS>, from: &Record<FINALIZERS>) {
-    let Record {
-        uid,
-        resource_version,
-        generation,
-        deletion_timestamp,
-        deletion_grace_period_seconds,
-        finalizers,
-        scheduled,
-        phase,
-        termination_grace_period_seconds,
-    } = from;
-    // 318 bytes whatever its length: copied only if it differs (a slot
-    // written again for the same object).
-    if to.uid != *uid {
-        to.uid.clone_from(uid);
-    }
-    to.resource_version = *resource_version;
-    to.generation = *generation;
-    to.deletion_timestamp = *deletion_timestamp;
-    to.deletion_grace_period_seconds = *deletion_grace_period_seconds;
-    if to.finalizers != *finalizers {
-        to.finalizers.clone_from(finalizers);
-    }
-    to.scheduled = *scheduled;
-    to.phase = *phase;
-    to.termination_grace_period_seconds = *termination_grace_period_seconds;
 }
 
 /// A lifecycle for a stored object as it stands (its containers running,

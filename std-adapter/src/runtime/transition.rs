@@ -5,8 +5,11 @@ use std::fmt;
 
 use grace_core::{Action, Now, Phase};
 
+use super::ActionError;
+
 /// Something that happened to an object, as the runtime reports it.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct Transition {
     /// When.
     pub at: Now,
@@ -18,6 +21,7 @@ pub struct Transition {
 
 /// The kinds of [`Transition`].
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Change {
     /// The phase changed.
     Phase {
@@ -28,8 +32,9 @@ pub enum Change {
     },
     /// An action was carried out (for `Remove`: the record was deleted).
     Action(Action),
-    /// An action failed; the message is the actuator's or the store's.
-    ActionFailed(Action, String),
+    /// An action failed: the actuator's error, or the store's for the
+    /// runtime's own `Remove`.
+    ActionFailed(ActionError),
     /// The object was loaded from the store: at start, or after a write
     /// whose outcome was unknown.
     Recovered {
@@ -48,7 +53,7 @@ impl fmt::Display for Change {
         match self {
             Change::Phase { from, to } => write!(f, "{} → {}", from.as_str(), to.as_str()),
             Change::Action(action) => action.fmt(f),
-            Change::ActionFailed(action, e) => write!(f, "{action} FAILED: {e}"),
+            Change::ActionFailed(e) => write!(f, "{} FAILED: {}", e.action(), e.error()),
             Change::Recovered { reset: false } => f.write_str("recovered from the store"),
             Change::Recovered { reset: true } => {
                 f.write_str("recovered from the store (kill restarted, or workload gone)")

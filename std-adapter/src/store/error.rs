@@ -12,7 +12,8 @@ use super::Revision;
 /// The first six are answers about the data or the writer (the caller
 /// decides what to do next); the last four are failures of the backend,
 /// with its message and, where there is one, the underlying error
-/// ([`source`](std::error::Error::source)).
+/// ([`BackendError::cause`]). The message says the cause, so
+/// [`source`](std::error::Error::source) is `None`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -122,10 +123,15 @@ impl fmt::Display for StoreError {
     }
 }
 
-impl Error for StoreError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
+// The message includes the backend's, which includes its underlying
+// error: no `source()`, or a chain printed link by link would say it twice.
+impl Error for StoreError {}
+
+impl StoreError {
+    /// The backend's failure, for the last four variants.
+    pub fn backend(&self) -> Option<&BackendError> {
         match self {
-            StoreError::Unavailable(e) | StoreError::Corrupt(e) | StoreError::Io(e) => e.source(),
+            StoreError::Unavailable(e) | StoreError::Corrupt(e) | StoreError::Io(e) => Some(e),
             _ => None,
         }
     }
@@ -133,7 +139,8 @@ impl Error for StoreError {
 
 /// What a backend reported when it failed: a message and, where there is
 /// one, the underlying error (redb's, etcd's, an I/O error, a decoding
-/// error), kept as [`source`](Error::source). Shared, so that a
+/// error), kept as [`cause`](BackendError::cause); the message includes it,
+/// so it is not [`source`](Error::source) too. Shared, so that a
 /// [`StoreError`] stays `Clone`; two are equal when their messages are.
 #[derive(Clone)]
 pub struct BackendError {
@@ -181,6 +188,12 @@ impl BackendError {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The underlying error, to inspect or downcast; `None` for a bare
+    /// message.
+    pub fn cause(&self) -> Option<&(dyn Error + Send + Sync + 'static)> {
+        self.source.as_deref()
+    }
 }
 
 impl From<String> for BackendError {
@@ -218,11 +231,8 @@ impl fmt::Display for BackendError {
     }
 }
 
-impl Error for BackendError {
-    fn source(&self) -> Option<&(dyn Error + 'static)> {
-        self.source.as_deref().map(|e| e as &(dyn Error + 'static))
-    }
-}
+// The message includes the underlying error: no `source()` (see `cause`).
+impl Error for BackendError {}
 
 /// Why a [`Store::batch`](super::Store::batch) wrote nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -251,11 +261,9 @@ impl fmt::Display for BatchError {
     }
 }
 
-impl std::error::Error for BatchError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
-    }
-}
+// The message includes `error`: no `source()`, or a chain printed link by
+// link would say it twice.
+impl std::error::Error for BatchError {}
 
 impl From<BatchError> for StoreError {
     fn from(e: BatchError) -> Self {

@@ -99,11 +99,6 @@ impl fmt::Display for Revision {
     }
 }
 
-/// The old name of [`StorePreconditions`], which said the same as
-/// `grace_core::Preconditions` (a delete request's, R7).
-#[deprecated(note = "renamed StorePreconditions (grace_core::Preconditions is the request's)")]
-pub type Preconditions = StorePreconditions;
-
 /// Conditions a store delete checks atomically with the removal; `None`
 /// checks nothing. This is how the agent's final delete avoids removing an
 /// object that was deleted and re-created under the same name meanwhile.
@@ -120,6 +115,7 @@ pub struct StorePreconditions {
 /// One write of a [`Store::batch`]: the same three writes as the single
 /// methods, with the same checks.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Write {
     /// Store `object` under a free `name`.
     Create {

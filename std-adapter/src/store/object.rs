@@ -18,8 +18,10 @@ pub const FINALIZERS: usize = 16;
 /// One stored object. Serialized as JSON by the durable backends.
 ///
 /// Every field but `record` defaults when absent, so objects written by an
-/// older version still decode.
+/// older version still decode. Built with [`StoredObject::on_node`] or
+/// [`StoredObject::unscheduled`], then its fields set (more may come).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StoredObject {
     /// The deletion-relevant metadata. A store overwrites
     /// `record.resource_version` with the [`Revision`](super::Revision) of
@@ -67,6 +69,7 @@ pub struct StoredObject {
 /// `ContainerStatusUnknown`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[non_exhaustive]
 pub enum ContainerStatus {
     /// Not started yet.
     Waiting {

@@ -55,8 +55,10 @@ const FORMAT: u64 = 2;
 /// At most this many events are handed to a watch per read.
 const READ_CHUNK: usize = 256;
 
-/// How a [`RedbStore`] is opened.
+/// How a [`RedbStore`] is opened: [`RedbOptions::default`], then set the
+/// fields to change (more may come).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RedbOptions {
     /// How many of the latest changes the log keeps for watches (at least
     /// 1). Older ones are removed in the same transaction that writes new
@@ -644,7 +646,10 @@ fn reread<T>(read: impl Fn() -> Result<T, StoreError>) -> Result<T, StoreError> 
 
 /// Whether `e` says the database was closed under the read.
 fn closed_under(e: &StoreError) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let mut source: Option<&(dyn std::error::Error + 'static)> = e
+        .backend()
+        .and_then(crate::store::BackendError::cause)
+        .map(|cause| cause as &(dyn std::error::Error + 'static));
     while let Some(s) = source {
         if matches!(
             s.downcast_ref::<::redb::Error>(),

@@ -9,6 +9,7 @@ use super::{Revision, StoreError, StoredObject};
 
 /// What a write did to its object.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum EventKind {
     /// `create`: the name was free and now holds the object.
     Created,
