@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use grace_core::Phase;
 
 use crate::scenario::Scenario;
-use crate::timeline::{ActionKind, EntryKind, EventEntry, Outcome, RecordView, Timeline};
+use crate::timeline::{ActionKind, Entry, EntryKind, EventEntry, Outcome, RecordView, Timeline};
 
 /// What the picture may know beyond the timeline itself (the scenario's
 /// world model). [`SvgOptions::default`] knows nothing more.
@@ -256,79 +256,120 @@ fn record_lane(t: &Timeline) -> Lane {
         name: "record (API)".to_string(),
         ..Lane::default()
     };
-    // Finalizer waits: Terminating, stored, deletion requested, finalizers
-    // left, and every container the agent acted on stopped.
-    let mut stored = true;
-    let mut record: Option<RecordView> = None;
-    let mut phase = t.initial_phase;
-    let mut acted = vec![false; t.containers.len()];
-    let mut stopped = vec![false; t.containers.len()];
-    let mut waits: Vec<(i64, Option<i64>, Vec<String>)> = Vec::new();
-    let mut phases: Vec<(Phase, i64, Option<i64>)> = vec![(phase, t.start_ms, None)];
+    let mut scan = RecordScan::new(t);
     for entry in &t.entries {
+        scan.step(t, entry, &mut lane);
+    }
+    lane.bars.extend(phase_bars(&scan.phases, &scan.waits));
+    lane.bars.extend(scan.waits.into_iter().map(wait_bar));
+    lane
+}
+
+/// A finalizer wait: from, to (open while it lasts), the finalizers.
+type Wait = (i64, Option<i64>, Vec<String>);
+
+/// The record lane's walk over the timeline: what is stored, the phases
+/// and the finalizer waits found so far.
+struct RecordScan {
+    stored: bool,
+    record: Option<RecordView>,
+    phase: Phase,
+    acted: Vec<bool>,
+    stopped: Vec<bool>,
+    waits: Vec<Wait>,
+    phases: Vec<(Phase, i64, Option<i64>)>,
+}
+
+impl RecordScan {
+    fn new(t: &Timeline) -> Self {
+        RecordScan {
+            stored: true,
+            record: None,
+            phase: t.initial_phase,
+            acted: vec![false; t.containers.len()],
+            stopped: vec![false; t.containers.len()],
+            waits: Vec::new(),
+            phases: vec![(t.initial_phase, t.start_ms, None)],
+        }
+    }
+
+    /// Takes in one entry: inputs and removals go on `lane`, then the
+    /// finalizer wait opens or closes.
+    fn step(&mut self, t: &Timeline, entry: &Entry, lane: &mut Lane) {
         let at = entry.at_ms;
         match &entry.kind {
             EntryKind::Event(e) => {
                 lane.inputs.push((at, describe_input(t, at, e)));
                 if !e.dry_run && !matches!(e.outcome, Outcome::Conflict | Outcome::Invalid) {
-                    record = Some(e.record.clone());
-                    stored = e.stored;
+                    self.record = Some(e.record.clone());
+                    self.stored = e.stored;
                 }
             }
-            EntryKind::RecordWritten {
-                record: r,
-                stored: s,
-            } => {
-                record = Some(r.clone());
-                stored = *s;
+            EntryKind::RecordWritten { record, stored } => {
+                self.record = Some(record.clone());
+                self.stored = *stored;
             }
-            EntryKind::Action { kind, container } => {
-                if let Some(a) = container.and_then(|i| acted.get_mut(i)) {
-                    *a = true;
-                }
-                match kind {
-                    ActionKind::ContainerStopped => {
-                        if let Some(s) = container.and_then(|i| stopped.get_mut(i)) {
-                            *s = true;
-                        }
-                    }
-                    ActionKind::Remove { force } => {
-                        stored = false;
-                        lane.removals.push((at, *force));
-                    }
-                    ActionKind::RemoveEndpoints
-                    | ActionKind::PreStop { .. }
-                    | ActionKind::Sigterm
-                    | ActionKind::Sigkill => {}
-                }
-            }
+            EntryKind::Action { kind, container } => self.action(at, kind, *container, lane),
             EntryKind::State(p) => {
-                if let Some(last) = phases.last_mut() {
+                if let Some(last) = self.phases.last_mut() {
                     last.2 = Some(at);
                 }
-                phase = *p;
-                phases.push((phase, at, None));
+                self.phase = *p;
+                self.phases.push((*p, at, None));
             }
         }
-        let holding = record.as_ref().filter(|r| {
-            stored
-                && phase == Phase::Terminating
+        self.update_wait(at);
+    }
+
+    fn action(&mut self, at: i64, kind: &ActionKind, container: Option<usize>, lane: &mut Lane) {
+        if let Some(a) = container.and_then(|i| self.acted.get_mut(i)) {
+            *a = true;
+        }
+        match kind {
+            ActionKind::ContainerStopped => {
+                if let Some(s) = container.and_then(|i| self.stopped.get_mut(i)) {
+                    *s = true;
+                }
+            }
+            ActionKind::Remove { force } => {
+                self.stored = false;
+                lane.removals.push((at, *force));
+            }
+            ActionKind::RemoveEndpoints
+            | ActionKind::PreStop { .. }
+            | ActionKind::Sigterm
+            | ActionKind::Sigkill => {}
+        }
+    }
+
+    /// Finalizer waits: Terminating, stored, deletion requested,
+    /// finalizers left, and every container the agent acted on stopped.
+    fn update_wait(&mut self, at: i64) {
+        let holding = self.record.as_ref().filter(|r| {
+            self.stored
+                && self.phase == Phase::Terminating
                 && r.deletion_timestamp.is_some()
                 && !r.finalizers.is_empty()
-                && acted.iter().zip(&stopped).all(|(a, s)| !a || *s)
+                && self.acted.iter().zip(&self.stopped).all(|(a, s)| !a || *s)
         });
-        let open = waits.last().is_some_and(|w| w.1.is_none());
+        let open = self.waits.last().is_some_and(|w| w.1.is_none());
         match (holding, open) {
-            (Some(r), false) => waits.push((at, None, r.finalizers.clone())),
+            (Some(r), false) => self.waits.push((at, None, r.finalizers.clone())),
             (None, true) => {
-                if let Some(w) = waits.last_mut() {
+                if let Some(w) = self.waits.last_mut() {
                     w.1 = Some(at);
                 }
             }
             (Some(_), true) | (None, false) => {}
         }
     }
-    for (phase, from, to) in phases {
+}
+
+/// A bar per pending or terminating phase; a finalizer wait inside the
+/// phase takes over from its start.
+fn phase_bars(phases: &[(Phase, i64, Option<i64>)], waits: &[Wait]) -> Vec<Bar> {
+    let mut bars = Vec::new();
+    for &(phase, from, to) in phases {
         let (kind, labels) = match phase {
             Phase::GracefulPending => (
                 BarKind::Pending,
@@ -338,7 +379,6 @@ fn record_lane(t: &Timeline) -> Lane {
             // Live, Deleted: no bar.
             _ => continue,
         };
-        // A finalizer wait inside this phase takes over from its start.
         let cut = waits
             .iter()
             .map(|w| w.0)
@@ -348,25 +388,26 @@ fn record_lane(t: &Timeline) -> Lane {
             (None, Some(to)) => to,
             (None, None) => i64::MAX,
         };
-        lane.bars.push(Bar {
+        bars.push(Bar {
             kind,
             from_ms: from,
             to_ms: to,
             labels,
         });
     }
-    for (from, to, finalizers) in waits {
-        lane.bars.push(Bar {
-            kind: BarKind::FinalizerWait,
-            from_ms: from,
-            to_ms: to.unwrap_or(i64::MAX),
-            labels: vec![
-                format!("finalizers: {}", finalizers.join(", ")),
-                "finalizers".into(),
-            ],
-        });
+    bars
+}
+
+fn wait_bar((from, to, finalizers): Wait) -> Bar {
+    Bar {
+        kind: BarKind::FinalizerWait,
+        from_ms: from,
+        to_ms: to.unwrap_or(i64::MAX),
+        labels: vec![
+            format!("finalizers: {}", finalizers.join(", ")),
+            "finalizers".into(),
+        ],
     }
-    lane
 }
 
 fn describe_input(t: &Timeline, at: i64, e: &EventEntry) -> String {
@@ -777,12 +818,7 @@ fn render(t: &Timeline, axis: &Axis, record: &Lane, containers: &[Lane], marks: 
     let labels = place_labels(marks, axis);
     let label_rows = labels.iter().map(|l| l.row + 1).max().unwrap_or(1);
     let lanes_top = 58.0 + label_rows as f64 * LABEL_ROW_H + 8.0;
-    // Lane ids: the record first, then the containers, all distinct.
-    let mut ids = vec![record.id.clone()];
-    for (i, lane) in containers.iter().enumerate() {
-        let id = lane_id(&lane.name, i, &ids);
-        ids.push(id);
-    }
+    let ids = lane_ids(record, containers);
     let lanes: Vec<(&Lane, &str, f64)> = std::iter::once(record)
         .chain(containers)
         .zip(&ids)
@@ -794,10 +830,44 @@ fn render(t: &Timeline, axis: &Axis, record: &Lane, containers: &[Lane], marks: 
     let legend_top = axis_y + 48.0;
     let mut legend = String::new();
     let legend_h = render_legend(&mut legend, legend_top);
-    let height = num(legend_top + legend_h + 10.0);
-    let width = num(WIDTH);
+    let height = legend_top + legend_h + 10.0;
 
     let mut out = String::new();
+    render_heading(&mut out, t, axis, height);
+    render_backgrounds(&mut out, &lanes);
+    let _ = writeln!(out, "</g>\n<g id=\"guides\">");
+    for (m, l) in marks.iter().zip(&labels) {
+        render_guide(&mut out, axis, m, l, lanes_top, axis_y);
+    }
+    let _ = writeln!(out, "</g>\n<g id=\"lanes\">");
+    for (i, (lane, id, y)) in lanes.iter().enumerate() {
+        render_lane(&mut out, axis, lane, id, i == 0, *y);
+    }
+    // Labels last, on a white halo, so no line crosses their text.
+    let _ = writeln!(out, "</g>\n<g id=\"marks\">");
+    for (m, l) in marks.iter().zip(&labels) {
+        render_mark_label(&mut out, axis, m, l, lanes_top);
+    }
+    let _ = writeln!(out, "</g>");
+    render_axis(&mut out, axis, axis_y);
+    out.push_str(&legend);
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Lane ids: the record first, then the containers, all distinct.
+fn lane_ids(record: &Lane, containers: &[Lane]) -> Vec<String> {
+    let mut ids = vec![record.id.clone()];
+    for (i, lane) in containers.iter().enumerate() {
+        let id = lane_id(&lane.name, i, &ids);
+        ids.push(id);
+    }
+    ids
+}
+
+/// The `<svg>` element, its background, the title and the subtitle.
+fn render_heading(out: &mut String, t: &Timeline, axis: &Axis, height: f64) {
+    let (width, height) = (num(WIDTH), num(height));
     let tip = title(&format!("{}: graceful deletion timeline", t.name));
     let _ = writeln!(
         out,
@@ -831,8 +901,11 @@ fn render(t: &Timeline, axis: &Axis, record: &Lane, containers: &[Lane], marks: 
         out,
         r##"<text id="subtitle" x="16" y="44" fill="#555555">{subtitle}</text>"##
     );
+}
 
-    // Lane backgrounds, then the guide lines behind the bars.
+/// Lane backgrounds (the record's tinted, the containers' alternating),
+/// drawn first so the guide lines and bars sit on them.
+fn render_backgrounds(out: &mut String, lanes: &[(&Lane, &str, f64)]) {
     let _ = writeln!(out, "<g id=\"lane-backgrounds\">");
     let (w, h) = (num(X1 + 2.0), num(LANE_H));
     for (i, (_, _, y)) in lanes.iter().enumerate() {
@@ -847,48 +920,78 @@ fn render(t: &Timeline, axis: &Axis, record: &Lane, containers: &[Lane], marks: 
             r#"<rect x="8" y="{y}" width="{w}" height="{h}" fill="{fill}"/>"#
         );
     }
-    let _ = writeln!(out, "</g>\n<g id=\"guides\">");
+}
+
+/// A marked time's dashed line, from its label's row down to the axis.
+fn render_guide(
+    out: &mut String,
+    axis: &Axis,
+    m: &Mark,
+    l: &PlacedLabel,
+    lanes_top: f64,
+    axis_y: f64,
+) {
+    let x = num(axis.x(m.at_ms));
+    let ms = m.at_ms.saturating_sub(axis.start_ms).max(0);
+    let top = num(lanes_top - 4.0 - l.row as f64 * LABEL_ROW_H);
     let bottom = num(axis_y);
-    for (m, l) in marks.iter().zip(&labels) {
-        let x = num(axis.x(m.at_ms));
-        let ms = m.at_ms.saturating_sub(axis.start_ms).max(0);
-        let top = num(lanes_top - 4.0 - l.row as f64 * LABEL_ROW_H);
-        let (class, colour) = m.kind.style();
-        let _ = writeln!(
-            out,
-            r#"<line class="guide {class}" data-ms="{ms}" x1="{x}" y1="{top}" x2="{x}" y2="{bottom}" stroke="{colour}" stroke-dasharray="3 3" opacity="0.7"/>"#
-        );
-    }
-    let _ = writeln!(out, "</g>\n<g id=\"lanes\">");
-    for (i, (lane, id, y)) in lanes.iter().enumerate() {
-        render_lane(&mut out, axis, lane, id, i == 0, *y);
-    }
-    // Labels last, on a white halo, so no line crosses their text.
-    let _ = writeln!(out, "</g>\n<g id=\"marks\">");
-    for (m, l) in marks.iter().zip(&labels) {
-        let x = axis.x(m.at_ms);
-        let (tx, anchor) = match l.anchor_end {
-            true => (num(x - 3.0), "end"),
-            false => (num(x + 3.0), "start"),
-        };
-        let y = num(lanes_top - 6.0 - l.row as f64 * LABEL_ROW_H);
-        let ms = m.at_ms.saturating_sub(axis.start_ms).max(0);
-        let ((class, colour), text) = (m.kind.style(), esc(&l.text));
-        let _ = writeln!(
-            out,
-            r##"<text class="mark {class}" data-ms="{ms}" x="{tx}" y="{y}" text-anchor="{anchor}" fill="{colour}" stroke="#ffffff" stroke-width="3" paint-order="stroke">{text}</text>"##
-        );
-    }
-    let _ = writeln!(out, "</g>");
-    render_axis(&mut out, axis, axis_y);
-    out.push_str(&legend);
-    out.push_str("</svg>\n");
-    out
+    let (class, colour) = m.kind.style();
+    let _ = writeln!(
+        out,
+        r#"<line class="guide {class}" data-ms="{ms}" x1="{x}" y1="{top}" x2="{x}" y2="{bottom}" stroke="{colour}" stroke-dasharray="3 3" opacity="0.7"/>"#
+    );
+}
+
+/// A marked time's label, in the row and on the side placed for it.
+fn render_mark_label(out: &mut String, axis: &Axis, m: &Mark, l: &PlacedLabel, lanes_top: f64) {
+    let x = axis.x(m.at_ms);
+    let (tx, anchor) = match l.anchor_end {
+        true => (num(x - 3.0), "end"),
+        false => (num(x + 3.0), "start"),
+    };
+    let y = num(lanes_top - 6.0 - l.row as f64 * LABEL_ROW_H);
+    let ms = m.at_ms.saturating_sub(axis.start_ms).max(0);
+    let ((class, colour), text) = (m.kind.style(), esc(&l.text));
+    let _ = writeln!(
+        out,
+        r##"<text class="mark {class}" data-ms="{ms}" x="{tx}" y="{y}" text-anchor="{anchor}" fill="{colour}" stroke="#ffffff" stroke-width="3" paint-order="stroke">{text}</text>"##
+    );
+}
+
+/// Where a lane sits: its top, its middle and its bars' top.
+#[derive(Clone, Copy)]
+struct LaneY {
+    top: f64,
+    mid: f64,
+    bar: f64,
 }
 
 fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: bool, y: f64) {
-    let rel = |at: i64| relative_label(at.saturating_sub(axis.start_ms));
-    let edge = axis.edge_unix_ms();
+    let mid = y + LANE_H / 2.0;
+    let at = LaneY {
+        top: y,
+        mid,
+        bar: mid - BAR_H / 2.0,
+    };
+    render_lane_label(out, lane, id, is_record, at);
+    render_running(out, axis, lane, is_record, at);
+    for bar in &lane.bars {
+        render_bar(out, axis, bar, at);
+    }
+    render_stops(out, axis, &lane.stops, at);
+    render_kills(out, axis, &lane.kills, at);
+    render_removals(out, axis, &lane.removals, at);
+    render_inputs(out, axis, &lane.inputs, at);
+    let _ = writeln!(out, "</g>");
+}
+
+/// `at` relative to the axis's start (`+4 s`).
+fn rel(axis: &Axis, at: i64) -> String {
+    relative_label(at.saturating_sub(axis.start_ms))
+}
+
+/// Opens the lane's group and writes its name at the left.
+fn render_lane_label(out: &mut String, lane: &Lane, id: &str, is_record: bool, at: LaneY) {
     let id = esc(id);
     if is_record {
         let _ = writeln!(out, r#"<g id="{id}" class="lane record">"#);
@@ -899,10 +1002,7 @@ fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: 
             r#"<g id="{id}" class="lane container" data-container="{name}">"#
         );
     }
-    let mid_f = y + LANE_H / 2.0;
-    let bar_y_f = mid_f - BAR_H / 2.0;
-    let (mid, bar_y, bar_h) = (num(mid_f), num(bar_y_f), num(BAR_H));
-    let (x0, label_x, label_y) = (num(X0), num(X0 - 10.0), num(mid_f + 4.0));
+    let (label_x, label_y) = (num(X0 - 10.0), num(at.mid + 4.0));
     let weight = if is_record { "bold" } else { "normal" };
     let (short, tip) = (
         esc(&truncate(&lane.name, MAX_LANE_LABEL)),
@@ -912,12 +1012,18 @@ fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: 
         out,
         r##"<text class="lane-label" x="{label_x}" y="{label_y}" text-anchor="end" font-size="12" font-weight="{weight}" fill="#1a1a1a">{short}{tip}</text>"##
     );
+}
+
+/// The thin line of a running process, or "no action" for a container
+/// the agent never acted on.
+fn render_running(out: &mut String, axis: &Axis, lane: &Lane, is_record: bool, at: LaneY) {
+    let (x0, mid) = (num(X0), num(at.mid));
     match lane.running {
         Some(until) => {
             let x2 = num(axis.x(until));
-            let tip = title(&match until > edge {
+            let tip = title(&match until > axis.edge_unix_ms() {
                 true => "running, still at the right edge".to_string(),
-                false => format!("running until {}", rel(until)),
+                false => format!("running until {}", rel(axis, until)),
             });
             let _ = writeln!(
                 out,
@@ -925,7 +1031,7 @@ fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: 
             );
         }
         None if !is_record => {
-            let x = num(X0 + 6.0);
+            let (x, label_y) = (num(X0 + 6.0), num(at.mid + 4.0));
             let _ = writeln!(
                 out,
                 r##"<text class="idle" x="{x}" y="{label_y}" fill="#999999" font-style="italic">no action</text>"##
@@ -933,60 +1039,74 @@ fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: 
         }
         None => {}
     }
-    for bar in &lane.bars {
-        let (left, right) = (axis.x(bar.from_ms), axis.x(bar.to_ms));
-        let width = right - left;
-        if width <= 0.0 {
-            continue;
-        }
-        let open = bar.to_ms > edge;
-        let until = match open {
-            true => "(still at the right edge)".to_string(),
-            false => rel(bar.to_ms),
-        };
-        let (class, fill, text_fill, describe) = bar.kind.style();
-        let mut tip = format!("{describe}: {} → {until}", rel(bar.from_ms));
-        if let Some(first) = bar.labels.first().filter(|l| *l != describe) {
-            let _ = write!(tip, " · {first}");
-        }
-        let tip = title(&tip);
-        let open_class = if open { " open" } else { "" };
-        let (x, w) = (num(left), num(width));
+}
+
+/// One bar: its rectangle with a tooltip, an arrow when it is still open
+/// at the right edge, and the longest of its labels that fits.
+fn render_bar(out: &mut String, axis: &Axis, bar: &Bar, at: LaneY) {
+    let (left, right) = (axis.x(bar.from_ms), axis.x(bar.to_ms));
+    let width = right - left;
+    if width <= 0.0 {
+        return;
+    }
+    let open = bar.to_ms > axis.edge_unix_ms();
+    let until = match open {
+        true => "(still at the right edge)".to_string(),
+        false => rel(axis, bar.to_ms),
+    };
+    let (class, fill, text_fill, describe) = bar.kind.style();
+    let mut tip = format!("{describe}: {} → {until}", rel(axis, bar.from_ms));
+    if let Some(first) = bar.labels.first().filter(|l| *l != describe) {
+        let _ = write!(tip, " · {first}");
+    }
+    let tip = title(&tip);
+    let open_class = if open { " open" } else { "" };
+    let (x, w, bar_y, bar_h) = (num(left), num(width), num(at.bar), num(BAR_H));
+    let _ = writeln!(
+        out,
+        r#"<rect class="bar {class}{open_class}" x="{x}" y="{bar_y}" width="{w}" height="{bar_h}" rx="2" fill="{fill}">{tip}</rect>"#
+    );
+    if open && width > 12.0 {
+        let (a, b, mid) = (num(right - 9.0), num(right - 4.0), num(at.mid));
+        let (top, bottom) = (num(at.bar + 4.0), num(at.bar + BAR_H - 4.0));
         let _ = writeln!(
             out,
-            r#"<rect class="bar {class}{open_class}" x="{x}" y="{bar_y}" width="{w}" height="{bar_h}" rx="2" fill="{fill}">{tip}</rect>"#
+            r##"<polyline class="open-end" points="{a},{top} {b},{mid} {a},{bottom}" fill="none" stroke="#ffffff" stroke-width="1.5"/>"##
         );
-        if open && width > 12.0 {
-            let (a, b) = (num(right - 9.0), num(right - 4.0));
-            let (top, bottom) = (num(bar_y_f + 4.0), num(bar_y_f + BAR_H - 4.0));
-            let _ = writeln!(
-                out,
-                r##"<polyline class="open-end" points="{a},{top} {b},{mid} {a},{bottom}" fill="none" stroke="#ffffff" stroke-width="1.5"/>"##
-            );
-        }
-        let room = width - if open { 18.0 } else { 8.0 };
-        if let Some(label) = bar.labels.iter().find(|l| text_width(l, 5.8) <= room) {
-            let (x, y, label) = (num(left + 4.0), num(mid_f + 3.5), esc(label));
-            let _ = writeln!(
-                out,
-                r#"<text class="bar-label" x="{x}" y="{y}" font-size="10" fill="{text_fill}">{label}</text>"#
-            );
-        }
     }
-    let (tick_top, tick_bottom) = (num(mid_f - 5.0), num(mid_f + 5.0));
-    for &at in &lane.stops {
-        let (x, tip) = (num(axis.x(at)), title(&format!("stopped {}", rel(at))));
+    let room = width - if open { 18.0 } else { 8.0 };
+    if let Some(label) = bar.labels.iter().find(|l| text_width(l, 5.8) <= room) {
+        let (x, y, label) = (num(left + 4.0), num(at.mid + 3.5), esc(label));
+        let _ = writeln!(
+            out,
+            r#"<text class="bar-label" x="{x}" y="{y}" font-size="10" fill="{text_fill}">{label}</text>"#
+        );
+    }
+}
+
+/// A short tick where the process stopped by itself.
+fn render_stops(out: &mut String, axis: &Axis, stops: &[i64], at: LaneY) {
+    let (tick_top, tick_bottom) = (num(at.mid - 5.0), num(at.mid + 5.0));
+    for &when in stops {
+        let (x, tip) = (
+            num(axis.x(when)),
+            title(&format!("stopped {}", rel(axis, when))),
+        );
         let _ = writeln!(
             out,
             r#"<line class="stopped" x1="{x}" y1="{tick_top}" x2="{x}" y2="{tick_bottom}" stroke="{RUNNING}" stroke-width="2">{tip}</line>"#
         );
     }
-    let (kill_top, kill_bottom) = (num(bar_y_f - 5.0), num(bar_y_f + BAR_H + 5.0));
-    let glyph_top = num(bar_y_f - 11.0);
-    for &at in &lane.kills {
-        let xf = axis.x(at);
+}
+
+/// A thick red line and a cross at each SIGKILL.
+fn render_kills(out: &mut String, axis: &Axis, kills: &[i64], at: LaneY) {
+    let (kill_top, kill_bottom) = (num(at.bar - 5.0), num(at.bar + BAR_H + 5.0));
+    let glyph_top = num(at.bar - 11.0);
+    for &when in kills {
+        let xf = axis.x(when);
         let (x, l, r) = (num(xf), num(xf - 4.0), num(xf + 4.0));
-        let tip = title(&format!("SIGKILL {}", rel(at)));
+        let tip = title(&format!("SIGKILL {}", rel(axis, when)));
         let _ = writeln!(
             out,
             r#"<line class="kill" x1="{x}" y1="{kill_top}" x2="{x}" y2="{kill_bottom}" stroke="{KILL}" stroke-width="4">{tip}</line>"#
@@ -996,28 +1116,39 @@ fn render_lane(out: &mut String, axis: &Axis, lane: &Lane, id: &str, is_record: 
             r#"<path class="kill-glyph" d="M{l} {glyph_top} L{r} {kill_top} M{r} {glyph_top} L{l} {kill_top}" stroke="{KILL}" stroke-width="2"/>"#
         );
     }
-    let (removed_y, removed_h) = (num(bar_y_f - 4.0), num(BAR_H + 8.0));
-    for &(at, force) in &lane.removals {
+}
+
+/// A narrow block where the record was removed (forced or not).
+fn render_removals(out: &mut String, axis: &Axis, removals: &[(i64, bool)], at: LaneY) {
+    let (removed_y, removed_h) = (num(at.bar - 4.0), num(BAR_H + 8.0));
+    for &(when, force) in removals {
         let (class, what) = match force {
             true => ("removed force", "force-removed"),
             false => ("removed", "removed"),
         };
-        let (x, tip) = (num(axis.x(at) - 1.5), title(&format!("{what} {}", rel(at))));
+        let (x, tip) = (
+            num(axis.x(when) - 1.5),
+            title(&format!("{what} {}", rel(axis, when))),
+        );
         let _ = writeln!(
             out,
             r#"<rect class="{class}" x="{x}" y="{removed_y}" width="3" height="{removed_h}" fill="{REMOVED}">{tip}</rect>"#
         );
     }
-    let (tip_y, base_y) = (num(y + LANE_H - 7.0), num(y + LANE_H - 1.0));
-    for (at, what) in &lane.inputs {
-        let xf = axis.x(*at);
+}
+
+/// A small triangle at the lane's foot for each input, its tooltip saying
+/// what it was.
+fn render_inputs(out: &mut String, axis: &Axis, inputs: &[(i64, String)], at: LaneY) {
+    let (tip_y, base_y) = (num(at.top + LANE_H - 7.0), num(at.top + LANE_H - 1.0));
+    for (when, what) in inputs {
+        let xf = axis.x(*when);
         let (l, x, r, tip) = (num(xf - 3.5), num(xf), num(xf + 3.5), title(what));
         let _ = writeln!(
             out,
             r#"<polygon class="input" points="{l},{base_y} {r},{base_y} {x},{tip_y}" fill="{INPUT}">{tip}</polygon>"#
         );
     }
-    let _ = writeln!(out, "</g>");
 }
 
 fn render_axis(out: &mut String, axis: &Axis, y: f64) {
