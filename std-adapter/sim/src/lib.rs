@@ -3,7 +3,7 @@
 //! The simulator of grace's deletion semantics. A scenario ([`Scenario`]:
 //! one object and a list of timed inputs, read by [`parse`] from the
 //! format in [`scenario_format`]) is replayed on grace-core with simulated
-//! time by [`simulate`], and the [`Timeline`] of what happened prints as
+//! time by [`simulate()`], and the [`Timeline`] of what happened prints as
 //! text, as JSON lines (a stable format) or as an SVG picture ([`svg`]).
 //!
 //! It needs only grace-core: no processes, no store, no clock. The
