@@ -1,6 +1,7 @@
-//! Kubernetes Pods (k8s-openapi's `Pod`) and grace's stored objects, both
-//! ways: a manifest's Pod becomes the object `grace apply` stores, and a
-//! stored object is shown by `grace get -o json|yaml` as a Pod again.
+//! Kubernetes Pods (k8s-openapi's `Pod`) and grace-std's stored objects
+//! ([`StoredObject`]), both ways: a manifest's Pod becomes the object a
+//! grace store holds ([`to_object`]), and a stored object is shown as a
+//! Pod again, with a status from its kill state ([`to_pod`]).
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
 //! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
@@ -12,8 +13,6 @@
 //! and cannot (an HTTP pre-stop hook, an init container that runs to
 //! completion, a container without a command) is refused.
 
-use std::collections::BTreeMap;
-
 use grace_core::{Name, Record, Strategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
@@ -22,8 +21,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::runtime::{CONTAINERS, KillRecord};
-use crate::store::{FINALIZERS, StoredContainer, StoredObject};
+use grace_std::api_server::check_name;
+use grace_std::runtime::{CONTAINERS, KillRecord};
+use grace_std::store::{FINALIZERS, StoredContainer, StoredObject};
+use rustix::process::Signal;
 
 /// A field of a Pod that grace refuses, and why. `path` is the field in
 /// kubectl's notation (`spec.containers[0].command`).
@@ -49,6 +50,8 @@ impl std::fmt::Display for PodError {
         write!(f, "{}: {}", self.path, self.message)
     }
 }
+
+impl std::error::Error for PodError {}
 
 /// A Pod as grace will store it.
 #[derive(Clone, Debug, PartialEq)]
@@ -171,8 +174,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
         }
         (None, None) => return Err(PodError::at("metadata.name", "Required value")),
     };
-    crate::manifest::check_name("metadata.name", &name)
-        .map_err(|e| PodError::at("metadata.name", e.message))?;
+    check_name(&name).map_err(|m| PodError::at("metadata.name", m))?;
     let uid = match meta.uid.as_deref() {
         Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
         Some(uid) => uid,
@@ -216,8 +218,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
         check_label(key, value).map_err(|m| PodError::at(format!("metadata.labels.{key}"), m))?;
     }
     if let Some(node) = &spec.node_name {
-        crate::manifest::check_name("spec.nodeName", node)
-            .map_err(|e| PodError::at("spec.nodeName", e.message))?;
+        check_name(node).map_err(|m| PodError::at("spec.nodeName", m))?;
     }
     if spec.containers.is_empty() {
         return Err(PodError::at("spec.containers", "Required value"));
@@ -273,8 +274,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
 
 /// One container (`sidecar`: a native sidecar from `initContainers`).
 fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer, PodError> {
-    crate::manifest::check_name(&format!("{path}.name"), &c.name)
-        .map_err(|e| PodError::at(format!("{path}.name"), e.message))?;
+    check_name(&c.name).map_err(|m| PodError::at(format!("{path}.name"), m))?;
     let mut command = match &c.command {
         Some(command) if command.first().is_some_and(|p| !p.is_empty()) => command.clone(),
         _ => {
@@ -364,27 +364,37 @@ fn shell_line(argv: &[String]) -> String {
         .join(" ")
 }
 
-/// `SIGTERM`, `SIGUSR1`, …: the signal's number.
+/// The signals a stop signal is named by, as Kubernetes names them.
+const SIGNALS: &[(&str, Signal)] = &[
+    ("SIGTERM", Signal::TERM),
+    ("SIGINT", Signal::INT),
+    ("SIGQUIT", Signal::QUIT),
+    ("SIGHUP", Signal::HUP),
+    ("SIGUSR1", Signal::USR1),
+    ("SIGUSR2", Signal::USR2),
+    ("SIGWINCH", Signal::WINCH),
+    ("SIGKILL", Signal::KILL),
+];
+
+/// `SIGTERM`, `SIGUSR1`, … (or `SIG15`): the signal's number. The name
+/// is read as `grace run --stop-signal` reads it (any case; a number).
 fn signal_number(name: &str) -> Option<i32> {
-    let short = name.strip_prefix("SIG")?;
-    crate::run::parse_signal(short)
-        .ok()
-        .map(rustix::process::Signal::as_raw)
+    let short = name.strip_prefix("SIG")?.trim().to_ascii_uppercase();
+    let short = short.strip_prefix("SIG").unwrap_or(&short);
+    let named = SIGNALS
+        .iter()
+        .find(|(n, _)| n.strip_prefix("SIG") == Some(short))
+        .map(|(_, s)| *s);
+    named
+        .or_else(|| short.parse::<i32>().ok().and_then(Signal::from_named_raw))
+        .map(Signal::as_raw)
 }
 
 /// The name Kubernetes gives signal `number` (`SIGTERM`).
 fn signal_name(number: i32) -> String {
-    const NAMES: &[(&str, rustix::process::Signal)] = &[
-        ("SIGTERM", rustix::process::Signal::TERM),
-        ("SIGINT", rustix::process::Signal::INT),
-        ("SIGQUIT", rustix::process::Signal::QUIT),
-        ("SIGHUP", rustix::process::Signal::HUP),
-        ("SIGUSR1", rustix::process::Signal::USR1),
-        ("SIGUSR2", rustix::process::Signal::USR2),
-        ("SIGWINCH", rustix::process::Signal::WINCH),
-    ];
-    NAMES
+    SIGNALS
         .iter()
+        .filter(|(n, _)| *n != "SIGKILL")
         .find(|(_, s)| s.as_raw() == number)
         .map_or_else(|| format!("SIG{number}"), |(n, _)| (*n).to_owned())
 }
@@ -408,9 +418,7 @@ pub fn check_label(key: &str, value: &str) -> Result<(), String> {
     if let Some(prefix) = prefix
         && (prefix.is_empty()
             || prefix.len() > 253
-            || !prefix
-                .split('.')
-                .all(|part| crate::manifest::check_name("", part).is_ok()))
+            || !prefix.split('.').all(|part| check_name(part).is_ok()))
     {
         return Err(format!(
             "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
@@ -438,12 +446,12 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     let mut metadata = ObjectMeta {
         name: Some(name.to_owned()),
         labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
-        creation_timestamp: object.created.and_then(grace_k8s::time),
+        creation_timestamp: object.created.and_then(crate::time),
         ..ObjectMeta::default()
     };
     // uid, resourceVersion, generation, the deletion's timestamp and
     // grace, finalizers: as the bridge writes them for a cluster.
-    grace_k8s::apply_record(meta, &mut metadata);
+    crate::apply_record(meta, &mut metadata);
     let to_container = |c: &StoredContainer| Container {
         name: c.name.clone(),
         command: Some(c.command.clone()),
@@ -612,9 +620,4 @@ fn status(object: &StoredObject) -> PodStatus {
         init_container_statuses: statuses(true),
         ..PodStatus::default()
     }
-}
-
-/// The labels of `object` as a map (for selectors).
-pub fn labels(object: &StoredObject) -> &BTreeMap<String, String> {
-    &object.labels
 }
