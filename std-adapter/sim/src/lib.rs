@@ -30,7 +30,13 @@ pub use simulate::{SimulateError, simulate};
 pub use timeline::Timeline;
 
 /// The scenario file format that [`parse`] reads, and the JSON lines
-/// [`Timeline::to_json_lines`] writes: a public contract, as
-/// `docs/scenarios.md` states it.
-#[doc = include_str!("../../../docs/scenarios.md")]
+/// [`Timeline::to_json_lines`] writes: a public contract, as the
+/// repository's `docs/scenarios.md` states it (the page is outside the
+/// published package, so only a build from a checkout shows it here).
+#[cfg_attr(grace_repository_docs, doc = include_str!("../../../docs/scenarios.md"))]
 pub mod scenario_format {}
+
+// The crate README's example is compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
