@@ -131,6 +131,7 @@ mod registry;
 mod shared;
 mod table;
 mod time;
+mod wire;
 
 pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
@@ -154,6 +155,7 @@ pub use table::{
     ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
 };
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
+pub use wire::{WireDeleteOptions, WireOptionsError};
 
 // The crate README's example is compiled and run as a doctest.
 #[cfg(doctest)]

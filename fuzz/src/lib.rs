@@ -15,17 +15,17 @@ pub mod table;
 
 pub use grace_testkit::reference;
 
-/// The `scenario_parse` target: `grace_cli::parse` on any text must not
+/// The `scenario_parse` target: `grace_sim::parse` on any text must not
 /// panic; a scenario it accepts must simulate without panicking, and the
 /// timeline must print in both formats.
 pub fn scenario(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(scenario) = grace_cli::parse(text) else {
+    let Ok(scenario) = grace_sim::parse(text) else {
         return;
     };
-    if let Ok(timeline) = grace_cli::simulate(&scenario) {
+    if let Ok(timeline) = grace_sim::simulate(&scenario) {
         let _ = timeline.to_json_lines();
         let _ = timeline.to_text();
     }

@@ -108,7 +108,7 @@ fn validated(request: &Request) {
     runnable(name, object, uid_required);
     let now = grace_core::Timestamp::from_unix_seconds(0);
     let _ = grace_cli::output::row(name, object, true, now, None);
-    let _ = grace_cli::k8s_pod::to_pod(name, object);
+    let _ = grace_k8s::pod_object::to_pod(name, object);
 }
 
 /// What the agent relies on in an object it stores and runs.

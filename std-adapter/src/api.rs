@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use grace_core::{DeleteOptions, DeleteOutcome, Name, Preconditions, Propagation, Record};
+use grace_core::{DeleteOptions, DeleteOutcome, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Event, FINALIZERS, StoredObject};
@@ -480,43 +480,17 @@ fn from_wire(wire: WireDeleteOptions) -> Result<DeleteOptions, String> {
         ));
     }
     let _ = wire.api_version;
-    let propagation_policy = match wire.propagation_policy.as_deref() {
-        None => None,
-        Some("Background") => Some(Propagation::Background),
-        Some("Foreground") => Some(Propagation::Foreground),
-        Some("Orphan") => Some(Propagation::Orphan),
-        // Validation refuses it, in its order (R4, R6).
-        Some(_) => Some(Propagation::Unrecognized),
-    };
-    if let Some(bad) = wire.dry_run.iter().find(|d| *d != "All") {
-        return Err(format!(
-            "dryRun: Unsupported value: \"{bad}\": supported values: \"All\" (R6)"
-        ));
-    }
-    let preconditions = match wire.preconditions {
-        None => Preconditions::default(),
-        Some(p) => Preconditions {
-            uid: p
-                .uid
-                .map(|u| Name::try_from(u.as_str()).map_err(|e| format!("preconditions.uid: {e}")))
-                .transpose()?,
-            resource_version: p
-                .resource_version
-                .map(|rv| {
-                    rv.parse::<u64>().map_err(|_| {
-                        format!("preconditions.resourceVersion: \"{rv}\" is not a resource version of this store (a whole number)")
-                    })
-                })
-                .transpose()?,
-        },
-    };
-    Ok(DeleteOptions {
+    // The fields' meaning is grace-core's, shared with grace-k8s.
+    let p = wire.preconditions.as_ref();
+    DeleteOptions::from_wire(grace_core::WireDeleteOptions {
         grace_period_seconds: wire.grace_period_seconds,
-        preconditions,
-        propagation_policy,
+        uid: p.and_then(|p| p.uid.as_deref()),
+        resource_version: p.and_then(|p| p.resource_version.as_deref()),
+        propagation_policy: wire.propagation_policy.as_deref(),
         orphan_dependents: wire.orphan_dependents,
-        dry_run: !wire.dry_run.is_empty(),
+        dry_run: wire.dry_run.iter().map(String::as_str),
     })
+    .map_err(|e| e.to_string())
 }
 
 /// grace-core's serde form of the options, or else Kubernetes' wire form.
@@ -536,6 +510,7 @@ fn either_delete_options<'de, D: serde::Deserializer<'de>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use grace_core::Propagation;
 
     fn read_all(input: &[u8], limit: usize) -> Vec<Result<Request, BadRequest>> {
         let mut reader = BufReader::with_capacity(3, input);

@@ -4,11 +4,11 @@
 //! (one command stopped like a pod), [`demo`], the node [`agent`] (and,
 //! with the `etcd` feature, the agent of one node among several), the
 //! kubectl-style store commands ([`kubectl`], object files in
-//! [`manifest`], container output in [`logs`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
-//! [`timeline`], [`svg`]).
+//! [`manifest`], container output in [`logs`]) and `grace simulate`
+//! (argument parsing and output over the `grace-sim` crate).
 //!
 //! This crate is the binary's; its modules are public so that its tests
-//! and the golden scenarios can reach them, not as a library API.
+//! can reach them, not as a library API.
 #![deny(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -20,6 +20,7 @@ pub mod apply;
 pub mod demo;
 pub mod describe;
 pub mod escape;
+pub mod field_error;
 pub mod k8s_pod;
 pub mod kubectl;
 pub mod logs;
@@ -31,18 +32,5 @@ pub mod node_agent;
 pub mod output;
 pub mod resource;
 pub mod run;
-pub mod scenario;
 pub mod selector;
-pub mod simulate;
-pub mod svg;
-pub mod timeline;
 pub mod validate;
-
-pub use scenario::{Scenario, ScenarioError, parse};
-pub use simulate::{SimulateError, simulate};
-pub use timeline::Timeline;
-
-/// The scenario file format that `grace simulate` reads, and the JSON lines
-/// it writes: a public contract, as `docs/scenarios.md` states it.
-#[doc = include_str!("../../../docs/scenarios.md")]
-pub mod scenario_format {}

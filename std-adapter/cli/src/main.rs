@@ -900,14 +900,14 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let scenario = match grace_cli::parse(&text) {
+    let scenario = match grace_sim::parse(&text) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
             return ExitCode::from(2);
         }
     };
-    let timeline = match grace_cli::simulate(&scenario) {
+    let timeline = match grace_sim::simulate(&scenario) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("grace: {}: {e}", file.display());
@@ -917,7 +917,7 @@ fn simulate(file: &PathBuf, format: Format) -> ExitCode {
     let out = match format {
         Format::Text => timeline.to_text(),
         Format::Json => timeline.to_json_lines(),
-        Format::Svg => timeline.to_svg_with(&grace_cli::svg::SvgOptions::of(&scenario)),
+        Format::Svg => timeline.to_svg_with(&grace_sim::svg::SvgOptions::of(&scenario)),
     };
     print!("{out}");
     ExitCode::SUCCESS

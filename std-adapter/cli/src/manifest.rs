@@ -24,8 +24,8 @@
 use grace_core::{Name, Record, Strategy};
 use serde::Deserialize;
 
+use crate::field_error::{FieldError, from_json};
 use crate::runtime::CONTAINERS;
-use crate::scenario::{FieldError, from_json};
 use crate::store::{FINALIZERS, StoredContainer, StoredObject};
 
 /// The longest object name: a DNS-1123 label, as Kubernetes requires of

@@ -204,3 +204,23 @@ fn d2_a_deadline_at_the_end_of_time_ends_the_simulation_quietly() {
     assert!(text.contains("\"action\":\"sigterm\""), "{text}");
     assert!(!text.contains("sigkill"), "{text}");
 }
+
+#[test]
+fn simulate_format_svg_exits_0_and_prints_what_the_library_draws() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/scenarios/sidecars.json");
+    let out = grace(&[
+        "simulate",
+        "--format",
+        "svg",
+        path.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let svg = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(svg.starts_with("<svg "), "{svg}");
+    roxmltree::Document::parse(&svg).expect("well-formed SVG");
+    let text = std::fs::read_to_string(&path).expect("scenario readable");
+    let scenario = grace_sim::parse(&text).expect("scenario parses");
+    let timeline = grace_sim::simulate(&scenario).expect("scenario simulates");
+    let drawn = timeline.to_svg_with(&grace_sim::svg::SvgOptions::of(&scenario));
+    assert_eq!(svg, drawn, "the CLI draws what the library draws");
+}

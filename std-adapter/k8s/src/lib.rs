@@ -14,6 +14,10 @@
 //!   `DeleteOptions` as Kubernetes sends them (camelCase, a string
 //!   resource version, a `dryRun` list) and as grace-core takes them.
 //!
+//! - with the `store` feature, [`pod_object`]: a Pod as the object a
+//!   grace-std store holds (`to_object`, refusing what grace cannot run)
+//!   and a stored object as a Pod with its status (`to_pod`).
+//!
 //! Every conversion that can fail returns a [`BridgeError`] naming the
 //! field. grace-core stays `no_std` and free of this crate; this one needs
 //! `alloc` (k8s-openapi does).
@@ -67,9 +71,14 @@
 //!
 //! [k8s-openapi]: https://docs.rs/k8s-openapi
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod error;
 mod meta;
 mod options;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod pod_object;
 
 pub use error::BridgeError;
 pub use meta::{

@@ -1,64 +1,46 @@
 //! `DeleteOptions`: Kubernetes' wire form (k8s-openapi's `meta/v1`) and
 //! grace-core's, both ways.
 
-use grace_core::{DeleteOptions, Name, Preconditions, Propagation};
+use grace_core::{DeleteOptions, WireDeleteOptions, WireOptionsError};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
 use crate::BridgeError;
 
 /// A Kubernetes `DeleteOptions` as grace-core takes it. Nothing given is
 /// nothing (R1: a DELETE without a body). A propagation policy Kubernetes
-/// does not know becomes [`Propagation::Unrecognized`], which grace-core's
+/// does not know becomes [`Propagation::Unrecognized`](grace_core::Propagation::Unrecognized), which grace-core's
 /// validation refuses in its order (R4, R6); a `dryRun` value other than
 /// `All` is refused here (grace-core holds dry run as a flag).
 pub fn delete_options_from_wire(wire: &meta::DeleteOptions) -> Result<DeleteOptions, BridgeError> {
-    let propagation_policy = wire.propagation_policy.as_deref().map(|p| match p {
-        "Background" => Propagation::Background,
-        "Foreground" => Propagation::Foreground,
-        "Orphan" => Propagation::Orphan,
-        _ => Propagation::Unrecognized,
-    });
-    if let Some(bad) = wire.dry_run.iter().flatten().find(|d| *d != "All") {
-        return Err(BridgeError::Unsupported {
-            field: "dryRun",
-            value: bad.clone(),
-        });
-    }
-    let preconditions = match &wire.preconditions {
-        None => Preconditions::default(),
-        Some(p) => Preconditions {
-            uid: p
-                .uid
-                .as_deref()
-                .map(|u| {
-                    Name::try_from(u).map_err(|_| BridgeError::TooLong {
-                        field: "preconditions.uid".to_owned(),
-                    })
-                })
-                .transpose()?,
-            resource_version: p
-                .resource_version
-                .as_deref()
-                .map(|rv| {
-                    rv.parse().map_err(|_| BridgeError::ResourceVersion {
-                        field: "preconditions.resourceVersion",
-                        value: rv.to_owned(),
-                    })
-                })
-                .transpose()?,
-        },
-    };
-    Ok(DeleteOptions {
+    // The fields' meaning is grace-core's, shared with grace-std's agent
+    // protocol; only the errors are this crate's.
+    let p = wire.preconditions.as_ref();
+    DeleteOptions::from_wire(WireDeleteOptions {
         grace_period_seconds: wire.grace_period_seconds,
-        preconditions,
-        propagation_policy,
+        uid: p.and_then(|p| p.uid.as_deref()),
+        resource_version: p.and_then(|p| p.resource_version.as_deref()),
+        propagation_policy: wire.propagation_policy.as_deref(),
         orphan_dependents: wire.orphan_dependents,
-        dry_run: wire.dry_run.as_ref().is_some_and(|d| !d.is_empty()),
+        dry_run: wire.dry_run.iter().flatten().map(String::as_str),
+    })
+    .map_err(|e| match e {
+        WireOptionsError::DryRun(value) => BridgeError::Unsupported {
+            field: "dryRun",
+            value: value.to_owned(),
+        },
+        WireOptionsError::ResourceVersion(value) => BridgeError::ResourceVersion {
+            field: "preconditions.resourceVersion",
+            value: value.to_owned(),
+        },
+        // UidTooLong, and any error grace-core adds later.
+        _ => BridgeError::TooLong {
+            field: "preconditions.uid".to_owned(),
+        },
     })
 }
 
 /// grace-core's options as Kubernetes sends them (a client's DELETE body).
-/// [`Propagation::Unrecognized`] has no wire value of its own and is sent
+/// [`Propagation::Unrecognized`](grace_core::Propagation::Unrecognized) has no wire value of its own and is sent
 /// as `"Unrecognized"`, which Kubernetes refuses as grace-core does.
 pub fn delete_options_to_wire(options: &DeleteOptions) -> meta::DeleteOptions {
     let p = &options.preconditions;

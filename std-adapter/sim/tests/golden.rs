@@ -1,7 +1,7 @@
 //! Golden scenarios: every `examples/scenarios/*.json` is replayed and its
 //! JSON lines compared with the `.expected.jsonl` beside it. The expected
 //! files were checked by hand against core/RULES.md; when a deliberate change
-//! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-cli
+//! alters them, regenerate with `GRACE_BLESS=1 cargo test -p grace-sim
 //! --test golden` and review the diff.
 
 use std::fs;
@@ -23,9 +23,9 @@ fn scenario_files() -> Vec<PathBuf> {
 
 fn replay(path: &Path) -> String {
     let text = fs::read_to_string(path).expect("scenario readable");
-    let scenario = grace_cli::parse(&text)
+    let scenario = grace_sim::parse(&text)
         .unwrap_or_else(|e| panic!("{}: does not parse: {e}", path.display()));
-    let timeline = grace_cli::simulate(&scenario)
+    let timeline = grace_sim::simulate(&scenario)
         .unwrap_or_else(|e| panic!("{}: does not simulate: {e}", path.display()));
     timeline.to_json_lines()
 }

@@ -178,7 +178,7 @@ pub fn parse(text: &str) -> Result<Scenario, ScenarioError> {
 
 /// Deserializes one JSON document; an error names the field's path, line
 /// and column.
-pub(crate) fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, FieldError> {
+fn from_json<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, FieldError> {
     let mut de = serde_json::Deserializer::from_str(text);
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();

@@ -1,12 +1,11 @@
-//! `grace simulate --format svg`: the picture of a timeline, parsed back as
-//! XML. Positions are checked against the axis the picture itself draws:
+//! The picture of a timeline (`grace simulate --format svg`), parsed back
+//! as XML. Positions are checked against the axis the picture itself draws:
 //! the tick labelled `+0 s` and the last tick give the transform from
 //! seconds to x, and every bar and mark must sit where its time says.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use grace_cli::svg::SvgOptions;
+use grace_sim::svg::SvgOptions;
 use roxmltree::{Document, Node};
 
 const SVG_NS: &str = "http://www.w3.org/2000/svg";
@@ -18,8 +17,8 @@ fn scenarios_dir() -> PathBuf {
 }
 
 fn render_text(text: &str) -> String {
-    let scenario = grace_cli::parse(text).expect("scenario parses");
-    let timeline = grace_cli::simulate(&scenario).expect("scenario simulates");
+    let scenario = grace_sim::parse(text).expect("scenario parses");
+    let timeline = grace_sim::simulate(&scenario).expect("scenario simulates");
     timeline.to_svg_with(&SvgOptions::of(&scenario))
 }
 
@@ -254,7 +253,7 @@ fn every_golden_scenario_is_well_formed_svg_with_a_lane_per_container_and_no_nan
         let svg = render(&name);
         let doc = parse(&svg);
         assert_all_finite(&doc);
-        let scenario = grace_cli::parse(
+        let scenario = grace_sim::parse(
             &std::fs::read_to_string(scenarios_dir().join(format!("{name}.json"))).unwrap(),
         )
         .unwrap();
@@ -534,7 +533,7 @@ fn same_timeline_same_bytes() {
 #[test]
 fn the_timeline_alone_renders_too() {
     let text = std::fs::read_to_string(scenarios_dir().join("sidecars.json")).unwrap();
-    let timeline = grace_cli::simulate(&grace_cli::parse(&text).unwrap()).unwrap();
+    let timeline = grace_sim::simulate(&grace_sim::parse(&text).unwrap()).unwrap();
     let svg = timeline.to_svg();
     let doc = parse(&svg);
     let scale = Scale::of(&doc);
@@ -543,26 +542,8 @@ fn the_timeline_alone_renders_too() {
     assert_bar(&scale, by_id(&doc, "lane-proxy"), "pre-stop", 0.0, 9.0);
 }
 
-#[test]
-fn cli_simulate_format_svg_exits_0_and_prints_the_picture() {
-    let out = Command::new(env!("CARGO_BIN_EXE_grace"))
-        .args(["simulate", "--format", "svg"])
-        .arg(scenarios_dir().join("sidecars.json"))
-        .output()
-        .expect("the grace binary starts");
-    assert_eq!(out.status.code(), Some(0));
-    let svg = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(svg.starts_with("<svg "), "{svg}");
-    parse(&svg);
-    assert_eq!(
-        svg,
-        render("sidecars"),
-        "the CLI draws what the library draws"
-    );
-}
-
-/// The committed picture (docs/simulate-sidecars.svg) is what the binary
-/// draws today; regenerate with `GRACE_BLESS=1`.
+/// The committed picture (docs/simulate-sidecars.svg) is what the library
+/// (and so `grace simulate --format svg`) draws today; regenerate with `GRACE_BLESS=1`.
 #[test]
 fn docs_picture_is_current() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/simulate-sidecars.svg");
@@ -574,6 +555,6 @@ fn docs_picture_is_current() {
     let committed = std::fs::read_to_string(&path).expect("docs/simulate-sidecars.svg exists");
     assert!(
         committed == svg,
-        "docs/simulate-sidecars.svg is stale: run `cargo run -p grace-cli -- simulate --format svg examples/scenarios/sidecars.json > docs/simulate-sidecars.svg`"
+        "docs/simulate-sidecars.svg is stale: run `GRACE_BLESS=1 cargo test -p grace-sim --test svg docs_picture_is_current`"
     );
 }

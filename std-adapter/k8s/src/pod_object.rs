@@ -1,0 +1,625 @@
+//! Kubernetes Pods (k8s-openapi's `Pod`) and grace-std's stored objects
+//! ([`StoredObject`]), both ways: a manifest's Pod becomes the object a
+//! grace store holds ([`to_object`]), and a stored object is shown as a
+//! Pod again, with a status from its kill state ([`to_pod`]).
+//!
+//! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
+//! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
+//! `spec.containers[]` (`name`, `command` + `args`,
+//! `lifecycle.preStop.exec.command` or `lifecycle.preStop.sleep.seconds`,
+//! `lifecycle.stopSignal`) and native sidecars (`spec.initContainers[]` with
+//! `restartPolicy: Always`). Every other field valid in a Pod is accepted
+//! and reported by [`ignored_fields`]; a field grace would have to act on
+//! and cannot (an HTTP pre-stop hook, an init container that runs to
+//! completion, a container without a command) is refused.
+
+use grace_core::{Name, Record, Strategy};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
+    PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use grace_std::api_server::check_name;
+use grace_std::runtime::{CONTAINERS, KillRecord};
+use grace_std::store::{FINALIZERS, StoredContainer, StoredObject};
+use rustix::process::Signal;
+
+/// A field of a Pod that grace refuses, and why. `path` is the field in
+/// kubectl's notation (`spec.containers[0].command`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodError {
+    /// The field.
+    pub path: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl PodError {
+    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+        PodError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for PodError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+impl std::error::Error for PodError {}
+
+/// A Pod as grace will store it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodObject {
+    /// `metadata.name`.
+    pub name: String,
+    /// The object; its uid is empty when the manifest gave none (the
+    /// server assigns one on create, and keeps the stored one on update).
+    pub object: StoredObject,
+    /// Warnings Kubernetes would give too (a negative grace made 1).
+    pub warnings: Vec<String>,
+}
+
+/// The fields of a Pod grace acts on, as a tree: `Leaf` is used whole,
+/// `Fields` is an object some of whose fields are used (a list applies
+/// its tree to every element).
+enum Used {
+    Leaf,
+    Fields(&'static [(&'static str, Used)]),
+}
+
+const LIFECYCLE: Used = Used::Fields(&[
+    (
+        "preStop",
+        Used::Fields(&[("exec", Used::Leaf), ("sleep", Used::Leaf)]),
+    ),
+    ("stopSignal", Used::Leaf),
+]);
+
+const CONTAINER: &[(&str, Used)] = &[
+    ("name", Used::Leaf),
+    ("command", Used::Leaf),
+    ("args", Used::Leaf),
+    ("lifecycle", LIFECYCLE),
+];
+
+const SIDECAR: &[(&str, Used)] = &[
+    ("name", Used::Leaf),
+    ("command", Used::Leaf),
+    ("args", Used::Leaf),
+    ("lifecycle", LIFECYCLE),
+    ("restartPolicy", Used::Leaf),
+];
+
+const POD: Used = Used::Fields(&[
+    ("apiVersion", Used::Leaf),
+    ("kind", Used::Leaf),
+    (
+        "metadata",
+        Used::Fields(&[
+            ("name", Used::Leaf),
+            ("uid", Used::Leaf),
+            ("labels", Used::Leaf),
+            ("finalizers", Used::Leaf),
+        ]),
+    ),
+    (
+        "spec",
+        Used::Fields(&[
+            ("nodeName", Used::Leaf),
+            ("terminationGracePeriodSeconds", Used::Leaf),
+            ("containers", Used::Fields(CONTAINER)),
+            ("initContainers", Used::Fields(SIDECAR)),
+        ]),
+    ),
+]);
+
+/// The fields set in `pod` that grace does not act on (valid Kubernetes,
+/// meaningless here), in kubectl's notation with `[*]` for any element:
+/// `spec.containers[*].image`, `status`.
+pub fn ignored_fields(pod: &Pod) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Ok(json) = serde_json::to_value(pod) {
+        unused(&json, &POD, "", &mut found);
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn unused(value: &serde_json::Value, used: &Used, path: &str, found: &mut Vec<String>) {
+    let Used::Fields(fields) = used else { return };
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, value) in map {
+                let here = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match fields.iter().find(|(name, _)| name == key) {
+                    Some((_, inner)) => unused(value, inner, &here, found),
+                    // An empty object is what the serializer writes for an
+                    // absent `metadata`: nothing was set.
+                    None if value.as_object().is_some_and(|m| m.is_empty()) => {}
+                    None => found.push(here),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                unused(item, used, &format!("{path}[*]"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Converts a manifest's Pod into the object grace stores (see the module
+/// docs for the subset).
+pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
+    let meta = &pod.metadata;
+    let name = match (&meta.name, &meta.generate_name) {
+        (Some(name), _) => name.clone(),
+        (None, Some(_)) => {
+            return Err(PodError::at(
+                "metadata.name",
+                "Required value (generateName is not supported: give the name)",
+            ));
+        }
+        (None, None) => return Err(PodError::at("metadata.name", "Required value")),
+    };
+    check_name(&name).map_err(|m| PodError::at("metadata.name", m))?;
+    let uid = match meta.uid.as_deref() {
+        Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
+        Some(uid) => uid,
+        None => "",
+    };
+    let uid = Name::try_from(uid).map_err(|e| PodError::at("metadata.uid", e.to_string()))?;
+    let mut record: Record<FINALIZERS> = Record::new(uid);
+    let mut warnings = Vec::new();
+    let Some(spec) = &pod.spec else {
+        return Err(PodError::at("spec", "Required value"));
+    };
+    record.termination_grace_period_seconds = match spec.termination_grace_period_seconds {
+        // The API's default (R18).
+        None => Some(30),
+        // Kubernetes 1.27+ decodes a negative value as 1.
+        Some(s) if s < 0 => {
+            warnings.push(format!(
+                "spec.terminationGracePeriodSeconds: {s} is negative: taken as 1, as Kubernetes does"
+            ));
+            Some(1)
+        }
+        Some(s) => Some(s),
+    };
+    for (i, f) in meta.finalizers.iter().flatten().enumerate() {
+        let field = format!("metadata.finalizers[{i}]");
+        if f.is_empty() {
+            return Err(PodError::at(field, "must not be empty"));
+        }
+        if record.finalizers.contains(f) {
+            return Err(PodError::at(field, format!("Duplicate value: \"{f}\"")));
+        }
+        let finalizer =
+            Name::try_from(f.as_str()).map_err(|e| PodError::at(&field, e.to_string()))?;
+        record
+            .finalizers
+            .push(finalizer)
+            .map_err(|_| PodError::at(field, format!("more than {FINALIZERS} finalizers")))?;
+    }
+    let labels = meta.labels.clone().unwrap_or_default();
+    for (key, value) in &labels {
+        check_label(key, value).map_err(|m| PodError::at(format!("metadata.labels.{key}"), m))?;
+    }
+    if let Some(node) = &spec.node_name {
+        check_name(node).map_err(|m| PodError::at("spec.nodeName", m))?;
+    }
+    if spec.containers.is_empty() {
+        return Err(PodError::at("spec.containers", "Required value"));
+    }
+    let mut containers = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let path = format!("spec.initContainers[{i}]");
+        if c.restart_policy.as_deref() != Some("Always") {
+            return Err(PodError::at(
+                format!("{path}.restartPolicy"),
+                "grace runs native sidecars only (restartPolicy: Always), not init containers that run to completion",
+            ));
+        }
+        containers.push(container(c, &path, true)?);
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        let path = format!("spec.containers[{i}]");
+        if let Some(policy) = &c.restart_policy {
+            return Err(PodError::at(
+                format!("{path}.restartPolicy"),
+                format!("Forbidden: may not be set for a container ({policy})"),
+            ));
+        }
+        containers.push(container(c, &path, false)?);
+    }
+    for (i, c) in containers.iter().enumerate() {
+        if containers.iter().take(i).any(|other| other.name == c.name) {
+            return Err(PodError::at(
+                "spec.containers",
+                format!("Duplicate value: container name \"{}\"", c.name),
+            ));
+        }
+    }
+    if containers.len() > CONTAINERS {
+        return Err(PodError::at(
+            "spec.containers",
+            format!("grace runs at most {CONTAINERS} containers (sidecars included) per Pod"),
+        ));
+    }
+    let mut object = match &spec.node_name {
+        Some(node) => StoredObject::on_node(record, node.clone()),
+        None => StoredObject::unscheduled(record),
+    };
+    object.strategy = Strategy::POD;
+    object.containers = containers;
+    object.labels = labels;
+    Ok(PodObject {
+        name,
+        object,
+        warnings,
+    })
+}
+
+/// One container (`sidecar`: a native sidecar from `initContainers`).
+fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer, PodError> {
+    check_name(&c.name).map_err(|m| PodError::at(format!("{path}.name"), m))?;
+    let mut command = match &c.command {
+        Some(command) if command.first().is_some_and(|p| !p.is_empty()) => command.clone(),
+        _ => {
+            return Err(PodError::at(
+                format!("{path}.command"),
+                "Required value: grace runs processes, not images, so the command must name the program",
+            ));
+        }
+    };
+    command.extend(c.args.iter().flatten().cloned());
+    let lifecycle = c.lifecycle.as_ref();
+    let pre_stop = lifecycle
+        .and_then(|l| l.pre_stop.as_ref())
+        .map(|h| pre_stop(h, &format!("{path}.lifecycle.preStop")))
+        .transpose()?;
+    let stop_signal = lifecycle
+        .and_then(|l| l.stop_signal.as_deref())
+        .map(|s| {
+            signal_number(s).ok_or_else(|| {
+                PodError::at(
+                    format!("{path}.lifecycle.stopSignal"),
+                    format!("Unsupported value: \"{s}\" (a signal name such as SIGTERM, SIGINT, SIGQUIT, SIGUSR1)"),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(StoredContainer {
+        name: c.name.clone(),
+        pre_stop,
+        sidecar,
+        command,
+        stop_signal,
+    })
+}
+
+/// A pre-stop hook as the shell line grace runs (`sh -c`).
+fn pre_stop(hook: &LifecycleHandler, path: &str) -> Result<String, PodError> {
+    if hook.http_get.is_some() || hook.tcp_socket.is_some() {
+        return Err(PodError::at(
+            path,
+            "grace runs exec and sleep hooks only (no httpGet or tcpSocket)",
+        ));
+    }
+    if let Some(exec) = &hook.exec {
+        let argv = exec.command.as_deref().unwrap_or_default();
+        if argv.first().is_none_or(String::is_empty) {
+            return Err(PodError::at(
+                format!("{path}.exec.command"),
+                "Required value",
+            ));
+        }
+        // `sh -c LINE` is the line itself (what `grace get` writes back).
+        if let [sh, c, line] = argv
+            && sh == "sh"
+            && c == "-c"
+        {
+            return Ok(line.clone());
+        }
+        return Ok(shell_line(argv));
+    }
+    if let Some(sleep) = &hook.sleep {
+        if sleep.seconds < 0 {
+            return Err(PodError::at(
+                format!("{path}.sleep.seconds"),
+                "must be greater than or equal to 0",
+            ));
+        }
+        return Ok(format!("sleep {}", sleep.seconds));
+    }
+    Err(PodError::at(path, "Required value: exec or sleep"))
+}
+
+/// `argv` as one `sh -c` line that runs exactly it.
+fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The signals a stop signal is named by, as Kubernetes names them.
+const SIGNALS: &[(&str, Signal)] = &[
+    ("SIGTERM", Signal::TERM),
+    ("SIGINT", Signal::INT),
+    ("SIGQUIT", Signal::QUIT),
+    ("SIGHUP", Signal::HUP),
+    ("SIGUSR1", Signal::USR1),
+    ("SIGUSR2", Signal::USR2),
+    ("SIGWINCH", Signal::WINCH),
+    ("SIGKILL", Signal::KILL),
+];
+
+/// `SIGTERM`, `SIGUSR1`, … (or `SIG15`): the signal's number. The name
+/// is read as `grace run --stop-signal` reads it (any case; a number).
+fn signal_number(name: &str) -> Option<i32> {
+    let short = name.strip_prefix("SIG")?.trim().to_ascii_uppercase();
+    let short = short.strip_prefix("SIG").unwrap_or(&short);
+    let named = SIGNALS
+        .iter()
+        .find(|(n, _)| n.strip_prefix("SIG") == Some(short))
+        .map(|(_, s)| *s);
+    named
+        .or_else(|| short.parse::<i32>().ok().and_then(Signal::from_named_raw))
+        .map(Signal::as_raw)
+}
+
+/// The name Kubernetes gives signal `number` (`SIGTERM`).
+fn signal_name(number: i32) -> String {
+    SIGNALS
+        .iter()
+        .filter(|(n, _)| *n != "SIGKILL")
+        .find(|(_, s)| s.as_raw() == number)
+        .map_or_else(|| format!("SIG{number}"), |(n, _)| (*n).to_owned())
+}
+
+/// A label as Kubernetes validates it: the key an optional DNS prefix and
+/// `/`, then a name of at most 63 characters; the value empty or such a
+/// name.
+pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    };
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && (prefix.is_empty()
+            || prefix.len() > 253
+            || !prefix.split('.').all(|part| check_name(part).is_ok()))
+    {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
+        ));
+    }
+    if !name_ok(name) {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's name must be at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    if !value.is_empty() && !name_ok(value) {
+        return Err(format!(
+            "Invalid value: \"{value}\": a label value must be empty or at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// A stored object as Kubernetes shows the Pod: the manifest's fields,
+/// the server's metadata (`resourceVersion`, `generation`,
+/// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
+/// and a status (`phase`, `containerStatuses[].state` from the kill state).
+pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
+    let meta = &object.record;
+    let mut metadata = ObjectMeta {
+        name: Some(name.to_owned()),
+        labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
+        creation_timestamp: object.created.and_then(crate::time),
+        ..ObjectMeta::default()
+    };
+    // uid, resourceVersion, generation, the deletion's timestamp and
+    // grace, finalizers: as the bridge writes them for a cluster.
+    crate::apply_record(meta, &mut metadata);
+    let to_container = |c: &StoredContainer| Container {
+        name: c.name.clone(),
+        command: Some(c.command.clone()),
+        lifecycle: (c.pre_stop.is_some() || c.stop_signal.is_some()).then(|| Lifecycle {
+            pre_stop: c.pre_stop.as_ref().map(|hook| LifecycleHandler {
+                exec: Some(ExecAction {
+                    command: Some(vec!["sh".into(), "-c".into(), hook.clone()]),
+                }),
+                ..LifecycleHandler::default()
+            }),
+            stop_signal: c.stop_signal.map(signal_name),
+            ..Lifecycle::default()
+        }),
+        restart_policy: c.sidecar.then(|| "Always".to_owned()),
+        ..Container::default()
+    };
+    let sidecars: Vec<Container> = object
+        .containers
+        .iter()
+        .filter(|c| c.sidecar)
+        .map(to_container)
+        .collect();
+    let spec = PodSpec {
+        node_name: object.node.clone(),
+        termination_grace_period_seconds: meta.termination_grace_period_seconds,
+        containers: object
+            .containers
+            .iter()
+            .filter(|c| !c.sidecar)
+            .map(to_container)
+            .collect(),
+        init_containers: (!sidecars.is_empty()).then_some(sidecars),
+        ..PodSpec::default()
+    };
+    Pod {
+        metadata,
+        spec: Some(spec),
+        status: Some(status(object)),
+    }
+}
+
+/// `status.phase` and each container's state, from the kill state the
+/// runtime persisted.
+fn status(object: &StoredObject) -> PodStatus {
+    let record = object
+        .agent
+        .as_ref()
+        .and_then(|state| KillRecord::decode(state).ok());
+    let stages: Vec<Option<grace_core::Stage>> = object
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, _)| {
+            record
+                .as_ref()
+                .and_then(|r| r.lifecycle.containers().get(i).map(|c| c.stage()))
+        })
+        .collect();
+    // What the agent reported (its exit code, why it could not run)
+    // comes first; the kill state tells the rest.
+    let reported = |i: usize| -> Option<ContainerState> {
+        use grace_std::store::ContainerStatus as S;
+        match object.status.get(i)? {
+            S::Terminated {
+                exit_code,
+                reason,
+                message,
+            } => Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    // The kubelet's code for a status it cannot know.
+                    exit_code: exit_code.unwrap_or(137),
+                    reason: Some(reason.clone()),
+                    message: message.clone(),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            }),
+            S::Waiting { reason } => Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some(reason.clone()),
+                    message: None,
+                }),
+                ..ContainerState::default()
+            }),
+            // Running, or a state this version does not know: the kill
+            // state tells.
+            _ => None,
+        }
+    };
+    let state = |stage: Option<grace_core::Stage>| {
+        use grace_core::Stage;
+        match stage {
+            _ if !object.record.scheduled => ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("Unscheduled".into()),
+                    message: Some("no spec.nodeName: no agent runs it".into()),
+                }),
+                ..ContainerState::default()
+            },
+            Some(Stage::Killed) => ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 137,
+                    signal: Some(9),
+                    reason: Some("Killed".into()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            },
+            Some(Stage::Stopped) => ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    reason: Some("Stopped".into()),
+                    message: Some("the process exited (its exit status is not kept)".into()),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            },
+            // Running, in its pre-stop hook, waiting for its turn or for
+            // its stop signal to take effect (and any stage added later).
+            Some(_) | None => ContainerState {
+                running: Some(ContainerStateRunning::default()),
+                ..ContainerState::default()
+            },
+        }
+    };
+    let statuses = |sidecar: bool| -> Option<Vec<ContainerStatus>> {
+        let list: Vec<ContainerStatus> = object
+            .containers
+            .iter()
+            .zip(&stages)
+            .enumerate()
+            .filter(|(_, (c, _))| c.sidecar == sidecar)
+            .map(|(i, (c, stage))| {
+                let state = reported(i).unwrap_or_else(|| state(*stage));
+                ContainerStatus {
+                    name: c.name.clone(),
+                    ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
+                    started: Some(state.running.is_some()),
+                    state: Some(state),
+                    stop_signal: c.stop_signal.map(signal_name),
+                    ..ContainerStatus::default()
+                }
+            })
+            .collect();
+        (!list.is_empty()).then_some(list)
+    };
+    // Every container reported ended (restart policy `Never`): the pod has
+    // succeeded if all exited 0, else failed.
+    let ended = |reason: Option<&str>| {
+        !object.containers.is_empty()
+            && (0..object.containers.len()).all(|i| {
+                matches!(object.status.get(i), Some(grace_std::store::ContainerStatus::Terminated { reason: r, .. }) if reason.is_none_or(|want| r == want))
+            })
+    };
+    // While the pod is deleted, its phase stays as the record has it.
+    let deleting = object.record.deletion_timestamp.is_some();
+    let phase = if deleting {
+        object.record.phase.as_str()
+    } else if ended(Some("Completed")) {
+        "Succeeded"
+    } else if ended(None) {
+        "Failed"
+    } else {
+        object.record.phase.as_str()
+    };
+    PodStatus {
+        phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),
+        container_statuses: statuses(false),
+        init_container_statuses: statuses(true),
+        ..PodStatus::default()
+    }
+}

@@ -1,0 +1,158 @@
+//! `pod_object` (feature `store`): a Pod as the object a grace-std store
+//! holds, and back, with the fields grace refuses named.
+
+use grace_k8s::pod_object::{check_label, ignored_fields, to_object, to_pod};
+use k8s_openapi::api::core::v1::Pod;
+
+fn pod(json: serde_json::Value) -> Pod {
+    serde_json::from_value(json).expect("a valid Pod")
+}
+
+fn web() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}, "finalizers": ["example.com/keep"]},
+        "spec": {
+            "nodeName": "node-a",
+            "containers": [{
+                "name": "app", "image": "nginx", "command": ["sleep"], "args": ["1000"],
+                "lifecycle": {
+                    "preStop": {"exec": {"command": ["sh", "-c", "sleep 2"]}},
+                    "stopSignal": "SIGUSR1"
+                }
+            }],
+            "initContainers": [{"name": "proxy", "command": ["sleep", "1000"], "restartPolicy": "Always"}]
+        }
+    })
+}
+
+#[test]
+fn a_pod_becomes_a_stored_object_sidecar_first_and_shows_as_the_same_pod() {
+    let converted = to_object(&pod(web())).expect("grace runs it");
+    assert_eq!(converted.name, "web");
+    let object = &converted.object;
+    // R18: no terminationGracePeriodSeconds is the API's default, 30 s.
+    assert_eq!(object.record.termination_grace_period_seconds, Some(30));
+    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["proxy", "app"]);
+    let app = &object.containers[1];
+    assert_eq!(app.command, ["sleep", "1000"]);
+    assert_eq!(app.pre_stop.as_deref(), Some("sleep 2"));
+    assert_eq!(app.stop_signal, Some(10), "SIGUSR1 on Linux");
+    assert!(object.containers[0].sidecar);
+
+    let shown = to_pod("web", object);
+    let spec = shown.spec.expect("a spec");
+    assert_eq!(spec.node_name.as_deref(), Some("node-a"));
+    let app = &spec.containers[0];
+    let lifecycle = app.lifecycle.as_ref().expect("a lifecycle");
+    assert_eq!(lifecycle.stop_signal.as_deref(), Some("SIGUSR1"));
+    let exec = lifecycle.pre_stop.as_ref().and_then(|h| h.exec.as_ref());
+    assert_eq!(
+        exec.and_then(|e| e.command.clone()),
+        Some(vec!["sh".into(), "-c".into(), "sleep 2".into()])
+    );
+    let sidecars = spec.init_containers.expect("the sidecar");
+    assert_eq!(sidecars[0].restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        shown.metadata.finalizers,
+        Some(vec!["example.com/keep".into()])
+    );
+    // Nothing ran it yet: running, ready (no deletion requested).
+    let status = shown.status.expect("a status");
+    let app = &status.container_statuses.expect("statuses")[0];
+    assert!(app.ready);
+}
+
+#[test]
+fn what_grace_cannot_run_is_refused_naming_the_field() {
+    let cases = [
+        (
+            "/spec/containers/0/command",
+            serde_json::json!(null),
+            "spec.containers[0].command",
+        ),
+        (
+            "/spec/containers/0/lifecycle/preStop",
+            serde_json::json!({"httpGet": {"port": 80}}),
+            "spec.containers[0].lifecycle.preStop",
+        ),
+        (
+            "/spec/initContainers/0/restartPolicy",
+            serde_json::json!(null),
+            "spec.initContainers[0].restartPolicy",
+        ),
+        (
+            "/spec/containers/0/lifecycle/stopSignal",
+            serde_json::json!("SIGNOPE"),
+            "spec.containers[0].lifecycle.stopSignal",
+        ),
+        (
+            "/metadata/name",
+            serde_json::json!("Web_1"),
+            "metadata.name",
+        ),
+        (
+            "/metadata/labels",
+            serde_json::json!({"app": "-web"}),
+            "metadata.labels.app",
+        ),
+    ];
+    for (pointer, value, field) in cases {
+        let mut json = web();
+        *json.pointer_mut(pointer).expect("the field exists") = value;
+        let err = to_object(&pod(json)).expect_err(field);
+        assert_eq!(err.path, field, "{err}");
+    }
+}
+
+#[test]
+fn a_negative_grace_is_taken_as_1_with_a_warning() {
+    let mut json = web();
+    json["spec"]["terminationGracePeriodSeconds"] = serde_json::json!(-5);
+    let converted = to_object(&pod(json)).expect("accepted");
+    assert_eq!(
+        converted.object.record.termination_grace_period_seconds,
+        Some(1)
+    );
+    assert_eq!(converted.warnings.len(), 1, "{:?}", converted.warnings);
+}
+
+#[test]
+fn fields_grace_does_not_act_on_are_listed() {
+    assert_eq!(
+        ignored_fields(&pod(web())),
+        ["spec.containers[*].image"],
+        "apiVersion, kind and every field grace acts on are not listed"
+    );
+}
+
+#[test]
+fn labels_are_checked_as_kubernetes_checks_them() {
+    assert!(check_label("example.com/app", "web-1").is_ok());
+    assert!(check_label("app", "").is_ok());
+    assert!(check_label("/app", "web").is_err());
+    assert!(check_label("app", "web-").is_err());
+    assert!(check_label(&"a".repeat(64), "").is_err());
+}
+
+#[test]
+fn an_object_without_a_node_shows_as_waiting_unscheduled() {
+    let mut json = web();
+    json["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("nodeName");
+    let converted = to_object(&pod(json)).expect("accepted");
+    let shown = to_pod("web", &converted.object);
+    let statuses = shown
+        .status
+        .and_then(|s| s.container_statuses)
+        .expect("statuses");
+    let waiting = statuses[0].state.as_ref().and_then(|s| s.waiting.as_ref());
+    assert_eq!(
+        waiting.and_then(|w| w.reason.as_deref()),
+        Some("Unscheduled")
+    );
+}
