@@ -224,7 +224,7 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
             Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, None),
             Err(e) => Err(e.into()),
         },
-        Target::Shared(store) => crate::agent::items(store, None)
+        Target::Shared(store) => grace_agent::api::items(store, None)
             .map_err(|e| CommandError::failed(format!("store: {e}"))),
     }
 }
@@ -662,7 +662,7 @@ pub fn remove_finalizer(
 /// the agent, or read directly without one.
 pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, CommandError> {
     let found = match target {
-        Target::Shared(store) => crate::agent::items(store, Some(name)),
+        Target::Shared(store) => grace_agent::api::items(store, Some(name)),
         Target::Agent(data_dir) => match Client::connect(data_dir) {
             Ok(mut client) => match client.call(&Request::Get {
                 name: Some(name.to_owned()),
@@ -674,14 +674,14 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
                     ..
                 })) => return Ok(None),
                 Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
-                    Some(store) => crate::agent::items(&store, Some(name)),
+                    Some(store) => grace_agent::api::items(&store, Some(name)),
                     None => return Ok(None),
                 },
                 Err(e) => return Err(e.into()),
             },
             Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
                 match snapshot(&data_dir.join(DATABASE))? {
-                    Some(store) => crate::agent::items(&store, Some(name)),
+                    Some(store) => grace_agent::api::items(&store, Some(name)),
                     None => return Ok(None),
                 }
             }
@@ -708,7 +708,7 @@ fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>)
             None => Ok((0, Vec::new())),
         };
     };
-    crate::agent::items(&store, name).map_err(|e| match e {
+    grace_agent::api::items(&store, name).map_err(|e| match e {
         StoreError::NotFound { name } => {
             CommandError::failed(format!("object \"{name}\" not found"))
         }
@@ -783,7 +783,7 @@ fn watch(
         }
         Target::Shared(store) => {
             let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
-            let (revision, items) = crate::agent::items(store, None).map_err(failed)?;
+            let (revision, items) = grace_agent::api::items(store, None).map_err(failed)?;
             let mut watch = store.watch(Revision(revision)).map_err(failed)?;
             let next = || match watch.next() {
                 Some(Ok(event)) => Ok(event),

@@ -1,8 +1,9 @@
 //! # grace-cli
 //!
 //! The `grace` command line, built on the `grace-std` library: [`run`]
-//! (one command stopped like a pod), [`demo`], the node [`agent`] (and,
-//! with the `etcd` feature, the agent of one node among several), the
+//! (one command stopped like a pod), [`demo`], the node agent (the
+//! `grace-agent` library, run by `grace agent`; with the `etcd` feature,
+//! the agent of one node among several), the
 //! kubectl-style store commands ([`kubectl`], object files in
 //! [`manifest`], container output in [`logs`]) and `grace simulate` ([`scenario`], [`mod@simulate`],
 //! [`timeline`], [`svg`]).
@@ -13,9 +14,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The library's modules, under the names the CLI's code uses.
-use grace_std::{api, api_server, clock, process, runtime, store};
+use grace_agent::api;
+use grace_std::{api_server, clock, process, runtime, store};
 
-pub mod agent;
 pub mod apply;
 pub mod demo;
 pub mod describe;
@@ -25,9 +26,6 @@ pub mod kubectl;
 pub mod logs;
 pub mod manifest;
 pub mod manifest_file;
-#[cfg(feature = "etcd")]
-#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
-pub mod node_agent;
 pub mod output;
 pub mod resource;
 pub mod run;
@@ -36,7 +34,6 @@ pub mod selector;
 pub mod simulate;
 pub mod svg;
 pub mod timeline;
-pub mod validate;
 
 pub use scenario::{Scenario, ScenarioError, parse};
 pub use simulate::{SimulateError, simulate};

@@ -17,7 +17,7 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{Input, error, invalid, start_all};
+use super::{Input, check_name, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
@@ -165,8 +165,8 @@ fn decide<S: Store, C: Clock>(
 ) -> Decided {
     match request {
         Request::Apply { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return Decided::Refused(invalid(e.to_string()));
+            if let Err(e) = check_name(&name) {
+                return Decided::Refused(invalid(e));
             }
             let start = object.node.as_deref() == Some(node);
             match batch.create(&name, *object) {

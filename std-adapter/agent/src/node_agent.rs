@@ -25,7 +25,7 @@
 //!   compares, so a write made after the fencing, even by an agent paused
 //!   between its check and its write, is refused
 //!   ([`StoreError::Fenced`]), and the agent stops there.
-//! - Workloads outlive the agent, as with [`crate::agent`]: SIGTERM or
+//! - Workloads outlive the agent, as with [`crate::run`]: SIGTERM or
 //!   SIGINT stop it and leave them running, and the next agent of the node
 //!   adopts them from its workload table (`<data-dir>/workloads-<node>`,
 //!   node-local: it holds pids).
@@ -37,16 +37,16 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use crate::agent::{
-    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
-    remove_logs, start, stop_on_signal, wait_for_next,
-};
 use crate::clock::Clock;
 use crate::process::Output;
 use crate::process::logs::ContainerLogs;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
+use crate::{
+    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
+    remove_logs, start, stop_on_signal, wait_for_next,
+};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]
@@ -357,5 +357,5 @@ pub fn fence(
     let seen = store.fencing_epoch(node)?;
     let _ = store.bump_fencing_epoch(node, seen)?;
     let now = crate::clock::SystemClock::new().now();
-    crate::api_server::fence_node(store, now, node)
+    grace_std::api_server::fence_node(store, now, node)
 }

@@ -1,4 +1,8 @@
-//! `grace agent`: the node agent and API server of one data directory.
+//! # grace-agent
+//!
+//! grace's node agent as a library: the node agent and API server of one
+//! data directory, which the `grace agent` command runs and which a
+//! program can run inside its own process ([`Agent`]).
 //!
 //! It owns the embedded store (redb allows one process), serves the CLI's
 //! requests on `<data-dir>/grace.sock` (see [`crate::api`]), starts the
@@ -27,6 +31,10 @@
 //! survived: a deletion in progress completes at once (restart policy
 //! `Never`: nothing is restarted).
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -37,19 +45,26 @@ use grace_core::{Action, DeleteError, FinalizerChange, Name};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
+use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::logs::{ContainerLogs, LogLimits};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
+use grace_std::{clock, process, runtime, store};
 use outage::Outage;
 
 pub mod access;
+pub mod api;
 mod batched;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub mod node_agent;
 mod outage;
 pub mod quota;
 mod serve;
+pub mod update;
+pub mod validate;
 
 pub use access::{Access, AllowGroup};
 pub use batched::GROUP_COMMIT_ENV;
@@ -771,8 +786,8 @@ fn bound_here(rt: &AgentRuntime, name: &str, node: &str) -> bool {
 fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
     match request {
         Request::Apply { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return invalid(e.to_string());
+            if let Err(e) = check_name(&name) {
+                return invalid(e);
             }
             if let Err(e) = rt.create(&name, (*object).clone()) {
                 return error(&name, &e);
@@ -784,10 +799,10 @@ fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
             Reply::Applied { revision }
         }
         Request::Put { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return invalid(e.to_string());
+            if let Err(e) = check_name(&name) {
+                return invalid(e);
             }
-            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
+            update::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
         }
         Request::Delete { name, options } => {
             let answer = match rt.handle_delete(&name, &options) {
@@ -873,6 +888,11 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
     let _ = batch.commit();
 }
 
+/// The name of a change request, checked as the manifest readers check it.
+fn check_name(name: &str) -> Result<(), String> {
+    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
+}
+
 fn invalid(message: String) -> Reply {
     Reply::Error(ApiError {
         kind: ErrorKind::Invalid,
@@ -905,42 +925,6 @@ fn error(name: &str, e: &RuntimeError) -> Reply {
         _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })
-}
-
-/// One object or all of them, with the store revision they were read at.
-pub(crate) fn items<S: Store + ?Sized>(
-    store: &S,
-    name: Option<&str>,
-) -> Result<(u64, Vec<Item>), StoreError> {
-    match name {
-        Some(name) => {
-            let revision = store.revision()?;
-            let Some((object, r)) = store.get(name)? else {
-                return Err(StoreError::NotFound {
-                    name: name.to_owned(),
-                });
-            };
-            let item = Item {
-                name: name.to_owned(),
-                revision: r.get(),
-                object,
-            };
-            Ok((revision.get(), vec![item]))
-        }
-        None => {
-            let listing = store.list()?;
-            let items = listing
-                .objects
-                .into_iter()
-                .map(|(name, object, r)| Item {
-                    name,
-                    revision: r.get(),
-                    object,
-                })
-                .collect();
-            Ok((listing.revision.get(), items))
-        }
-    }
 }
 
 /// Checks that `data_dir` is a directory or does not exist yet; the

@@ -31,10 +31,11 @@ use std::time::{Duration, Instant};
 
 use grace_std::private::{self, PrivateError};
 
+use super::Input;
 use super::access::{Access, AllowGroup, Policy, peer};
 use super::outage::SharedStatus;
 use super::quota::{Connection, Holder, Quotas};
-use super::{Input, items};
+use crate::api::items;
 use crate::api::{
     ApiError, BadRequest, DATABASE, ErrorKind, MAX_REQUEST_BYTES, Reply, Request, read_request,
     socket_path, write_reply,

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use grace_core::{DeleteOptions, DeleteOutcome, Name, Preconditions, Propagation, Record};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Event, FINALIZERS, StoredObject};
+use crate::store::{Event, FINALIZERS, Store, StoredObject};
 
 /// The socket's file name in the data directory.
 pub const SOCKET: &str = "grace.sock";
@@ -531,6 +531,44 @@ fn either_delete_options<'de, D: serde::Deserializer<'de>>(
         .map_err(|e| e.to_string())
         .and_then(from_wire)
         .map_err(serde::de::Error::custom)
+}
+
+/// One object or all of them as a [`Request::Get`] answers them, with the
+/// store revision they were read at (the agent's connections, and the
+/// CLI on a shared store).
+pub fn items<S: Store + ?Sized>(
+    store: &S,
+    name: Option<&str>,
+) -> Result<(u64, Vec<Item>), crate::store::StoreError> {
+    match name {
+        Some(name) => {
+            let revision = store.revision()?;
+            let Some((object, r)) = store.get(name)? else {
+                return Err(crate::store::StoreError::NotFound {
+                    name: name.to_owned(),
+                });
+            };
+            let item = Item {
+                name: name.to_owned(),
+                revision: r.get(),
+                object,
+            };
+            Ok((revision.get(), vec![item]))
+        }
+        None => {
+            let listing = store.list()?;
+            let items = listing
+                .objects
+                .into_iter()
+                .map(|(name, object, r)| Item {
+                    name,
+                    revision: r.get(),
+                    object,
+                })
+                .collect();
+            Ok((listing.revision.get(), items))
+        }
+    }
 }
 
 #[cfg(test)]
