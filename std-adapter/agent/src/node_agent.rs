@@ -38,6 +38,7 @@ use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::clock::Clock;
+use crate::error::AgentError;
 use crate::process::Output;
 use crate::process::logs::ContainerLogs;
 use crate::process::{ProcessActuator, WorldEvent};
@@ -83,7 +84,7 @@ pub fn run(
     store: EtcdStore,
     options: &SharedAgentOptions,
     log: &mut impl Write,
-) -> Result<(), RuntimeError> {
+) -> Result<(), AgentError> {
     let node = options.node.clone();
     let epoch = store.fencing_epoch(&node)?;
     let lease = store.grant_lease(options.lease_ttl)?;
@@ -154,7 +155,7 @@ pub fn run(
         let _ = store.revoke_lease(lease);
     }
     let _ = writeln!(log, "grace agent: stopped");
-    result
+    result.map_err(AgentError::from)
 }
 
 /// Keeps the lease alive every TTL / 3; once it has expired (the agent
@@ -346,9 +347,9 @@ pub fn fence(
     store: &EtcdStore,
     node: &str,
     even_if_alive: bool,
-) -> Result<Vec<String>, RuntimeError> {
+) -> Result<Vec<String>, AgentError> {
     if !even_if_alive && store.alive_nodes()?.iter().any(|n| n == node) {
-        return Err(RuntimeError::NodeAlive {
+        return Err(AgentError::NodeAlive {
             node: node.to_owned(),
         });
     }
@@ -357,5 +358,5 @@ pub fn fence(
     let seen = store.fencing_epoch(node)?;
     let _ = store.bump_fencing_epoch(node, seen)?;
     let now = crate::clock::SystemClock::new().now();
-    grace_std::api_server::fence_node(store, now, node)
+    Ok(grace_std::api_server::fence_node(store, now, node)?)
 }

@@ -332,7 +332,8 @@ enum Opened<'a> {
 impl StoreArgs {
     fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
         let Some(endpoints) = &self.etcd else {
-            grace_agent::check_data_dir(&self.data_dir).map_err(kubectl::CommandError::invalid)?;
+            grace_agent::check_data_dir(&self.data_dir)
+                .map_err(|e| kubectl::CommandError::invalid(e.to_string()))?;
             return Ok(Opened::Dir(&self.data_dir));
         };
         #[cfg(feature = "etcd")]
@@ -648,21 +649,17 @@ fn agent(args: AgentArgs) -> ExitCode {
         log_max_files,
         on_exit,
     } = args;
-    let options = grace_agent::AgentOptions {
-        data_dir: store.data_dir.clone(),
-        node,
-        recovery: if reset_full_grace {
-            grace_std::Recovery::ResetFullGrace
-        } else {
-            grace_std::Recovery::HonourOriginalDeadline
-        },
-        allow_group,
-        log_limits: grace_std::process::logs::LogLimits {
-            max_bytes: log_max_size,
-            max_files: log_max_files,
-        },
-        on_exit,
+    let mut options = grace_agent::AgentOptions::new(store.data_dir.clone());
+    options.node = node;
+    if reset_full_grace {
+        options.recovery = grace_std::Recovery::ResetFullGrace;
+    }
+    options.allow_group = allow_group;
+    options.log_limits = grace_std::process::logs::LogLimits {
+        max_bytes: log_max_size,
+        max_files: log_max_files,
     };
+    options.on_exit = on_exit;
     if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
         eprintln!("grace agent: {e}");
         return ExitCode::from(2);
