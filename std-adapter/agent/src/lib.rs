@@ -41,11 +41,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{Action, DeleteError, FinalizerChange, Name};
+use grace_core::{Action, DeleteError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Reply, Request, socket_path};
+use crate::api::{ApiError, DATABASE, ErrorKind, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::logs::{ContainerLogs, LogLimits};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
@@ -820,7 +820,7 @@ fn serve(
                 next = outage.served(served, log)?;
             }
             Ok(Input::Request(request, reply)) => {
-                let _ = reply.send(handle(rt, request, node));
+                let _ = reply.send(batched::handle(rt, request, node));
             }
             Ok(Input::World(event)) => {
                 // With the events and requests already waiting, in one
@@ -959,70 +959,6 @@ fn bound_here(rt: &AgentRuntime, name: &str, node: &str) -> bool {
     rt.object(name)
         .and_then(|o| o.node)
         .is_some_and(|n| n == node)
-}
-
-/// Carries out one change request on the runtime thread.
-fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
-    match request {
-        Request::Apply { name, object } => {
-            if let Err(e) = check_name(&name) {
-                return invalid(e);
-            }
-            if let Err(e) = rt.create(&name, (*object).clone()) {
-                return error(&name, &e);
-            }
-            let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
-            if object.node.as_deref() == Some(node) {
-                start(rt, &name);
-            }
-            Reply::Applied { revision }
-        }
-        Request::Put { name, object } => {
-            if let Err(e) = check_name(&name) {
-                return invalid(e);
-            }
-            update::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
-        }
-        Request::Delete { name, options } => {
-            let answer = match rt.handle_delete(&name, &options) {
-                Ok(r) => r,
-                Err(e) => return error(&name, &e),
-            };
-            // The agent watches its own node's objects: it sees the
-            // deletion at once and starts the kill.
-            if !answer.response.dry_run
-                && bound_here(rt, &name, node)
-                && let Err(e) = rt.handle_agent_sync(&name)
-            {
-                return error(&name, &e);
-            }
-            // The garbage collector's turn (after the answer was decided:
-            // kubectl shows the finalizer the delete added); retried at
-            // the next start if it fails now.
-            if !answer.response.dry_run {
-                let _ = rt.collect_garbage(&name);
-            }
-            Reply::Deleted(DeleteReport {
-                outcome: answer.response.outcome,
-                record: answer.record,
-                dry_run: answer.response.dry_run,
-                force: answer.response.force,
-            })
-        }
-        Request::RemoveFinalizer { name, finalizer } => {
-            let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
-                return invalid(format!("finalizer `{finalizer}`: name too long"));
-            };
-            match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
-                Ok(_) => Reply::Updated,
-                Err(e) => error(&name, &e),
-            }
-        }
-        // Reads are served by the connection threads.
-        Request::Get { .. } | Request::Watch | Request::Status => {
-            invalid("not a change request".into())
-        }
-    }
 }
 
 /// Starts an object's containers that are not running and reports each
