@@ -145,7 +145,9 @@ fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<App
                 Ok(Reply::Configured { changed: true }) => Ok(Applied::Configured),
                 Ok(Reply::Configured { changed: false }) => Ok(Applied::Unchanged),
                 Ok(_) => Err(CommandError::failed("the agent answered something else").into()),
-                Err(e @ ClientError::Io(_)) => Err(Failed::Unknown(e.to_string())),
+                Err(e @ (ClientError::Io(_) | ClientError::Json(_))) => {
+                    Err(Failed::Unknown(e.to_string()))
+                }
                 Err(e) => Err(CommandError::from(e).into()),
             }
         }

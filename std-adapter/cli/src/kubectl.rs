@@ -36,52 +36,7 @@ pub enum Target<'a> {
 }
 use crate::runtime::KillRecord;
 
-/// A failed command: what to print, and the exit code.
-#[derive(Debug)]
-pub struct CommandError {
-    /// 1 for a failed operation, 2 for invalid input.
-    pub code: u8,
-    /// One line.
-    pub message: String,
-}
-
-impl CommandError {
-    /// Invalid input (exit code 2).
-    pub fn invalid(message: impl Into<String>) -> Self {
-        CommandError {
-            code: 2,
-            message: message.into(),
-        }
-    }
-
-    /// A failed operation (exit code 1).
-    pub fn failed(message: impl Into<String>) -> Self {
-        CommandError {
-            code: 1,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for CommandError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CommandError {}
-
-impl From<ClientError> for CommandError {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Api(ApiError {
-                kind: ErrorKind::Invalid,
-                message,
-            }) => CommandError::invalid(message),
-            other => CommandError::failed(other.to_string()),
-        }
-    }
-}
+pub use crate::command_error::CommandError;
 
 /// `--cascade`: what happens to dependents (kubectl's values).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -218,10 +173,12 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
             Ok(mut client) => match client.call(&Request::Get { name: None }) {
                 Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
                 Ok(_) => Err(CommandError::failed("the agent answered something else")),
-                Err(ClientError::Io(_)) => read_directly(data_dir, None),
+                Err(ClientError::Io(_) | ClientError::Json(_)) => read_directly(data_dir, None),
                 Err(e) => Err(e.into()),
             },
-            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, None),
+            Err(ClientError::NoAgent(_) | ClientError::Io(_) | ClientError::Json(_)) => {
+                read_directly(data_dir, None)
+            }
             Err(e) => Err(e.into()),
         },
         Target::Shared(store) => grace_agent::api::items(store, None)
@@ -673,13 +630,15 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
                     kind: ErrorKind::NotFound,
                     ..
                 })) => return Ok(None),
-                Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
-                    Some(store) => grace_agent::api::items(&store, Some(name)),
-                    None => return Ok(None),
-                },
+                Err(ClientError::Io(_) | ClientError::Json(_)) => {
+                    match snapshot(&data_dir.join(DATABASE))? {
+                        Some(store) => grace_agent::api::items(&store, Some(name)),
+                        None => return Ok(None),
+                    }
+                }
                 Err(e) => return Err(e.into()),
             },
-            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
+            Err(ClientError::NoAgent(_) | ClientError::Io(_) | ClientError::Json(_)) => {
                 match snapshot(&data_dir.join(DATABASE))? {
                     Some(store) => grace_agent::api::items(&store, Some(name)),
                     None => return Ok(None),

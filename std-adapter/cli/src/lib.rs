@@ -18,6 +18,7 @@ use grace_agent::api;
 use grace_std::{api_server, clock, process, runtime, store};
 
 pub mod apply;
+pub mod command_error;
 pub mod demo;
 pub mod describe;
 pub mod escape;
