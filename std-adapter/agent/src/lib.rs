@@ -67,7 +67,7 @@ mod serve;
 pub mod update;
 pub mod validate;
 
-pub use access::{Access, AllowGroup};
+pub use access::{Access, AllowGroup, AllowGroupError};
 pub use batched::GROUP_COMMIT_ENV;
 pub use error::AgentError;
 pub use outage::{FIRST_RETRY, LAST_RETRY};
@@ -134,17 +134,29 @@ pub enum OnExit {
 }
 
 impl std::str::FromStr for OnExit {
-    type Err = String;
+    type Err = UnknownOnExit;
 
     /// `leave` or `stop`.
-    fn from_str(arg: &str) -> Result<Self, String> {
+    fn from_str(arg: &str) -> Result<Self, UnknownOnExit> {
         match arg {
             "leave" => Ok(OnExit::Leave),
             "stop" => Ok(OnExit::Stop),
-            other => Err(format!("`{other}`: expected `leave` or `stop`")),
+            other => Err(UnknownOnExit(other.to_owned())),
         }
     }
 }
+
+/// A value of `--on-exit` that is neither `leave` nor `stop` (the value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownOnExit(pub String);
+
+impl std::fmt::Display for UnknownOnExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`: expected `leave` or `stop`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownOnExit {}
 
 /// The directory of the container logs in a data directory.
 pub const LOGS: &str = "logs";
