@@ -3,7 +3,7 @@
 //!
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
-//!   by whoever makes them ([`crate::api_server`]: the CLI); the agent
+//!   by whoever makes them ([`grace_std::api_server`]: the CLI); the agent
 //!   follows the store's watch and takes every change to its objects
 //!   ([`Runtime::observe`]): a new object is started, a deletion carried
 //!   out, a removal stops the workload.

@@ -99,7 +99,7 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
     })
 }
 
-/// The agent's side of [`Request::Put`]: creates the object (and starts
+/// The agent's side of [`Request::Put`](crate::api::Request::Put): creates the object (and starts
 /// it if it is bound to `node`) or updates it.
 pub fn put<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
