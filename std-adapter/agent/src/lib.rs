@@ -688,8 +688,9 @@ impl Started {
         crate::process::removal::flush();
         // No new connection, and those open are closed: the store is
         // closed once the runtime is dropped.
-        connections.stop(&socket);
-        let _ = accepting.join();
+        if connections.stop(&socket) {
+            let _ = accepting.join();
+        }
         let _ = std::fs::remove_file(&socket);
         let left = rt.actuator().running().count();
         let _ = writeln!(

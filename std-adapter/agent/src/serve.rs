@@ -172,10 +172,12 @@ impl Connections {
 
     /// Stops accepting (the accepting thread is woken by a connection to
     /// `socket`), shuts every open connection down and waits, at most
-    /// [`CLOSE_WAIT`], until their threads have ended.
-    pub(super) fn stop(&self, socket: &Path) {
+    /// [`CLOSE_WAIT`], until their threads have ended. Returns whether the
+    /// accepting thread was woken (if not, it ends at its next
+    /// connection: nobody should wait for it).
+    pub(super) fn stop(&self, socket: &Path) -> bool {
         self.0.stopping.store(true, Ordering::Release);
-        let _ = UnixStream::connect(socket);
+        let woken = UnixStream::connect(socket).is_ok();
         let streams = self
             .0
             .streams
@@ -188,6 +190,7 @@ impl Connections {
             .0
             .ended
             .wait_timeout_while(streams, CLOSE_WAIT, |s| !s.1.is_empty());
+        woken
     }
 }
 
