@@ -1,4 +1,4 @@
-//! The agent's socket protocol: `grace_std::api::read_request` on any
+//! The agent's socket protocol: `grace_agent::api::read_request` on any
 //! byte stream, against a model. See `grace_fuzz::request`.
 #![no_main]
 use libfuzzer_sys::fuzz_target;

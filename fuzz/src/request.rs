@@ -1,5 +1,5 @@
 //! The `request_parse` target: the agent's request reader
-//! (`grace_std::api::read_request`) on any byte stream, against a plain
+//! (`grace_agent::api::read_request`) on any byte stream, against a plain
 //! model of the protocol (split at newlines; a line longer than the limit
 //! ends the stream; any other line parses or is malformed, alone).
 //!
@@ -10,14 +10,14 @@
 //! its JSON form unchanged.
 //!
 //! Every request read then goes through the agent's one validation
-//! (`grace_cli::validate::request`), which must not panic; an object it
+//! (`grace_agent::validate::request`), which must not panic; an object it
 //! accepts must hold what the agent relies on when it runs one (checked
 //! here apart from the validation's own code) and must be shown by
 //! `grace get` (its table row, its Pod) without a panic.
 
 use std::io::{BufReader, Cursor};
 
-use grace_std::api::{BadRequest, MAX_REQUEST_BYTES, Request, parse_request, read_request};
+use grace_agent::api::{BadRequest, MAX_REQUEST_BYTES, Request, parse_request, read_request};
 use grace_std::store::StoredObject;
 
 /// Runs one input; panics on a difference from the model.
@@ -86,7 +86,7 @@ fn round_trip(request: &Request) {
 
 /// The agent's validation on `request`; what it accepts is checked.
 fn validated(request: &Request) {
-    let verdict = grace_cli::validate::request(request);
+    let verdict = grace_agent::validate::request(request);
     let (name, object, uid_required) = match request {
         Request::Apply { name, object } => (name, object, true),
         Request::Put { name, object } => (name, object, false),
@@ -181,7 +181,7 @@ mod tests {
         ))
         .expect("a seed");
         let request = parse_request(&line[2..]).expect("a request");
-        let e = grace_cli::validate::request(&request).expect_err("refused");
+        let e = grace_agent::validate::request(&request).expect_err("refused");
         assert_eq!(e.field, "spec.containers[0].command");
         let line = std::fs::read(format!(
             "{}/corpus/request_parse/put_pod",
@@ -189,6 +189,6 @@ mod tests {
         ))
         .expect("a seed");
         let request = parse_request(&line[2..]).expect("a request");
-        assert_eq!(grace_cli::validate::request(&request), Ok(()));
+        assert_eq!(grace_agent::validate::request(&request), Ok(()));
     }
 }

@@ -53,6 +53,45 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks a label (`key`, `value`) as the Kubernetes API server does: the
+/// key an optional DNS-subdomain prefix and `/`, then a name of at most 63
+/// characters; the value empty or such a name. The error says what is
+/// wrong, in kubectl's words.
+pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let name_ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+            && s.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+            && s.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+    };
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix
+        && (prefix.is_empty()
+            || prefix.len() > 253
+            || !prefix.split('.').all(|part| check_name(part).is_ok()))
+    {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
+        ));
+    }
+    if !name_ok(name) {
+        return Err(format!(
+            "Invalid value: \"{key}\": a label key's name must be at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    if !value.is_empty() && !name_ok(value) {
+        return Err(format!(
+            "Invalid value: \"{value}\": a label value must be empty or at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
 /// Stores a new object under a free `name` (its agent, if it has one,
 /// takes it from the watch and starts it).
 pub fn create<S: Store + ?Sized>(

@@ -4,12 +4,13 @@
 //! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
-//! the garbage collector's step for objects without dependents ([`gc`]),
-//! the protocol of a node agent's socket ([`api`]) and the private
-//! directory it lives in ([`private`]).
+//! the garbage collector's step for objects without dependents ([`gc`])
+//! and files and directories private to this user ([`private`]).
 //!
-//! The `grace` command line is a crate of its own (`grace-cli`), built on
-//! this library; nothing of it is in this crate's API or dependencies.
+//! The node agent (its socket protocol, request dispatch, access control)
+//! is a crate of its own, `grace-agent`, and the `grace` command line
+//! another (`grace-cli`), both built on this library; nothing of them is
+//! in this crate's API or dependencies.
 //!
 //! ## Example
 //!
@@ -58,7 +59,6 @@
 // them would see them.
 #![doc(test(attr(deny(warnings))))]
 
-pub mod api;
 pub mod api_server;
 pub mod clock;
 pub mod gc;

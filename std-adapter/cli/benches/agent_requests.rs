@@ -20,9 +20,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use grace_cli::agent::GROUP_COMMIT_ENV;
+use grace_agent::GROUP_COMMIT_ENV;
+use grace_agent::api::{Client, DATABASE, Reply, Request};
 use grace_core::{DeleteOptions, Name, Record};
-use grace_std::api::{Client, DATABASE, Reply, Request};
 use grace_std::store::{RedbStore, Store, StoredObject, Write};
 
 mod common;

@@ -20,8 +20,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use grace_agent::api::{Client, Reply, Request};
 use grace_core::{DeleteOptions, Record};
-use grace_std::api::{Client, Reply, Request};
 use grace_std::store::{StoredContainer, StoredObject};
 
 mod common;

@@ -36,52 +36,7 @@ pub enum Target<'a> {
 }
 use crate::runtime::KillRecord;
 
-/// A failed command: what to print, and the exit code.
-#[derive(Debug)]
-pub struct CommandError {
-    /// 1 for a failed operation, 2 for invalid input.
-    pub code: u8,
-    /// One line.
-    pub message: String,
-}
-
-impl CommandError {
-    /// Invalid input (exit code 2).
-    pub fn invalid(message: impl Into<String>) -> Self {
-        CommandError {
-            code: 2,
-            message: message.into(),
-        }
-    }
-
-    /// A failed operation (exit code 1).
-    pub fn failed(message: impl Into<String>) -> Self {
-        CommandError {
-            code: 1,
-            message: message.into(),
-        }
-    }
-}
-
-impl std::fmt::Display for CommandError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for CommandError {}
-
-impl From<ClientError> for CommandError {
-    fn from(e: ClientError) -> Self {
-        match e {
-            ClientError::Api(ApiError {
-                kind: ErrorKind::Invalid,
-                message,
-            }) => CommandError::invalid(message),
-            other => CommandError::failed(other.to_string()),
-        }
-    }
-}
+pub use crate::command_error::CommandError;
 
 /// `--cascade`: what happens to dependents (kubectl's values).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -218,13 +173,15 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
             Ok(mut client) => match client.call(&Request::Get { name: None }) {
                 Ok(Reply::Objects { revision, items }) => Ok((revision, items)),
                 Ok(_) => Err(CommandError::failed("the agent answered something else")),
-                Err(ClientError::Io(_)) => read_directly(data_dir, None),
+                Err(ClientError::Io(_) | ClientError::Json(_)) => read_directly(data_dir, None),
                 Err(e) => Err(e.into()),
             },
-            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => read_directly(data_dir, None),
+            Err(ClientError::NoAgent(_) | ClientError::Io(_) | ClientError::Json(_)) => {
+                read_directly(data_dir, None)
+            }
             Err(e) => Err(e.into()),
         },
-        Target::Shared(store) => crate::agent::items(store, None)
+        Target::Shared(store) => grace_agent::api::items(store, None)
             .map_err(|e| CommandError::failed(format!("store: {e}"))),
     }
 }
@@ -662,7 +619,7 @@ pub fn remove_finalizer(
 /// the agent, or read directly without one.
 pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, CommandError> {
     let found = match target {
-        Target::Shared(store) => crate::agent::items(store, Some(name)),
+        Target::Shared(store) => grace_agent::api::items(store, Some(name)),
         Target::Agent(data_dir) => match Client::connect(data_dir) {
             Ok(mut client) => match client.call(&Request::Get {
                 name: Some(name.to_owned()),
@@ -673,15 +630,17 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
                     kind: ErrorKind::NotFound,
                     ..
                 })) => return Ok(None),
-                Err(ClientError::Io(_)) => match snapshot(&data_dir.join(DATABASE))? {
-                    Some(store) => crate::agent::items(&store, Some(name)),
-                    None => return Ok(None),
-                },
+                Err(ClientError::Io(_) | ClientError::Json(_)) => {
+                    match snapshot(&data_dir.join(DATABASE))? {
+                        Some(store) => grace_agent::api::items(&store, Some(name)),
+                        None => return Ok(None),
+                    }
+                }
                 Err(e) => return Err(e.into()),
             },
-            Err(ClientError::NoAgent(_) | ClientError::Io(_)) => {
+            Err(ClientError::NoAgent(_) | ClientError::Io(_) | ClientError::Json(_)) => {
                 match snapshot(&data_dir.join(DATABASE))? {
-                    Some(store) => crate::agent::items(&store, Some(name)),
+                    Some(store) => grace_agent::api::items(&store, Some(name)),
                     None => return Ok(None),
                 }
             }
@@ -708,7 +667,7 @@ fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>)
             None => Ok((0, Vec::new())),
         };
     };
-    crate::agent::items(&store, name).map_err(|e| match e {
+    grace_agent::api::items(&store, name).map_err(|e| match e {
         StoreError::NotFound { name } => {
             CommandError::failed(format!("object \"{name}\" not found"))
         }
@@ -783,7 +742,7 @@ fn watch(
         }
         Target::Shared(store) => {
             let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
-            let (revision, items) = crate::agent::items(store, None).map_err(failed)?;
+            let (revision, items) = grace_agent::api::items(store, None).map_err(failed)?;
             let mut watch = store.watch(Revision(revision)).map_err(failed)?;
             let next = || match watch.next() {
                 Some(Ok(event)) => Ok(event),

@@ -1,8 +1,9 @@
 //! # grace-cli
 //!
 //! The `grace` command line, built on the `grace-std` library: [`run`]
-//! (one command stopped like a pod), [`demo`], the node [`agent`] (and,
-//! with the `etcd` feature, the agent of one node among several), the
+//! (one command stopped like a pod), [`demo`], the node agent (the
+//! `grace-agent` library, run by `grace agent`; with the `etcd` feature,
+//! the agent of one node among several), the
 //! kubectl-style store commands ([`kubectl`], object files in
 //! [`manifest`], container output in [`logs`]) and `grace simulate`
 //! (argument parsing and output over the `grace-sim` crate).
@@ -13,10 +14,11 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The library's modules, under the names the CLI's code uses.
-use grace_std::{api, api_server, clock, process, runtime, store};
+use grace_agent::api;
+use grace_std::{api_server, clock, process, runtime, store};
 
-pub mod agent;
 pub mod apply;
+pub mod command_error;
 pub mod demo;
 pub mod describe;
 pub mod escape;
@@ -26,11 +28,7 @@ pub mod kubectl;
 pub mod logs;
 pub mod manifest;
 pub mod manifest_file;
-#[cfg(feature = "etcd")]
-#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
-pub mod node_agent;
 pub mod output;
 pub mod resource;
 pub mod run;
 pub mod selector;
-pub mod validate;

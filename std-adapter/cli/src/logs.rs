@@ -45,7 +45,7 @@ pub fn print(
         Target::Agent(_) => None,
         Target::Shared(_) => object.node.as_deref(),
     };
-    let logs = crate::agent::container_logs(data_dir, shared_node, LogLimits::default());
+    let logs = grace_agent::container_logs(data_dir, shared_node, LogLimits::default());
     let Some(current) = logs.file(name, &object, index) else {
         return Err(CommandError::failed(format!(
             "object \"{name}\" has no container {index}"

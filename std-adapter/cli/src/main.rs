@@ -178,7 +178,7 @@ struct AgentArgs {
     /// the agent's user. The data directory and socket are given to
     /// the group. Without --etcd only.
     #[arg(long, value_name = "GROUP[:ro|:rw]")]
-    allow_group: Option<grace_cli::agent::AllowGroup>,
+    allow_group: Option<grace_agent::AllowGroup>,
     /// With --etcd: seconds after the agent's last sign of life until
     /// its node counts as lost.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
@@ -197,7 +197,7 @@ struct AgentArgs {
     /// grace: pre-stop hook, stop signal, SIGKILL no sooner than 2 s
     /// after it), then exit. The objects stay. Without --etcd only.
     #[arg(long, default_value = "leave", value_name = "leave|stop")]
-    on_exit: grace_cli::agent::OnExit,
+    on_exit: grace_agent::OnExit,
 }
 
 // The arguments of `grace delete`.
@@ -332,8 +332,8 @@ enum Opened<'a> {
 impl StoreArgs {
     fn open(&self) -> Result<Opened<'_>, kubectl::CommandError> {
         let Some(endpoints) = &self.etcd else {
-            grace_cli::agent::check_data_dir(&self.data_dir)
-                .map_err(kubectl::CommandError::invalid)?;
+            grace_agent::check_data_dir(&self.data_dir)
+                .map_err(|e| kubectl::CommandError::invalid(e.to_string()))?;
             return Ok(Opened::Dir(&self.data_dir));
         };
         #[cfg(feature = "etcd")]
@@ -649,21 +649,17 @@ fn agent(args: AgentArgs) -> ExitCode {
         log_max_files,
         on_exit,
     } = args;
-    let options = grace_cli::agent::AgentOptions {
-        data_dir: store.data_dir.clone(),
-        node,
-        recovery: if reset_full_grace {
-            grace_std::Recovery::ResetFullGrace
-        } else {
-            grace_std::Recovery::HonourOriginalDeadline
-        },
-        allow_group,
-        log_limits: grace_std::process::logs::LogLimits {
-            max_bytes: log_max_size,
-            max_files: log_max_files,
-        },
-        on_exit,
+    let mut options = grace_agent::AgentOptions::new(store.data_dir.clone());
+    options.node = node;
+    if reset_full_grace {
+        options.recovery = grace_std::Recovery::ResetFullGrace;
+    }
+    options.allow_group = allow_group;
+    options.log_limits = grace_std::process::logs::LogLimits {
+        max_bytes: log_max_size,
+        max_files: log_max_files,
     };
+    options.on_exit = on_exit;
     if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
         eprintln!("grace agent: {e}");
         return ExitCode::from(2);
@@ -673,7 +669,7 @@ fn agent(args: AgentArgs) -> ExitCode {
             eprintln!("grace agent: --allow-group: an agent on --etcd has no socket");
             return ExitCode::from(2);
         }
-        if options.on_exit != grace_cli::agent::OnExit::Leave {
+        if options.on_exit != grace_agent::OnExit::Leave {
             eprintln!(
                 "grace agent: --on-exit=stop: not with --etcd (its agent leaves its workloads running)"
             );
@@ -681,11 +677,11 @@ fn agent(args: AgentArgs) -> ExitCode {
         }
         return shared_agent(&store, options, lease_ttl);
     }
-    if let Err(e) = grace_cli::agent::check_data_dir(&options.data_dir) {
+    if let Err(e) = grace_agent::check_data_dir(&options.data_dir) {
         eprintln!("grace agent: {e}");
         return ExitCode::from(2);
     }
-    match grace_cli::agent::run(&options, &mut std::io::stdout()) {
+    match grace_agent::run(&options, &mut std::io::stdout()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grace agent: {e}");
@@ -794,11 +790,7 @@ fn demo(data_dir: Option<&std::path::Path>) -> ExitCode {
 }
 
 /// `grace agent --etcd ..`: one node's agent on a shared store.
-fn shared_agent(
-    store: &StoreArgs,
-    options: grace_cli::agent::AgentOptions,
-    lease_ttl: u64,
-) -> ExitCode {
+fn shared_agent(store: &StoreArgs, options: grace_agent::AgentOptions, lease_ttl: u64) -> ExitCode {
     // Its container logs live there: private, as the local agent's.
     #[cfg(feature = "etcd")]
     if let Err(e) = grace_std::private::private_dir(&store.data_dir, 0o700) {
@@ -811,9 +803,9 @@ fn shared_agent(
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
-        let shared = grace_cli::node_agent::SharedAgentOptions {
+        let shared = grace_agent::node_agent::SharedAgentOptions {
             state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
-            logs: grace_cli::agent::container_logs(
+            logs: grace_agent::container_logs(
                 &store.data_dir,
                 Some(&options.node),
                 options.log_limits,
@@ -822,7 +814,7 @@ fn shared_agent(
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
         };
-        return match grace_cli::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
+        return match grace_agent::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("grace agent: {e}");
@@ -853,7 +845,7 @@ fn fence(store: &StoreArgs, node: &str) -> ExitCode {
     };
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = &opened {
-        return match grace_cli::node_agent::fence(etcd, node, false) {
+        return match grace_agent::node_agent::fence(etcd, node, false) {
             Ok(names) => {
                 println!("node \"{node}\" fenced; objects deleted: {}", names.len());
                 for name in names {

@@ -2,7 +2,7 @@
 //! grace's shorthand `NAME…` (grace has one store of objects, so the type
 //! may be left out).
 
-use crate::kubectl::CommandError;
+use crate::command_error::CommandError;
 use crate::store::StoredObject;
 
 /// The type named on the command line.

@@ -13,6 +13,8 @@
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
+#[path = "support/probe.rs"]
+mod probe;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,9 +23,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::{runtime_answers, wait_for};
-use grace_std::api::{Client, Reply, Request};
+use common::wait_for;
+use grace_agent::api::{Client, Reply, Request};
 use grace_std::process::identity::ProcessIdentity;
+use probe::runtime_answers;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
 
@@ -153,7 +156,7 @@ impl Agent {
             pid != 0
         });
         wait_for("the agent serves", Duration::from_secs(20), || {
-            grace_cli::agent::is_serving(dir)
+            grace_agent::is_serving(dir)
         });
         Agent { strace, pid, log }
     }
@@ -571,7 +574,7 @@ fn lane(lane: usize, rounds: usize, seed: u64) -> Findings {
             }
         }
     }
-    let table = grace_cli::agent::workloads_dir(dir);
+    let table = grace_agent::workloads_dir(dir);
     let left = std::fs::read_dir(&table).map_or(0, |d| d.count());
     if left != 0 {
         findings
@@ -748,7 +751,7 @@ fn a_thousand_workloads_run_with_a_bounded_number_of_agent_threads() {
         })
         .expect("applied");
     }
-    let table = grace_cli::agent::workloads_dir(dir);
+    let table = grace_agent::workloads_dir(dir);
     wait_for("a thousand workloads run", Duration::from_secs(30), || {
         // Each record, and its start marker.
         std::fs::read_dir(&table).map_or(0, |d| d.count()) == 2000
@@ -971,7 +974,7 @@ fn an_unreadable_workload_record_never_lets_its_container_count_as_stopped() {
     let workload = process(&file).expect("running");
     let _ = agent.stop();
     // The record is damaged while no agent runs.
-    let table = grace_cli::agent::workloads_dir(dir);
+    let table = grace_agent::workloads_dir(dir);
     let record = std::fs::read_dir(&table)
         .expect("table")
         .flatten()
@@ -1078,7 +1081,7 @@ fn a_container_that_exits_while_its_pre_stop_hook_runs_is_stopped_once_the_hook_
         log.contains("short                container 0: stopped"),
         "{log}"
     );
-    let table = grace_cli::agent::workloads_dir(dir);
+    let table = grace_agent::workloads_dir(dir);
     assert_eq!(std::fs::read_dir(&table).map_or(0, |d| d.count()), 0);
 }
 
@@ -1098,9 +1101,8 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
     let gone = ProcessIdentity::of(child.id()).expect("running");
     let _ = child.kill();
     let _ = child.wait();
-    let table =
-        grace_std::process::table::WorkloadTable::open(&grace_cli::agent::workloads_dir(dir))
-            .expect("the table");
+    let table = grace_std::process::table::WorkloadTable::open(&grace_agent::workloads_dir(dir))
+        .expect("the table");
     for hook in [false, true] {
         table
             .write(&grace_std::process::table::WorkloadRecord {
@@ -1116,7 +1118,7 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
             .expect("written");
     }
     let mut agent = Agent::start(dir, 0, &[]);
-    let records = grace_cli::agent::workloads_dir(dir);
+    let records = grace_agent::workloads_dir(dir);
     wait_for("the records are dropped", Duration::from_secs(10), || {
         std::fs::read_dir(&records).is_ok_and(|d| d.count() == 0)
     });
@@ -1229,7 +1231,7 @@ fn r84_on_exit_stop_stops_every_workload_the_kubernetes_way_before_the_agent_exi
     assert!(!runs(&hook), "the hook still runs\n{log}");
     assert!(log.contains("--on-exit=stop"), "{log}");
     assert!(log.contains("0 workload(s) left running"), "{log}");
-    let table = grace_cli::agent::workloads_dir(dir);
+    let table = grace_agent::workloads_dir(dir);
     assert_eq!(std::fs::read_dir(&table).map_or(0, |d| d.count()), 0);
     // The objects stay, their containers stopped (as pods on a node that
     // shut down), read without an agent; a new agent starts nothing.
@@ -1294,7 +1296,7 @@ fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
 
 /// The record of `name`'s container 0 in the workload table, as JSON.
 fn workload_record(dir: &Path, name: &str) -> Option<serde_json::Value> {
-    let file = grace_cli::agent::workloads_dir(dir).join(
+    let file = grace_agent::workloads_dir(dir).join(
         grace_std::process::table::WorkloadRecord::file_name(name, 0, false),
     );
     serde_json::from_slice(&std::fs::read(file).ok()?).ok()
@@ -1361,7 +1363,7 @@ fn d4_a_force_deleted_workload_whose_agent_stopped_before_its_sigkill_is_killed_
         !runs(&workload)
     });
     wait_for("its record goes", Duration::from_secs(10), || {
-        std::fs::read_dir(grace_cli::agent::workloads_dir(dir)).is_ok_and(|d| d.count() == 0)
+        std::fs::read_dir(grace_agent::workloads_dir(dir)).is_ok_and(|d| d.count() == 0)
     });
     let log = agent.stop();
     assert!(

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use grace_agent::api::{ErrorKind, Reply, Request, socket_path};
 use grace_core::Record;
-use grace_std::api::{ErrorKind, Reply, Request, socket_path};
 use grace_std::store::{ContainerStatus, StoredContainer, StoredObject};
 use support::common::wait_for;
 use support::{Agent, GRACE, grace, text};
@@ -24,7 +24,7 @@ use support::{Agent, GRACE, grace, text};
 /// `nobody` and `nogroup` on Debian.
 const NOBODY: u32 = 65534;
 
-/// The quotas docs/security.md states (`grace_cli::agent::USER_WATCHES`,
+/// The quotas docs/security.md states (`grace_agent::USER_WATCHES`,
 /// `USER_CONNECTIONS`).
 const USER_WATCHES: usize = 4;
 const USER_CONNECTIONS: usize = 8;

@@ -441,7 +441,7 @@ fn a_locked_store_is_read_from_a_snapshot_and_refuses_a_second_agent() {
         "{}",
         text(&out.stderr)
     );
-    assert!(!grace_cli::agent::is_serving(dir.path()));
+    assert!(!grace_agent::is_serving(dir.path()));
     use grace_std::Store;
     assert_eq!(
         holder.revision().expect("revision").get(),

@@ -4,8 +4,8 @@
 
 mod support;
 
+use grace_agent::api::{Client, ErrorKind, Reply, Request};
 use grace_core::{DeleteOptions, Name, Record};
-use grace_std::api::{Client, ErrorKind, Reply, Request};
 use grace_std::store::StoredObject;
 use support::Agent;
 

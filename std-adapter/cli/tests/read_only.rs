@@ -157,7 +157,7 @@ fn get_polling_never_keeps_an_agent_from_starting() {
         let deadline = Instant::now() + Duration::from_secs(10);
         let mut agent = agent;
         loop {
-            if grace_cli::agent::is_serving(dir.path()) {
+            if grace_agent::is_serving(dir.path()) {
                 stop(agent);
                 break;
             }
@@ -311,9 +311,9 @@ fn a_full_disk_fails_the_write_and_the_deletion_completes_once_there_is_room() {
     support::common::wait_for(
         "the agent serves on or stops",
         Duration::from_secs(20),
-        || !grace_cli::agent::is_serving(&dir) || support::common::runtime_answers(&dir),
+        || !grace_agent::is_serving(&dir) || support::probe::runtime_answers(&dir),
     );
-    let agent = if grace_cli::agent::is_serving(&dir) {
+    let agent = if grace_agent::is_serving(&dir) {
         agent
     } else {
         let log = agent.log();

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use grace_std::api::{MAX_REQUEST_BYTES, Reply, socket_path};
+use grace_agent::api::{MAX_REQUEST_BYTES, Reply, socket_path};
 use support::{Agent, GRACE, grace, text};
 
 /// `nobody` and `nogroup` on Debian.
@@ -109,7 +109,7 @@ fn under_umask_000_the_agent_creates_nothing_group_or_world_accessible() {
     // (in a directory nobody else can reach): its mode is final once the
     // agent answers.
     support::common::wait_for("the agent answers", Duration::from_secs(20), || {
-        support::common::runtime_answers(&dir)
+        support::probe::runtime_answers(&dir)
     });
     assert_eq!(mode(&root.path().join("parent")), 0o700, "a created parent");
     assert_eq!(mode(&dir), 0o700, "the data directory");
@@ -464,7 +464,7 @@ fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blockin
     // the slots filled again.
     let deadline = Instant::now() + Duration::from_secs(20);
     let (silent, started) = loop {
-        let silent: Vec<_> = (0..grace_cli::agent::MAX_CONNECTIONS)
+        let silent: Vec<_> = (0..grace_agent::MAX_CONNECTIONS)
             .map(|_| connect(&dir))
             .collect();
         let started = Instant::now();
@@ -485,7 +485,7 @@ fn garbage_huge_lines_and_silent_clients_are_answered_or_dropped_without_blockin
     // which frees the slots.
     let (_, mut first) = silent.into_iter().next().expect("one");
     assert!(error_message(reply(&mut first)).contains("not received in time"));
-    assert!(started.elapsed() >= grace_cli::agent::REQUEST_TIMEOUT - Duration::from_secs(1));
+    assert!(started.elapsed() >= grace_agent::REQUEST_TIMEOUT - Duration::from_secs(1));
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let (mut w, mut r) = connect(&dir);

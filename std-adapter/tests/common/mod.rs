@@ -56,29 +56,6 @@ pub fn missing_tool(what: &str) {
     eprintln!("{test}: skipped: {what}");
 }
 
-/// Whether the agent serving `data_dir` is through with its start
-/// (adoption, reconciling what it found) and its runtime thread answers:
-/// a delete of an object that does not exist goes through that thread
-/// and comes back "not found", changing nothing. `false` while no agent
-/// serves, or once its runtime thread has stopped.
-pub fn runtime_answers(data_dir: &Path) -> bool {
-    use grace_std::api::{ApiError, Client, ClientError, ErrorKind, Request};
-    let Ok(mut client) = Client::connect(data_dir) else {
-        return false;
-    };
-    let probe = Request::Delete {
-        name: "grace-test-no-such-object".into(),
-        options: grace_core::DeleteOptions::default(),
-    };
-    matches!(
-        client.call(&probe),
-        Err(ClientError::Api(ApiError {
-            kind: ErrorKind::NotFound,
-            ..
-        }))
-    )
-}
-
 /// Whether the process whose pid `pid_file` holds is running (exists and
 /// is not a zombie).
 pub fn alive(pid_file: &Path) -> bool {

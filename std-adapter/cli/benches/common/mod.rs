@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use grace_cli::agent::is_serving;
+use grace_agent::is_serving;
 
 /// The `grace` binary built with the benches.
 pub const GRACE: &str = env!("CARGO_BIN_EXE_grace");

@@ -5,6 +5,7 @@
 
 #[path = "../../../tests/common/mod.rs"]
 pub mod common;
+pub mod probe;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -87,7 +88,7 @@ impl Agent {
             clean_up: true,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !grace_cli::agent::is_serving(dir) {
+        while !grace_agent::is_serving(dir) {
             if let Some(status) = agent.child.try_wait().expect("waitable") {
                 panic!("the agent exited at start ({status}): {}", agent.log());
             }
@@ -140,7 +141,7 @@ impl Drop for Agent {
         let _ = self.child.wait();
         // The workloads outlive the agent: the test is done with them.
         if self.clean_up {
-            common::kill_left_workloads(&grace_cli::agent::workloads_dir(&self.dir));
+            common::kill_left_workloads(&grace_agent::workloads_dir(&self.dir));
         }
     }
 }

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use grace_core::{DeleteOptions, DeleteOutcome, Record};
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Event, FINALIZERS, StoredObject};
+use crate::store::{Event, FINALIZERS, Store, StoredObject};
 
 /// The socket's file name in the data directory.
 pub const SOCKET: &str = "grace.sock";
@@ -210,8 +210,11 @@ pub enum ClientError {
     NoAgent(PathBuf),
     /// The agent's socket is there, but this user may not connect to it.
     Denied(PathBuf),
-    /// The connection failed or the agent's answer could not be read.
-    Io(String),
+    /// The connection failed, or closed before the answer came.
+    Io(std::io::Error),
+    /// A request could not be written as JSON, or the agent's answer is
+    /// not a reply of this protocol.
+    Json(serde_json::Error),
     /// The agent refused the request.
     Api(ApiError),
 }
@@ -233,11 +236,13 @@ impl std::fmt::Display for ClientError {
                 socket.display()
             ),
             ClientError::Io(e) => write!(f, "talking to the agent: {e}"),
+            ClientError::Json(e) => write!(f, "talking to the agent: {e}"),
             ClientError::Api(e) => e.fmt(f),
         }
     }
 }
 
+/// Each cause is in the message: none is returned as a source.
 impl std::error::Error for ClientError {}
 
 /// A connection to the agent serving a data directory.
@@ -293,7 +298,7 @@ impl Client {
     ) -> Result<Vec<Result<Reply, ApiError>>, ClientError> {
         let mut lines = String::new();
         for request in requests {
-            lines.push_str(&serde_json::to_string(request).map_err(io)?);
+            lines.push_str(&serde_json::to_string(request).map_err(ClientError::Json)?);
             lines.push('\n');
         }
         self.writer.write_all(lines.as_bytes()).map_err(io)?;
@@ -311,7 +316,7 @@ impl Client {
     ///
     /// [`next_reply`]: Client::next_reply
     pub fn send(&mut self, request: &Request) -> Result<(), ClientError> {
-        let mut line = serde_json::to_string(request).map_err(io)?;
+        let mut line = serde_json::to_string(request).map_err(ClientError::Json)?;
         line.push('\n');
         self.writer.write_all(line.as_bytes()).map_err(io)
     }
@@ -321,17 +326,20 @@ impl Client {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).map_err(io)?;
         if n == 0 {
-            return Err(ClientError::Io("the agent closed the connection".into()));
+            return Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the agent closed the connection",
+            )));
         }
-        match serde_json::from_str(&line).map_err(io)? {
+        match serde_json::from_str(&line).map_err(ClientError::Json)? {
             Reply::Error(e) => Err(ClientError::Api(e)),
             reply => Ok(reply),
         }
     }
 }
 
-fn io(e: impl std::fmt::Display) -> ClientError {
-    ClientError::Io(e.to_string())
+fn io(e: std::io::Error) -> ClientError {
+    ClientError::Io(e)
 }
 
 /// The longest request line the agent reads, in bytes (an object with its
@@ -505,6 +513,44 @@ fn either_delete_options<'de, D: serde::Deserializer<'de>>(
         .map_err(|e| e.to_string())
         .and_then(from_wire)
         .map_err(serde::de::Error::custom)
+}
+
+/// One object or all of them as a [`Request::Get`] answers them, with the
+/// store revision they were read at (the agent's connections, and the
+/// CLI on a shared store).
+pub fn items<S: Store + ?Sized>(
+    store: &S,
+    name: Option<&str>,
+) -> Result<(u64, Vec<Item>), crate::store::StoreError> {
+    match name {
+        Some(name) => {
+            let revision = store.revision()?;
+            let Some((object, r)) = store.get(name)? else {
+                return Err(crate::store::StoreError::NotFound {
+                    name: name.to_owned(),
+                });
+            };
+            let item = Item {
+                name: name.to_owned(),
+                revision: r.get(),
+                object,
+            };
+            Ok((revision.get(), vec![item]))
+        }
+        None => {
+            let listing = store.list()?;
+            let items = listing
+                .objects
+                .into_iter()
+                .map(|(name, object, r)| Item {
+                    name,
+                    revision: r.get(),
+                    object,
+                })
+                .collect();
+            Ok((listing.revision.get(), items))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -51,33 +51,61 @@ pub struct AllowGroup {
     pub access: Access,
 }
 
+/// Why `--allow-group`'s value was refused.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AllowGroupError {
+    /// What follows the last `:` is neither `ro` nor `rw`.
+    Access(String),
+    /// No group is named.
+    Empty,
+    /// `/etc/group` cannot be read.
+    GroupFile(io::Error),
+    /// No such group in `/etc/group`.
+    NoGroup(String),
+}
+
+impl std::fmt::Display for AllowGroupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllowGroupError::Access(other) => write!(
+                f,
+                "`{other}` is not an access: GROUP:ro (get and watch) or GROUP:rw (everything)"
+            ),
+            AllowGroupError::Empty => f.write_str("the group is empty: GROUP[:ro|:rw]"),
+            AllowGroupError::GroupFile(e) => write!(f, "/etc/group: {e}"),
+            AllowGroupError::NoGroup(name) => write!(
+                f,
+                "no group `{name}` in /etc/group (give its number for other sources)"
+            ),
+        }
+    }
+}
+
+/// The cause is in the message: none is returned as a source.
+impl std::error::Error for AllowGroupError {}
+
 impl FromStr for AllowGroup {
-    type Err = String;
+    type Err = AllowGroupError;
 
     /// `GROUP`, `GROUP:ro` or `GROUP:rw`; a name is looked up in
     /// `/etc/group`, a number is taken as the gid.
-    fn from_str(arg: &str) -> Result<Self, String> {
+    fn from_str(arg: &str) -> Result<Self, AllowGroupError> {
         let (name, access) = match arg.rsplit_once(':') {
             Some((name, "ro")) => (name, Access::ReadOnly),
             Some((name, "rw")) => (name, Access::ReadWrite),
-            Some((_, other)) => {
-                return Err(format!(
-                    "`{other}` is not an access: GROUP:ro (get and watch) or GROUP:rw (everything)"
-                ));
-            }
+            Some((_, other)) => return Err(AllowGroupError::Access(other.to_owned())),
             None => (arg, Access::ReadOnly),
         };
         if name.is_empty() {
-            return Err("the group is empty: GROUP[:ro|:rw]".into());
+            return Err(AllowGroupError::Empty);
         }
         let gid = match name.parse::<u32>() {
             Ok(gid) => gid,
             Err(_) => {
-                let groups = std::fs::read_to_string("/etc/group")
-                    .map_err(|e| format!("/etc/group: {e}"))?;
-                group_id(&groups, name).ok_or_else(|| {
-                    format!("no group `{name}` in /etc/group (give its number for other sources)")
-                })?
+                let groups =
+                    std::fs::read_to_string("/etc/group").map_err(AllowGroupError::GroupFile)?;
+                group_id(&groups, name).ok_or_else(|| AllowGroupError::NoGroup(name.to_owned()))?
             }
         };
         Ok(AllowGroup {

@@ -3,7 +3,7 @@
 //!
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
-//!   by whoever makes them ([`crate::api_server`]: the CLI); the agent
+//!   by whoever makes them ([`grace_std::api_server`]: the CLI); the agent
 //!   follows the store's watch and takes every change to its objects
 //!   ([`Runtime::observe`]): a new object is started, a deletion carried
 //!   out, a removal stops the workload.
@@ -25,7 +25,7 @@
 //!   compares, so a write made after the fencing, even by an agent paused
 //!   between its check and its write, is refused
 //!   ([`StoreError::Fenced`]), and the agent stops there.
-//! - Workloads outlive the agent, as with [`crate::agent`]: SIGTERM or
+//! - Workloads outlive the agent, as with [`crate::run`]: SIGTERM or
 //!   SIGINT stop it and leave them running, and the next agent of the node
 //!   adopts them from its workload table (`<data-dir>/workloads-<node>`,
 //!   node-local: it holds pids).
@@ -37,16 +37,17 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use crate::agent::{
-    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
-    remove_logs, start, stop_on_signal, wait_for_next,
-};
 use crate::clock::Clock;
+use crate::error::AgentError;
 use crate::process::Output;
 use crate::process::logs::ContainerLogs;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
+use crate::{
+    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
+    remove_logs, start, stop_on_signal, wait_for_next,
+};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]
@@ -83,7 +84,7 @@ pub fn run(
     store: EtcdStore,
     options: &SharedAgentOptions,
     log: &mut impl Write,
-) -> Result<(), RuntimeError> {
+) -> Result<(), AgentError> {
     let node = options.node.clone();
     let epoch = store.fencing_epoch(&node)?;
     let lease = store.grant_lease(options.lease_ttl)?;
@@ -154,7 +155,7 @@ pub fn run(
         let _ = store.revoke_lease(lease);
     }
     let _ = writeln!(log, "grace agent: stopped");
-    result
+    result.map_err(AgentError::from)
 }
 
 /// Keeps the lease alive every TTL / 3; once it has expired (the agent
@@ -346,9 +347,9 @@ pub fn fence(
     store: &EtcdStore,
     node: &str,
     even_if_alive: bool,
-) -> Result<Vec<String>, RuntimeError> {
+) -> Result<Vec<String>, AgentError> {
     if !even_if_alive && store.alive_nodes()?.iter().any(|n| n == node) {
-        return Err(RuntimeError::NodeAlive {
+        return Err(AgentError::NodeAlive {
             node: node.to_owned(),
         });
     }
@@ -357,5 +358,5 @@ pub fn fence(
     let seen = store.fencing_epoch(node)?;
     let _ = store.bump_fencing_epoch(node, seen)?;
     let now = crate::clock::SystemClock::new().now();
-    crate::api_server::fence_node(store, now, node)
+    Ok(grace_std::api_server::fence_node(store, now, node)?)
 }

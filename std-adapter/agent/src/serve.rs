@@ -22,24 +22,26 @@
 //!   a line too long or too slow ends the connection. Each connection has
 //!   its own thread, so none of this holds up another client.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufReader, Read};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use grace_std::private::{self, PrivateError};
 
+use super::Input;
 use super::access::{Access, AllowGroup, Policy, peer};
 use super::outage::SharedStatus;
 use super::quota::{Connection, Holder, Quotas};
-use super::{Input, items};
+use crate::api::items;
 use crate::api::{
     ApiError, BadRequest, DATABASE, ErrorKind, MAX_REQUEST_BYTES, Reply, Request, read_request,
     socket_path, write_reply,
 };
-use crate::runtime::RuntimeError;
+use crate::error::AgentError;
 use crate::store::{RedbStore, Store, StoreError};
 
 /// How long a request line may take to arrive, from when the agent starts
@@ -54,8 +56,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// connection back within this, with no change in the store.
 pub const HANGUP_CHECK: Duration = Duration::from_millis(100);
 
-fn refused(e: PrivateError) -> RuntimeError {
-    RuntimeError::Private(e)
+fn refused(e: PrivateError) -> AgentError {
+    AgentError::Private(e)
 }
 
 /// The data directory's mode: `0700`, or `0710` (its group may reach the
@@ -67,7 +69,7 @@ fn dir_mode(group: Option<&AllowGroup>) -> u32 {
 /// Makes `dir` private, its store file private, and checks a socket left
 /// by an earlier agent, before anything is opened; with a group let in,
 /// the directory's group becomes that group.
-pub(super) fn prepare(dir: &Path, group: Option<&AllowGroup>) -> Result<(), RuntimeError> {
+pub(super) fn prepare(dir: &Path, group: Option<&AllowGroup>) -> Result<(), AgentError> {
     // The store marks a directory an agent made: only such a one has its
     // mode (and group) changed.
     let ours =
@@ -85,10 +87,9 @@ pub(super) fn prepare(dir: &Path, group: Option<&AllowGroup>) -> Result<(), Runt
 
 /// Checks that the members of `group` may pass through `dir`, a
 /// directory the agent did not make (whose mode it does not change).
-fn group_may_pass(dir: &Path, group: &AllowGroup) -> Result<(), RuntimeError> {
+fn group_may_pass(dir: &Path, group: &AllowGroup) -> Result<(), AgentError> {
     use std::os::unix::fs::MetadataExt;
-    let meta =
-        std::fs::metadata(dir).map_err(|e| RuntimeError::io(dir.display().to_string(), e))?;
+    let meta = std::fs::metadata(dir).map_err(|e| AgentError::io(dir.display().to_string(), e))?;
     let mode = meta.mode();
     if mode & 0o001 != 0 || (meta.gid() == group.gid && mode & 0o010 != 0) {
         return Ok(());
@@ -103,14 +104,14 @@ fn group_may_pass(dir: &Path, group: &AllowGroup) -> Result<(), RuntimeError> {
 /// Binds the socket (after removing one an earlier agent left: the store
 /// is ours, its lock is held) and makes it `0600`, or `0660` in the
 /// allowed group.
-pub(super) fn bind(dir: &Path, group: Option<&AllowGroup>) -> Result<UnixListener, RuntimeError> {
+pub(super) fn bind(dir: &Path, group: Option<&AllowGroup>) -> Result<UnixListener, AgentError> {
     let socket = socket_path(dir);
     private::check_socket(&socket).map_err(refused)?;
     let _ = std::fs::remove_file(&socket);
     // Inside a private directory: nobody else can reach it before its mode
     // is set.
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| RuntimeError::io(socket.display().to_string(), e))?;
+    let listener =
+        UnixListener::bind(&socket).map_err(|e| AgentError::io(socket.display().to_string(), e))?;
     let (mode, gid) = match group {
         Some(g) => (0o660, Some(g.gid)),
         None => (0o600, None),
@@ -119,13 +120,88 @@ pub(super) fn bind(dir: &Path, group: Option<&AllowGroup>) -> Result<UnixListene
     Ok(listener)
 }
 
-/// Accepts connections for as long as the listener lives.
+/// The connections an agent serves, closed together when it stops (an
+/// agent inside a program must give its store back: every connection
+/// holds it).
+#[derive(Clone, Default)]
+pub(super) struct Connections(Arc<Open>);
+
+#[derive(Default)]
+struct Open {
+    /// Set when the agent stops: the accepting thread takes nothing more.
+    stopping: AtomicBool,
+    /// Each open connection's stream, by a number of its own.
+    streams: Mutex<(u64, HashMap<u64, UnixStream>)>,
+    /// Signalled as each connection ends.
+    ended: Condvar,
+}
+
+/// How long a stopping agent waits for its connections to end once their
+/// streams are shut down (each ends at its next read, write or hang-up
+/// check).
+const CLOSE_WAIT: Duration = Duration::from_secs(5);
+
+impl Connections {
+    /// Registers a connection's stream; `None` once stopping.
+    fn open(&self, stream: &UnixStream) -> Option<u64> {
+        let copy = stream.try_clone().ok()?;
+        let mut streams = self
+            .0
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if self.0.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        let id = streams.0;
+        streams.0 = id.wrapping_add(1);
+        streams.1.insert(id, copy);
+        Some(id)
+    }
+
+    /// A connection has ended.
+    fn close(&self, id: u64) {
+        let mut streams = self
+            .0
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        streams.1.remove(&id);
+        self.0.ended.notify_all();
+    }
+
+    /// Stops accepting (the accepting thread is woken by a connection to
+    /// `socket`), shuts every open connection down and waits, at most
+    /// [`CLOSE_WAIT`], until their threads have ended. Returns whether the
+    /// accepting thread was woken (if not, it ends at its next
+    /// connection: nobody should wait for it).
+    pub(super) fn stop(&self, socket: &Path) -> bool {
+        self.0.stopping.store(true, Ordering::Release);
+        let woken = UnixStream::connect(socket).is_ok();
+        let streams = self
+            .0
+            .streams
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for stream in streams.1.values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        let _ = self
+            .0
+            .ended
+            .wait_timeout_while(streams, CLOSE_WAIT, |s| !s.1.is_empty());
+        woken
+    }
+}
+
+/// Accepts connections until the agent stops ([`Connections::stop`]).
 pub(super) fn accept(
     listener: UnixListener,
     store: Arc<RedbStore>,
     changes: mpsc::Sender<Input>,
     policy: Policy,
     status: SharedStatus,
+    connections: Connections,
 ) {
     let quotas = Arc::new(Quotas::default());
     let group: Arc<str> = policy
@@ -133,6 +209,9 @@ pub(super) fn accept(
         .as_ref()
         .map_or_else(|| Arc::from(""), |g| Arc::from(g.name.as_str()));
     for stream in listener.incoming() {
+        if connections.0.stopping.load(Ordering::Acquire) {
+            return;
+        }
         let Ok(stream) = stream else { continue };
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let (access, holder) = match peer(&stream) {
@@ -163,14 +242,20 @@ pub(super) fn accept(
                 continue;
             }
         };
+        let Some(id) = connections.open(&stream) else {
+            return;
+        };
         let store = Arc::clone(&store);
         let changes = changes.clone();
         let status = Arc::clone(&status);
         let group = Arc::clone(&group);
+        let connections = connections.clone();
         std::thread::spawn(move || {
             let mut slot = slot;
             connection(stream, access, &mut slot, &group, &store, &changes, &status);
             drop(slot);
+            drop(store);
+            connections.close(id);
         });
     }
 }

@@ -1,4 +1,8 @@
-//! `grace agent`: the node agent and API server of one data directory.
+//! # grace-agent
+//!
+//! grace's node agent as a library: the node agent and API server of one
+//! data directory, which the `grace agent` command runs and which a
+//! program can run inside its own process ([`Agent`]).
 //!
 //! It owns the embedded store (redb allows one process), serves the CLI's
 //! requests on `<data-dir>/grace.sock` (see [`crate::api`]), starts the
@@ -27,32 +31,45 @@
 //! survived: a deletion in progress completes at once (restart policy
 //! `Never`: nothing is restarted).
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
-use grace_core::{Action, DeleteError, FinalizerChange, Name};
+use grace_core::{Action, DeleteError};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::api::{ApiError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request, socket_path};
+use crate::api::{ApiError, DATABASE, ErrorKind, Reply, Request, socket_path};
 use crate::clock::{Clock, SystemClock};
 use crate::process::logs::{ContainerLogs, LogLimits};
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError, Transition};
 use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
+use grace_std::{clock, process, runtime, store};
 use outage::Outage;
 
 pub mod access;
+pub mod api;
 mod batched;
+mod error;
+#[cfg(feature = "etcd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
+pub mod node_agent;
 mod outage;
 pub mod quota;
 mod serve;
+pub mod update;
+pub mod validate;
 
-pub use access::{Access, AllowGroup};
+pub use access::{Access, AllowGroup, AllowGroupError};
 pub use batched::GROUP_COMMIT_ENV;
+pub use error::AgentError;
 pub use outage::{FIRST_RETRY, LAST_RETRY};
 pub use quota::{
     GROUP_CONNECTIONS, GROUP_WATCHES, MAX_CONNECTIONS, MAX_WATCHES, RESERVED, USER_CONNECTIONS,
@@ -60,8 +77,10 @@ pub use quota::{
 };
 pub use serve::{HANGUP_CHECK, REQUEST_TIMEOUT};
 
-/// How to run an agent.
+/// How to run an agent: [`AgentOptions::new`] gives `grace agent`'s
+/// defaults, each field may then be changed.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct AgentOptions {
     /// The data directory: the store and the socket live here.
     pub data_dir: PathBuf,
@@ -74,12 +93,29 @@ pub struct AgentOptions {
     pub allow_group: Option<AllowGroup>,
     /// How big each container's log may grow.
     pub log_limits: LogLimits,
-    /// What SIGTERM or SIGINT does with the workloads.
+    /// What stopping the agent does with the workloads.
     pub on_exit: OnExit,
 }
 
+impl AgentOptions {
+    /// An agent on `data_dir` for the node `local`, as `grace agent` runs
+    /// by default: a kill in progress keeps its deadline over a restart
+    /// (D6), only its own user and root may connect, container logs of
+    /// [`LogLimits::default`], workloads left running when it stops.
+    pub fn new(data_dir: impl Into<PathBuf>) -> AgentOptions {
+        AgentOptions {
+            data_dir: data_dir.into(),
+            node: "local".to_owned(),
+            recovery: Recovery::HonourOriginalDeadline,
+            allow_group: None,
+            log_limits: LogLimits::default(),
+            on_exit: OnExit::Leave,
+        }
+    }
+}
+
 /// What the agent does with its workloads when SIGTERM or SIGINT stops it
-/// (`--on-exit`).
+/// (`--on-exit`), or [`Agent::shutdown`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum OnExit {
     /// Leave them running, their records as they are: the next agent
@@ -98,17 +134,29 @@ pub enum OnExit {
 }
 
 impl std::str::FromStr for OnExit {
-    type Err = String;
+    type Err = UnknownOnExit;
 
     /// `leave` or `stop`.
-    fn from_str(arg: &str) -> Result<Self, String> {
+    fn from_str(arg: &str) -> Result<Self, UnknownOnExit> {
         match arg {
             "leave" => Ok(OnExit::Leave),
             "stop" => Ok(OnExit::Stop),
-            other => Err(format!("`{other}`: expected `leave` or `stop`")),
+            other => Err(UnknownOnExit(other.to_owned())),
         }
     }
 }
+
+/// A value of `--on-exit` that is neither `leave` nor `stop` (the value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownOnExit(pub String);
+
+impl std::fmt::Display for UnknownOnExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}`: expected `leave` or `stop`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownOnExit {}
 
 /// The directory of the container logs in a data directory.
 pub const LOGS: &str = "logs";
@@ -160,7 +208,7 @@ pub(crate) type Workload = (String, usize, bool);
 pub(crate) fn open_actuator(
     dir: &Path,
     log: &mut impl Write,
-) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), RuntimeError> {
+) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), AgentError> {
     // One pidfd per workload: thousands of them need more than the usual
     // soft limit of open files.
     match crate::process::raise_open_files_limit() {
@@ -180,11 +228,8 @@ pub(crate) fn open_actuator(
             "grace agent: orphans go to PID 1 (not a subreaper: {e})"
         );
     }
-    let (actuator, world, adoption) =
-        ProcessActuator::with_state_dir(dir).map_err(|e| RuntimeError::Io {
-            context: format!("the workload table {}", dir.display()),
-            error: e,
-        })?;
+    let (actuator, world, adoption) = ProcessActuator::with_state_dir(dir)
+        .map_err(|e| AgentError::io(format!("the workload table {}", dir.display()), e))?;
     let containment = match (actuator.containment(), actuator.cgroup_root()) {
         (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
         _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),
@@ -334,9 +379,8 @@ type AgentRuntime = Runtime<Arc<RedbStore>, RunClock, ProcessActuator>;
 pub(crate) fn stop_on_signal<I: Send + 'static>(
     tx: mpsc::Sender<I>,
     stop: I,
-) -> Result<(), RuntimeError> {
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT]).map_err(|e| RuntimeError::io("signals", e))?;
+) -> Result<(), AgentError> {
+    let mut signals = Signals::new([SIGTERM, SIGINT]).map_err(|e| AgentError::io("signals", e))?;
     std::thread::spawn(move || {
         if signals.forever().next().is_some() {
             let _ = tx.send(stop);
@@ -361,26 +405,145 @@ pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
     });
 }
 
-/// Runs the agent until SIGTERM or SIGINT, logging every transition to
-/// `log`. Fails if the data directory, the store or an old socket is not
-/// private (another user owns it, others may write it: see
-/// [`grace_std::private`]), if the store cannot be opened (locked by
-/// another process, unreadable) or the socket cannot be bound.
-pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeError> {
+/// Runs the agent on the calling thread until SIGTERM or SIGINT (what
+/// `grace agent` does), logging every transition to `log`. Fails if the
+/// data directory, the store or an old socket is not private (another
+/// user owns it, others may write it: see [`grace_std::private`]), if the
+/// store cannot be opened (locked by another process, unreadable) or the
+/// socket cannot be bound. To run an agent inside a program that owns its
+/// signals, see [`Agent::start`].
+pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), AgentError> {
+    let (started, _stop) = start_agent(options, true, log)?;
+    started.serve(log)
+}
+
+/// An agent running inside this process, on a thread of its own: the
+/// handle [`Agent::start`] returns.
+///
+/// The agent serves its socket ([`Agent::socket`], the protocol of
+/// [`api`], e.g. through [`api::Client`]) until [`Agent::shutdown`]; it
+/// installs no signal handler (the program owns its signals). Its
+/// workloads outlive it as they outlive `grace agent` (with
+/// [`OnExit::Leave`]): the next agent on the same data directory adopts
+/// them. Dropping the handle stops the agent and waits for it, as
+/// [`Agent::join`] does.
+///
+/// ```no_run
+/// use grace_agent::api::{Client, Reply, Request};
+/// use grace_agent::{Agent, AgentOptions};
+///
+/// let options = AgentOptions::new("/var/lib/my-orchestrator/grace");
+/// let agent = Agent::start(options, std::io::stderr())?;
+/// let mut client = Client::connect(agent.data_dir())?;
+/// let reply = client.call(&Request::Get { name: None })?;
+/// assert!(matches!(reply, Reply::Objects { .. }));
+/// agent.shutdown();
+/// agent.join()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Agent {
+    stop: mpsc::Sender<Input>,
+    thread: Option<std::thread::JoinHandle<Result<(), AgentError>>>,
+    data_dir: PathBuf,
+}
+
+impl Agent {
+    /// Starts an agent on `options.data_dir`, logging every transition to
+    /// `log`: everything that can fail at start (see [`run`]) has been
+    /// checked, the store opened, the workloads an earlier agent left
+    /// adopted and the socket bound when this returns; the agent then
+    /// serves on a thread of its own.
+    pub fn start(
+        options: AgentOptions,
+        mut log: impl Write + Send + 'static,
+    ) -> Result<Agent, AgentError> {
+        let (started, stop) = start_agent(&options, false, &mut log)?;
+        let thread = std::thread::Builder::new()
+            .name(format!("grace-agent {}", options.node))
+            .spawn(move || started.serve(&mut log))
+            .map_err(|e| AgentError::io("the agent's thread", e))?;
+        Ok(Agent {
+            stop,
+            thread: Some(thread),
+            data_dir: options.data_dir,
+        })
+    }
+
+    /// The agent's data directory: what [`api::Client::connect`] takes.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The agent's socket, `<data-dir>/grace.sock`.
+    pub fn socket(&self) -> PathBuf {
+        socket_path(&self.data_dir)
+    }
+
+    /// Asks the agent to stop, as SIGTERM stops `grace agent` (with
+    /// [`OnExit::Stop`], once its workloads have stopped); returns at
+    /// once. [`Agent::join`] waits for it.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(Input::Stop);
+    }
+
+    /// Waits until the agent has stopped: its socket removed, its
+    /// connections closed, its store closed (another agent may open it).
+    /// The error is why it stopped, if not because it was asked to.
+    pub fn join(mut self) -> Result<(), AgentError> {
+        self.wait()
+    }
+
+    fn wait(&mut self) -> Result<(), AgentError> {
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(AgentError::Panicked),
+        }
+    }
+}
+
+impl Drop for Agent {
+    /// Stops the agent and waits for it.
+    fn drop(&mut self) {
+        self.shutdown();
+        let _ = self.wait();
+    }
+}
+
+/// An agent whose start went through: what its runtime thread serves.
+struct Started {
+    rt: AgentRuntime,
+    inputs: mpsc::Receiver<Input>,
+    transitions: mpsc::Receiver<Transition>,
+    logs: ContainerLogs,
+    node: String,
+    on_exit: OnExit,
+    status: outage::SharedStatus,
+    socket: PathBuf,
+    connections: serve::Connections,
+    accepting: std::thread::JoinHandle<()>,
+}
+
+/// Starts an agent: checks, opens the store, adopts the workloads, binds
+/// the socket and picks up what an earlier agent left; with `signals`,
+/// the first SIGTERM or SIGINT stops it. Returns it with the sender of
+/// its inputs (an [`Input::Stop`] stops it).
+fn start_agent(
+    options: &AgentOptions,
+    signals: bool,
+    log: &mut impl Write,
+) -> Result<(Started, mpsc::Sender<Input>), AgentError> {
     let dir = &options.data_dir;
     // Everything that can be checked before anything is written.
-    check_data_dir(dir).map_err(RuntimeError::InvalidInput)?;
-    options
-        .log_limits
-        .check()
-        .map_err(RuntimeError::InvalidInput)?;
+    check_data_dir(dir)?;
+    options.log_limits.check().map_err(AgentError::LogLimits)?;
     let socket = socket_path(dir);
-    std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|e| {
-        RuntimeError::InvalidInput(format!(
-            "--data-dir {}: the socket path {} cannot be used ({e}); choose a shorter path",
-            dir.display(),
-            socket.display()
-        ))
+    std::os::unix::net::SocketAddr::from_pathname(&socket).map_err(|error| {
+        AgentError::SocketPath {
+            path: socket.clone(),
+            error,
+        }
     })?;
     let created_dir = !dir.exists();
     let db = dir.join(DATABASE);
@@ -409,7 +572,9 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     };
 
     let (tx, inputs) = mpsc::channel::<Input>();
-    stop_on_signal(tx.clone(), Input::Stop)?;
+    if signals {
+        stop_on_signal(tx.clone(), Input::Stop)?;
+    }
 
     let logs = container_logs(dir, None, options.log_limits);
     adopt_logs(&logs, log);
@@ -435,11 +600,18 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
             return Err(e);
         }
     };
-    let served = Arc::clone(&store);
     let policy = access::Policy::new(options.allow_group.clone());
     let status = outage::SharedStatus::default();
-    let shared = Arc::clone(&status);
-    std::thread::spawn(move || serve::accept(listener, served, tx, policy, shared));
+    let connections = serve::Connections::default();
+    let accepting = {
+        let (store, tx, status, connections) = (
+            Arc::clone(&store),
+            tx.clone(),
+            Arc::clone(&status),
+            connections.clone(),
+        );
+        std::thread::spawn(move || serve::accept(listener, store, tx, policy, status, connections))
+    };
 
     let _ = writeln!(
         log,
@@ -466,32 +638,67 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), RuntimeEr
     log_orphans(&mut rt, log);
     // Logs of records removed while no agent was running go now.
     logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
-    let batching = batched::group_commit();
-    let result = serve(
-        &mut rt,
-        &inputs,
-        &transitions,
-        Serving {
-            node: &options.node,
-            logs: &logs,
-            batching,
-            on_exit: options.on_exit,
+    let started = Started {
+        rt,
+        inputs,
+        transitions,
+        logs,
+        node: options.node.clone(),
+        on_exit: options.on_exit,
+        status,
+        socket,
+        connections,
+        accepting,
+    };
+    Ok((started, tx))
+}
+
+impl Started {
+    /// Serves until stopped, then closes the socket and every connection.
+    fn serve(self, log: &mut impl Write) -> Result<(), AgentError> {
+        let Started {
+            mut rt,
+            inputs,
+            transitions,
+            logs,
+            node,
+            on_exit,
             status,
-        },
-        log,
-    );
-    let removed = log_transitions(&transitions, log);
-    remove_logs(&rt, &logs, &removed);
-    // The workload records and logs still queued for removal go before
-    // the agent does (one left by a crash is found at the next start).
-    crate::process::removal::flush();
-    let _ = std::fs::remove_file(&socket);
-    let left = rt.actuator().running().count();
-    let _ = writeln!(
-        log,
-        "grace agent: stopped; {left} workload(s) left running for the next agent to adopt"
-    );
-    result
+            socket,
+            connections,
+            accepting,
+        } = self;
+        let result = serve(
+            &mut rt,
+            &inputs,
+            &transitions,
+            Serving {
+                node: &node,
+                logs: &logs,
+                batching: batched::group_commit(),
+                on_exit,
+                status,
+            },
+            log,
+        );
+        let removed = log_transitions(&transitions, log);
+        remove_logs(&rt, &logs, &removed);
+        // The workload records and logs still queued for removal go before
+        // the agent does (one left by a crash is found at the next start).
+        crate::process::removal::flush();
+        // No new connection, and those open are closed: the store is
+        // closed once the runtime is dropped.
+        if connections.stop(&socket) {
+            let _ = accepting.join();
+        }
+        let _ = std::fs::remove_file(&socket);
+        let left = rt.actuator().running().count();
+        let _ = writeln!(
+            log,
+            "grace agent: stopped; {left} workload(s) left running for the next agent to adopt"
+        );
+        result.map_err(AgentError::from)
+    }
 }
 
 /// Writes the transitions reported since the last call, one line each;
@@ -626,7 +833,7 @@ fn serve(
                 next = outage.served(served, log)?;
             }
             Ok(Input::Request(request, reply)) => {
-                let _ = reply.send(handle(rt, request, node));
+                let _ = reply.send(batched::handle(rt, request, node));
             }
             Ok(Input::World(event)) => {
                 // With the events and requests already waiting, in one
@@ -767,70 +974,6 @@ fn bound_here(rt: &AgentRuntime, name: &str, node: &str) -> bool {
         .is_some_and(|n| n == node)
 }
 
-/// Carries out one change request on the runtime thread.
-fn handle(rt: &mut AgentRuntime, request: Request, node: &str) -> Reply {
-    match request {
-        Request::Apply { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return invalid(e.to_string());
-            }
-            if let Err(e) = rt.create(&name, (*object).clone()) {
-                return error(&name, &e);
-            }
-            let revision = rt.object(&name).map_or(0, |o| o.record.resource_version);
-            if object.node.as_deref() == Some(node) {
-                start(rt, &name);
-            }
-            Reply::Applied { revision }
-        }
-        Request::Put { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return invalid(e.to_string());
-            }
-            crate::apply::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e))
-        }
-        Request::Delete { name, options } => {
-            let answer = match rt.handle_delete(&name, &options) {
-                Ok(r) => r,
-                Err(e) => return error(&name, &e),
-            };
-            // The agent watches its own node's objects: it sees the
-            // deletion at once and starts the kill.
-            if !answer.response.dry_run
-                && bound_here(rt, &name, node)
-                && let Err(e) = rt.handle_agent_sync(&name)
-            {
-                return error(&name, &e);
-            }
-            // The garbage collector's turn (after the answer was decided:
-            // kubectl shows the finalizer the delete added); retried at
-            // the next start if it fails now.
-            if !answer.response.dry_run {
-                let _ = rt.collect_garbage(&name);
-            }
-            Reply::Deleted(DeleteReport {
-                outcome: answer.response.outcome,
-                record: answer.record,
-                dry_run: answer.response.dry_run,
-                force: answer.response.force,
-            })
-        }
-        Request::RemoveFinalizer { name, finalizer } => {
-            let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
-                return invalid(format!("finalizer `{finalizer}`: name too long"));
-            };
-            match rt.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
-                Ok(_) => Reply::Updated,
-                Err(e) => error(&name, &e),
-            }
-        }
-        // Reads are served by the connection threads.
-        Request::Get { .. } | Request::Watch | Request::Status => {
-            invalid("not a change request".into())
-        }
-    }
-}
-
 /// Starts an object's containers that are not running and reports each
 /// one's status: `Running`, or `ContainerCannotRun` with the reason, which
 /// counts as exited.
@@ -873,6 +1016,11 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
     let _ = batch.commit();
 }
 
+/// The name of a change request, checked as the manifest readers check it.
+fn check_name(name: &str) -> Result<(), String> {
+    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
+}
+
 fn invalid(message: String) -> Reply {
     Reply::Error(ApiError {
         kind: ErrorKind::Invalid,
@@ -899,61 +1047,23 @@ fn error(name: &str, e: &RuntimeError) -> Reply {
         RuntimeError::UnknownContainer { .. }
         | RuntimeError::TooManyContainers { .. }
         | RuntimeError::InvalidName { .. }
-        | RuntimeError::InvalidInput(_)
-        | RuntimeError::Private(_)
-        | RuntimeError::NodeAlive { .. } => (ErrorKind::Invalid, e.to_string()),
+        | RuntimeError::InvalidInput(_) => (ErrorKind::Invalid, e.to_string()),
         _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })
 }
 
-/// One object or all of them, with the store revision they were read at.
-pub(crate) fn items<S: Store + ?Sized>(
-    store: &S,
-    name: Option<&str>,
-) -> Result<(u64, Vec<Item>), StoreError> {
-    match name {
-        Some(name) => {
-            let revision = store.revision()?;
-            let Some((object, r)) = store.get(name)? else {
-                return Err(StoreError::NotFound {
-                    name: name.to_owned(),
-                });
-            };
-            let item = Item {
-                name: name.to_owned(),
-                revision: r.get(),
-                object,
-            };
-            Ok((revision.get(), vec![item]))
-        }
-        None => {
-            let listing = store.list()?;
-            let items = listing
-                .objects
-                .into_iter()
-                .map(|(name, object, r)| Item {
-                    name,
-                    revision: r.get(),
-                    object,
-                })
-                .collect();
-            Ok((listing.revision.get(), items))
-        }
-    }
-}
-
 /// Checks that `data_dir` is a directory or does not exist yet; the
 /// error says what it is instead.
-pub fn check_data_dir(data_dir: &Path) -> Result<(), String> {
+pub fn check_data_dir(data_dir: &Path) -> Result<(), AgentError> {
     match std::fs::metadata(data_dir) {
         Ok(m) if m.is_dir() => Ok(()),
-        Ok(_) => Err(format!(
-            "--data-dir {}: not a directory (it is a file)",
-            data_dir.display()
-        )),
+        Ok(_) => Err(AgentError::NotADirectory(data_dir.to_path_buf())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(format!("--data-dir {}: {e}", data_dir.display())),
+        Err(error) => Err(AgentError::DataDir {
+            path: data_dir.to_path_buf(),
+            error,
+        }),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Group commit of the agent's change requests.
+//! The agent's change requests: one decision ([`decide`]) for a request
+//! alone ([`handle`]) or with others (group commit, [`serve_batch`]).
 //!
 //! Requests that are waiting together on the runtime thread are decided
 //! one after another on one [`Batch`](crate::runtime::Batch) and made
@@ -17,7 +18,7 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{Input, error, invalid, start_all};
+use super::{Input, check_name, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
@@ -157,7 +158,8 @@ fn name(request: &Request) -> Option<&str> {
     }
 }
 
-/// Decides one request on the batch (as the agent's `handle` does alone).
+/// Decides one change request on a batch: the agent's one dispatch of
+/// change requests, alone ([`handle`]) or with others ([`serve_batch`]).
 fn decide<S: Store, C: Clock>(
     batch: &mut Batch<'_, S, C, ProcessActuator>,
     request: Request,
@@ -165,8 +167,8 @@ fn decide<S: Store, C: Clock>(
 ) -> Decided {
     match request {
         Request::Apply { name, object } => {
-            if let Err(e) = crate::manifest::check_name("metadata.name", &name) {
-                return Decided::Refused(invalid(e.to_string()));
+            if let Err(e) = check_name(&name) {
+                return Decided::Refused(invalid(e));
             }
             let start = object.node.as_deref() == Some(node);
             match batch.create(&name, *object) {
@@ -214,11 +216,33 @@ fn decide<S: Store, C: Clock>(
                 Err(e) => Decided::Refused(error(&name, &e)),
             }
         }
-        // Never in a batch (see `batchable`).
+        // Put: see `handle`. Reads are served by the connection threads.
         Request::Put { .. } | Request::Get { .. } | Request::Watch | Request::Status => {
-            Decided::Refused(invalid("not a request decided in a batch".into()))
+            Decided::Refused(invalid("not a change request decided on a batch".into()))
         }
     }
+}
+
+/// Decides one change request alone, on a batch of its own: the same
+/// decision as in a batch of many ([`decide`]), made durable by its own
+/// commit. Only [`Request::Put`], an update carried out as the steps it is
+/// made of (see [`crate::update`]), is decided on the runtime itself.
+pub(super) fn handle<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    request: Request,
+    node: &str,
+) -> Reply {
+    if let Request::Put { name, object } = request {
+        if let Err(e) = check_name(&name) {
+            return invalid(e);
+        }
+        return crate::update::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e));
+    }
+    let mut batch = rt.open_batch();
+    let decided = decide(&mut batch, request, node);
+    let committed = batch.commit();
+    let mut replies = settle(rt, vec![decided], committed.as_ref().err());
+    replies.pop().unwrap_or_else(|| invalid("no answer".into()))
 }
 
 /// Answers every request of a batch, after its commit (`failed`: why the
@@ -228,11 +252,26 @@ fn answer<S: Store, C: Clock>(
     waiting: Vec<(mpsc::SyncSender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
 ) {
+    let (senders, decided): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
+    let replies = settle(rt, decided, failed);
+    for (reply, sent) in senders.into_iter().zip(replies) {
+        let _ = reply.send(sent);
+    }
+}
+
+/// The answers of the requests of a batch, in their order, after its
+/// commit (`failed`: why the commit failed); the objects created on this
+/// node are started first.
+fn settle<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    decided: Vec<Decided>,
+    failed: Option<&RuntimeError>,
+) -> Vec<Reply> {
     // Started together once every answer is known (one commit for their
     // statuses); each apply is answered once its containers were started.
     let mut to_start = Vec::new();
-    let mut answers = Vec::with_capacity(waiting.len());
-    for (reply, decided) in waiting {
+    let mut answers = Vec::with_capacity(decided.len());
+    for decided in decided {
         let sent = match (decided, failed) {
             (Decided::Refused(refused), _) => refused,
             (
@@ -253,12 +292,10 @@ fn answer<S: Store, C: Clock>(
                 Reply::Applied { revision }
             }
         };
-        answers.push((reply, sent));
+        answers.push(sent);
     }
     start_all(rt, to_start.iter().map(String::as_str));
-    for (reply, sent) in answers {
-        let _ = reply.send(sent);
-    }
+    answers
 }
 
 #[cfg(test)]
@@ -468,6 +505,71 @@ mod tests {
         let (o2, revision) = store.inner.get("o2").expect("read").expect("o2 stays");
         assert_eq!(revision, o2_revision, "the refused request wrote nothing");
         assert_eq!(o2.record.deletion_timestamp, None);
+    }
+
+    /// What an answer says, without its timestamps and revisions (each
+    /// commit moves the store's revision).
+    fn verdict(reply: &Reply) -> String {
+        match reply {
+            Reply::Error(e) => format!("{:?}", e.kind),
+            Reply::Applied { .. } => "applied".into(),
+            Reply::Deleted(d) => format!("deleted {:?}", d.outcome),
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_dispatch_a_request_alone_is_answered_as_in_a_batch() {
+        let requests = || {
+            let wrong_uid = Preconditions {
+                uid: Some(uid("someone-else")),
+                resource_version: None,
+            };
+            let x = StoredObject::on_node(Record::new(uid("x")), "node-b");
+            vec![
+                delete("o0", Preconditions::default()),
+                delete("o1", wrong_uid),
+                delete("nobody", Preconditions::default()),
+                Request::Apply {
+                    name: "x".into(),
+                    object: Box::new(x.clone()),
+                },
+                Request::Apply {
+                    name: "x".into(),
+                    object: Box::new(x),
+                },
+                Request::RemoveFinalizer {
+                    name: "o1".into(),
+                    finalizer: "example.com/none".into(),
+                },
+                Request::Apply {
+                    name: "Not_A_Name".into(),
+                    object: Box::new(StoredObject::on_node(Record::new(uid("y")), NODE)),
+                },
+            ]
+        };
+        let names = ["o0", "o1"];
+        let batched = {
+            let dir = tempfile::tempdir().expect("dir");
+            let (store, mut rt) = setup(&dir, &names, NODE);
+            serve(&store, &mut rt, requests())
+                .iter()
+                .map(|(reply, _)| verdict(reply))
+                .collect::<Vec<_>>()
+        };
+        let alone = {
+            let dir = tempfile::tempdir().expect("dir");
+            let (_store, mut rt) = setup(&dir, &names, NODE);
+            requests()
+                .into_iter()
+                .map(|request| verdict(&handle(&mut rt, request, NODE)))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(alone, batched);
+        assert_eq!(alone[1], "Conflict");
+        assert_eq!(alone[2], "NotFound");
+        assert_eq!(alone[4], "AlreadyExists");
+        assert_eq!(alone[6], "Invalid");
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! on every request whoever sent it (the CLI, another program, a raw
 //! socket), before anything is decided or stored.
 //!
-//! The CLI's manifest readers ([`crate::manifest`],
-//! [`crate::manifest_file`]) check a manifest as it was written, with the
+//! The CLI's manifest readers (grace-cli's `manifest` and
+//! `manifest_file`) check a manifest as it was written, with the
 //! field's place in the file; what they produce passes this check. This
 //! one checks the object as it is stored: everything the agent relies on
 //! when it runs the object (a container names its program, a stop signal
@@ -113,7 +113,7 @@ pub fn object_named(
         }
     }
     for (key, value) in &object.labels {
-        crate::k8s_pod::check_label(key, value)
+        grace_std::api_server::check_label(key, value)
             .map_err(|m| at(&format!("metadata.labels.{key}"), m))?;
     }
     if let Some(node) = &object.node {
@@ -232,28 +232,6 @@ mod tests {
     }
 
     #[test]
-    fn what_the_cli_makes_of_its_manifests_passes() {
-        assert_eq!(object_named("web", &pod(), true), Ok(()));
-        let m = crate::manifest::parse(
-            r#"{"kind":"Object","metadata":{"name":"o","finalizers":["a/b"]}}"#,
-            || "u".into(),
-        )
-        .expect("valid");
-        assert_eq!(object_named(&m.name, &m.object, true), Ok(()));
-        let docs = crate::manifest_file::parse(
-            "x.yaml",
-            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: web}}\n\
-             spec:\n  initContainers: [{name: s, command: [sleep, '1'], restartPolicy: Always}]\n  \
-             containers:\n  - name: a\n    command: [sleep, '1']\n    \
-             lifecycle: {preStop: {sleep: {seconds: 1}}, stopSignal: SIGINT}\n",
-        )
-        .expect("valid");
-        for d in docs {
-            assert_eq!(object_named(&d.name, &d.object, false), Ok(()));
-        }
-    }
-
-    #[test]
     fn what_the_cli_refuses_the_agent_refuses_naming_the_field() {
         assert_eq!(
             refused(|o| o.containers[0].command.clear()),
@@ -332,30 +310,5 @@ mod tests {
             e.to_string(),
             "Pod \"web\" is invalid: metadata.uid: Required value"
         );
-    }
-}
-
-#[cfg(test)]
-mod shown {
-    use super::*;
-    use crate::store::StoredContainer;
-    use grace_core::{Record, Timestamp};
-
-    #[test]
-    fn an_accepted_object_with_extreme_values_is_shown_without_a_panic() {
-        for created in [i64::MIN, -1, 0, i64::MAX] {
-            let record = Record::builder("u").build().expect("a record");
-            let mut o = StoredObject::on_node(record, "n");
-            let mut c = StoredContainer::new("a", ["x"]);
-            c.stop_signal = Some(31);
-            o.containers.push(c);
-            o.created = Some(Timestamp::from_unix_seconds(created));
-            o.record.termination_grace_period_seconds = Some(i64::MAX);
-            assert_eq!(object_named("p", &o, true), Ok(()));
-            for now in [i64::MIN, 0, i64::MAX] {
-                let _ = crate::output::row("p", &o, true, Timestamp::from_unix_seconds(now), None);
-            }
-            let _ = crate::k8s_pod::to_pod("p", &o);
-        }
     }
 }

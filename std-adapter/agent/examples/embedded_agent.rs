@@ -1,0 +1,90 @@
+//! A node agent inside your own program: started on a data directory,
+//! talked to through its socket, stopped when the program is done.
+//!
+//! It applies a pod whose container is a real `sleep`, deletes it with a
+//! grace of 30 s (the stop signal ends `sleep` at once), waits until the
+//! watch says it is gone, and stops the agent.
+//!
+//! ```text
+//! cargo run -p grace-agent --example embedded_agent -- /tmp/grace-embedded
+//! ```
+
+use std::error::Error;
+use std::path::Path;
+
+use grace_agent::api::{Client, Reply, Request};
+use grace_agent::{Agent, AgentOptions};
+use grace_core::{DeleteOptions, Record};
+use grace_std::store::{ContainerStatus, EventKind, StoredContainer, StoredObject};
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let dir = std::env::args_os()
+        .nth(1)
+        .ok_or("usage: embedded_agent DATA_DIR")?;
+    run(Path::new(&dir), &["sleep", "600"], |pod| {
+        println!("{pod} runs");
+    })
+}
+
+/// Runs an agent on `data_dir`, applies the pod `web` running `command` on
+/// it (calling `on_running` once its container runs), deletes it, waits
+/// until it is gone and stops the agent.
+pub fn run(
+    data_dir: &Path,
+    command: &[&str],
+    mut on_running: impl FnMut(&str),
+) -> Result<(), Box<dyn Error>> {
+    // The agent of the node `local`, its log on standard error.
+    let agent = Agent::start(AgentOptions::new(data_dir), std::io::stderr())?;
+    println!("agent serving {}", agent.socket().display());
+
+    // A watch first, so that no change is missed.
+    let mut watch = Client::connect(agent.data_dir())?;
+    watch.send(&Request::Watch)?;
+    let Reply::Objects { .. } = watch.next_reply()? else {
+        return Err("the watch did not start with a listing".into());
+    };
+
+    // Apply: the agent starts the container before it answers.
+    let mut client = Client::connect(agent.data_dir())?;
+    let mut pod = StoredObject::on_node(
+        Record::builder("").grace_period_seconds(30).build()?,
+        "local",
+    );
+    pod.containers
+        .push(StoredContainer::new("app", command.iter().copied()));
+    let reply = client.call(&Request::Put {
+        name: "web".into(),
+        object: Box::new(pod),
+    })?;
+    println!("web: {reply:?}");
+    let Reply::Objects { items, .. } = client.call(&Request::Get {
+        name: Some("web".into()),
+    })?
+    else {
+        return Err("get answered something else".into());
+    };
+    if items.first().map(|i| i.object.status.as_slice()) != Some(&[ContainerStatus::Running]) {
+        return Err(format!("web does not run: {items:?}").into());
+    }
+    on_running("web");
+
+    // Delete: the stop signal now, SIGKILL in 30 s if it were still there.
+    client.call(&Request::Delete {
+        name: "web".into(),
+        options: DeleteOptions::with_grace(30),
+    })?;
+    loop {
+        match watch.next_reply()? {
+            Reply::Event(e) if e.name == "web" && e.kind == EventKind::Deleted => break,
+            Reply::Event(_) => {}
+            other => return Err(format!("the watch answered {other:?}").into()),
+        }
+    }
+    println!("web is gone");
+
+    agent.shutdown();
+    agent.join()?;
+    println!("agent stopped");
+    Ok(())
+}

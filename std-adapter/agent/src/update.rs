@@ -1,0 +1,160 @@
+//! An update of a stored object, as the Kubernetes API server updates a
+//! Pod: labels may change at any time; finalizers may be removed (the last
+//! one may complete a deletion, R45) and added only while the object is not
+//! being deleted (R46: the whole update is refused otherwise); everything
+//! else of the spec is immutable and a change to it is refused; a uid given
+//! with the object must be the stored one (409).
+//!
+//! The agent carries out an update as the steps it is made of (labels,
+//! added finalizers, removed finalizers), after checking them all; each is
+//! durable on its own.
+
+use std::collections::BTreeMap;
+
+use grace_core::{FinalizerChange, Name};
+
+use crate::api::{ApiError, ErrorKind, Reply};
+use crate::clock::Clock;
+use crate::process::ProcessActuator;
+use crate::runtime::{Runtime, RuntimeError};
+use crate::store::{Store, StoredObject};
+
+/// What an update changes, once checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// The new labels, if they differ.
+    pub labels: Option<BTreeMap<String, String>>,
+    /// Finalizers to add.
+    pub add: Vec<Name>,
+    /// Finalizers to remove.
+    pub remove: Vec<Name>,
+}
+
+impl Plan {
+    /// Whether the update changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_none() && self.add.is_empty() && self.remove.is_empty()
+    }
+}
+
+/// Checks the update of `old` (stored) into `new` (the manifest's) as the
+/// API server would, and says what it changes.
+pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, ApiError> {
+    if !new.uid().is_empty() && new.uid() != old.uid() {
+        return Err(ApiError {
+            kind: ErrorKind::Conflict,
+            message: format!(
+                "Operation cannot be fulfilled on pods \"{name}\": Precondition failed: UID in precondition: {}, UID in object meta: {}",
+                new.uid(),
+                old.uid()
+            ),
+        });
+    }
+    let immutable = [
+        ("kind", old.strategy != new.strategy),
+        ("spec.nodeName", old.node != new.node),
+        (
+            "spec.terminationGracePeriodSeconds",
+            old.record.termination_grace_period_seconds
+                != new.record.termination_grace_period_seconds,
+        ),
+        ("spec.containers", old.containers != new.containers),
+    ];
+    if let Some((field, _)) = immutable.iter().find(|(_, changed)| *changed) {
+        return Err(ApiError {
+            kind: ErrorKind::Invalid,
+            message: format!(
+                "Pod \"{name}\" is invalid: {field}: Forbidden: pod updates may not change fields other than metadata.labels and metadata.finalizers"
+            ),
+        });
+    }
+    let add: Vec<Name> = new
+        .record
+        .finalizers
+        .iter()
+        .filter(|f| !old.record.finalizers.contains(f.as_str()))
+        .cloned()
+        .collect();
+    let remove: Vec<Name> = old
+        .record
+        .finalizers
+        .iter()
+        .filter(|f| !new.record.finalizers.contains(f.as_str()))
+        .cloned()
+        .collect();
+    if !add.is_empty() && old.record.deletion_timestamp.is_some() {
+        let names: Vec<String> = add.iter().map(|f| format!("\"{f}\"")).collect();
+        return Err(ApiError {
+            kind: ErrorKind::Invalid,
+            message: format!(
+                "Pod \"{name}\" is invalid: metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers [{}] (R46)",
+                names.join(", ")
+            ),
+        });
+    }
+    Ok(Plan {
+        labels: (old.labels != new.labels).then(|| new.labels.clone()),
+        add,
+        remove,
+    })
+}
+
+/// The agent's side of [`Request::Put`](crate::api::Request::Put): creates the object (and starts
+/// it if it is bound to `node`) or updates it.
+pub fn put<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    name: &str,
+    object: StoredObject,
+    node: &str,
+) -> Result<Reply, RuntimeError> {
+    let Some(old) = rt
+        .object(name)
+        .filter(|_| rt.lifecycle(name).is_some_and(|l| l.is_stored()))
+    else {
+        let mut object = object;
+        if object.uid().is_empty() {
+            object.record.uid =
+                Name::try_from(new_uid().as_str()).map_err(|e| RuntimeError::InvalidName {
+                    field: "metadata.uid",
+                    reason: e.to_string(),
+                })?;
+        }
+        let bound_here = object.node.as_deref() == Some(node);
+        rt.create(name, object)?;
+        let revision = rt.object(name).map_or(0, |o| o.record.resource_version);
+        if bound_here {
+            crate::start(rt, name);
+        }
+        return Ok(Reply::Applied { revision });
+    };
+    let plan = match plan(name, &old, &object) {
+        Ok(plan) => plan,
+        Err(e) => return Ok(Reply::Error(e)),
+    };
+    let changed = !plan.is_empty();
+    if let Some(labels) = plan.labels {
+        rt.update_labels(name, labels)?;
+    }
+    for f in plan.add {
+        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Add(f))?;
+    }
+    for f in plan.remove {
+        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Remove(f))?;
+    }
+    Ok(Reply::Configured { changed })
+}
+
+/// A fresh uid: unique per process and call (time, process id, counter).
+pub fn new_uid() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{:016x}-{:08x}-{:04x}",
+        nanos as u64,
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
+    )
+}

@@ -1,0 +1,73 @@
+//! The example `embedded_agent` run for real, inside this test's process:
+//! an agent started from library code runs a real `sleep`, deletes it the
+//! graceful way (R1: the stop signal first) and stops; then its store is
+//! free for the next agent.
+
+#[allow(dead_code, reason = "the example's `main` is not called here")]
+#[path = "../examples/embedded_agent.rs"]
+mod example;
+
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The pids of the processes whose command line is exactly `args`.
+fn processes(args: &[&str]) -> Vec<u32> {
+    let wanted: Vec<u8> = args
+        .iter()
+        .flat_map(|a| [a.as_bytes(), b"\0"].concat())
+        .collect();
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted))
+        .collect()
+}
+
+/// Whether `pid` is gone (or a zombie not reaped yet by anyone but us).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+}
+
+#[test]
+fn r1_an_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let data_dir = dir.path().join("data");
+    // A command line no other process has.
+    let seconds = format!("600.{}", std::process::id());
+    let command = ["sleep", seconds.as_str()];
+    let (tx, rx) = mpsc::channel();
+    let run = {
+        let data_dir = data_dir.clone();
+        let seconds = seconds.clone();
+        std::thread::spawn(move || {
+            let mut running = Vec::new();
+            let result = example::run(&data_dir, &["sleep", seconds.as_str()], |_| {
+                running = processes(&["sleep", seconds.as_str()]);
+            })
+            .map_err(|e| e.to_string());
+            let _ = tx.send((result, running));
+        })
+    };
+    let (result, running) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the example finished within a minute");
+    run.join().expect("the example's thread");
+    assert_eq!(result, Ok(()));
+    assert_eq!(running.len(), 1, "one real `sleep` ran: {running:?}");
+    assert!(gone(running[0]), "the `sleep` is gone once its pod is");
+    assert!(processes(&command).iter().all(|&p| gone(p)));
+    assert!(
+        !Path::new(&data_dir).join("grace.sock").exists(),
+        "the socket is removed"
+    );
+
+    // The store was closed with the agent: the next one opens it at once.
+    let next =
+        grace_agent::Agent::start(grace_agent::AgentOptions::new(&data_dir), std::io::sink())
+            .expect("a second agent on the same data directory");
+    next.shutdown();
+    next.join().expect("stopped");
+}
