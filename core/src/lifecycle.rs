@@ -929,7 +929,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// this); later preconditions are checked against it ([R7]).
     ///
     /// [R7]: crate::rules#r7
-    pub fn stored_at(&mut self, resource_version: u64) {
+    pub fn set_resource_version(&mut self, resource_version: u64) {
         self.record.resource_version = resource_version;
     }
 

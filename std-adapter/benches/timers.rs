@@ -323,7 +323,7 @@ impl Object {
             .store
             .update(&self.name, object, self.revision)
             .expect("written");
-        self.lifecycle.stored_at(revision.get());
+        self.lifecycle.set_resource_version(revision.get());
         self.revision = revision;
         state
     }

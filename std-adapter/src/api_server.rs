@@ -268,7 +268,7 @@ fn decide<S: Store + ?Sized, T>(
             return Err(RuntimeError::NotFound(name.to_owned()));
         };
         let mut lifecycle = fresh(&object, &stopped_containers(&object))?;
-        lifecycle.stored_at(revision.get());
+        lifecycle.set_resource_version(revision.get());
         let (write, answer) = decision(&object, &mut lifecycle)?;
         let written = match write {
             Decided::Nothing => return Ok(answer),

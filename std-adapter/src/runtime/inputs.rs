@@ -48,7 +48,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
         };
         let mut lifecycle = lifecycle;
-        lifecycle.stored_at(revision.get());
+        lifecycle.set_resource_version(revision.get());
         self.objects.insert(name, lifecycle, spec, Some(revision));
         Ok(())
     }

@@ -189,7 +189,7 @@ impl Objects {
         };
         entry.revision = Some(revision);
         match &mut entry.held {
-            Held::Open(lifecycle) => lifecycle.stored_at(revision.get()),
+            Held::Open(lifecycle) => lifecycle.set_resource_version(revision.get()),
             Held::Packed(_) => entry.stale_version = true,
         }
     }
@@ -421,7 +421,7 @@ fn fix_version(entry: &Entry, lifecycle: &mut ObjectLifecycle) {
     if entry.stale_version
         && let Some(revision) = entry.revision
     {
-        lifecycle.stored_at(revision.get());
+        lifecycle.set_resource_version(revision.get());
     }
 }
 

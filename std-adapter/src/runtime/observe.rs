@@ -79,7 +79,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     .handle_record_observed(now, Some(&object.record))
                 {
                     Ok(_) => {
-                        entry.lifecycle.stored_at(revision.get());
+                        entry.lifecycle.set_resource_version(revision.get());
                         *entry.revision = Some(*revision);
                         Observed::Changed
                     }

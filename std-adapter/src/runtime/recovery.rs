@@ -181,11 +181,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             .and_then(|state| KillRecord::decode(state).ok());
         let Some(saved) = saved else {
             let mut lifecycle = fresh(object, &[])?;
-            lifecycle.stored_at(revision.get());
+            lifecycle.set_resource_version(revision.get());
             return Ok((lifecycle, false));
         };
         let mut lifecycle = saved.lifecycle;
-        lifecycle.stored_at(revision.get());
+        lifecycle.set_resource_version(revision.get());
         let mut meta = object.record.clone();
         meta.resource_version = revision.get();
         // Another process may have written the record since (a shared
@@ -194,7 +194,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let written_elsewhere = lifecycle.record() != &meta;
         if written_elsewhere && lifecycle.record().uid != meta.uid {
             let mut lifecycle = fresh(object, &[])?;
-            lifecycle.stored_at(revision.get());
+            lifecycle.set_resource_version(revision.get());
             return Ok((lifecycle, false));
         }
         if saved.epoch != self.epoch {
@@ -236,7 +236,7 @@ fn restart_kill(
         .collect();
     let agent = lifecycle.agent();
     let mut again = fresh(object, &stopped)?;
-    again.stored_at(revision.get());
+    again.set_resource_version(revision.get());
     let _ = again.handle_agent_sync(now);
     if agent.evicted {
         // An eviction's kill starts again too, with the budget it had (the
