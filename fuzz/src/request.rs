@@ -12,8 +12,8 @@
 //! Every request read then goes through the agent's one validation
 //! (`grace_agent::validate::request`), which must not panic; an object it
 //! accepts must hold what the agent relies on when it runs one (checked
-//! here apart from the validation's own code) and must be shown by
-//! `grace get` (its table row, its Pod) without a panic.
+//! here apart from the validation's own code) and must convert to the Pod
+//! `grace get -o yaml` shows without a panic.
 
 use std::io::{BufReader, Cursor};
 
@@ -106,8 +106,6 @@ fn validated(request: &Request) {
         return;
     }
     runnable(name, object, uid_required);
-    let now = grace_core::Timestamp::from_unix_seconds(0);
-    let _ = grace_cli::output::row(name, object, true, now, None);
     let _ = grace_k8s::pod_object::to_pod(name, object);
 }
 
