@@ -97,7 +97,10 @@ fn validated(request: &Request) {
             return;
         }
         Request::Delete { .. } | Request::Get { .. } | Request::Watch | Request::Status => {
-            assert!(verdict.is_ok(), "nothing to refuse in {request:?}: {verdict:?}");
+            assert!(
+                verdict.is_ok(),
+                "nothing to refuse in {request:?}: {verdict:?}"
+            );
             return;
         }
     };
@@ -122,7 +125,10 @@ fn runnable(name: &str, object: &StoredObject, uid_required: bool) {
     assert!(!uid_required || !object.uid().is_empty(), "no uid");
     assert!(object.agent.is_none(), "a kill state from a client");
     assert!(object.status.is_empty(), "statuses from a client");
-    assert!(object.record.deletion_timestamp.is_none(), "a deletion from a client");
+    assert!(
+        object.record.deletion_timestamp.is_none(),
+        "a deletion from a client"
+    );
     assert!(
         object
             .record
@@ -130,7 +136,11 @@ fn runnable(name: &str, object: &StoredObject, uid_required: bool) {
             .is_none_or(|g| g >= 0),
         "a negative grace"
     );
-    assert!(object.node.as_deref().is_none_or(label), "node {:?}", object.node);
+    assert!(
+        object.node.as_deref().is_none_or(label),
+        "node {:?}",
+        object.node
+    );
     assert!(object.containers.len() <= grace_std::runtime::CONTAINERS);
     for (i, c) in object.containers.iter().enumerate() {
         assert!(label(&c.name), "container {i} name {:?}", c.name);
@@ -139,8 +149,14 @@ fn runnable(name: &str, object: &StoredObject, uid_required: bool) {
             "container {i}: a duplicate name"
         );
         let program = c.command.first().map(String::as_str);
-        assert!(program.is_some_and(|p| !p.is_empty()), "container {i}: no program");
-        assert!(c.command.iter().all(|a| !a.contains('\0')), "container {i}: a NUL");
+        assert!(
+            program.is_some_and(|p| !p.is_empty()),
+            "container {i}: no program"
+        );
+        assert!(
+            c.command.iter().all(|a| !a.contains('\0')),
+            "container {i}: a NUL"
+        );
         assert!(
             c.pre_stop
                 .as_deref()
