@@ -36,6 +36,7 @@
 //! (containerd cri#1098).
 
 pub mod cgroup;
+mod child_exits;
 pub mod group;
 pub mod identity;
 pub mod logs;
