@@ -36,6 +36,7 @@
 //! (containerd cri#1098).
 
 pub mod cgroup;
+mod child_exits;
 pub mod group;
 pub mod identity;
 pub mod logs;
@@ -885,9 +886,10 @@ impl Actuator for ProcessActuator {
 }
 
 /// The hard limit of open files [`raise_open_files_limit`] asks for where
-/// it may raise it (as root): an agent holds two descriptors per running
-/// workload (its pidfd and its output pipe), so the usual hard limits of
-/// 4 096 to 20 000 end at a few thousand workloads.
+/// it may raise it (as root): an agent holds a descriptor per running
+/// workload (its output pipe) and, for a workload it adopted rather than
+/// started, a pidfd too, so the usual hard limits of 4 096 to 20 000 end
+/// at a few thousand workloads.
 pub const WANTED_OPEN_FILES: u64 = 65_536;
 
 /// Raises this process's limit of open files (`RLIMIT_NOFILE`): the hard

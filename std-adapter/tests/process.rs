@@ -420,8 +420,8 @@ fn may_raise_hard_limits() -> bool {
 
 /// The agent's open-files limit: the soft limit ends equal to the hard
 /// one, and where it may (`CAP_SYS_RESOURCE`) a hard limit below
-/// `WANTED_OPEN_FILES` is raised to it (two descriptors per workload:
-/// 10 000 workloads need over 20 000).
+/// `WANTED_OPEN_FILES` is raised to it (up to two descriptors per
+/// workload, for adopted ones: 10 000 of them need over 20 000).
 #[test]
 fn the_open_files_limit_is_raised_for_thousands_of_workloads() {
     let (soft, hard) = grace_std::process::raise_open_files_limit().expect("limits raised");

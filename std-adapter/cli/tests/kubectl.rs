@@ -623,6 +623,65 @@ fn an_orphan_that_left_its_group_is_reaped_by_the_agent_when_it_ends() {
     });
 }
 
+/// The agent's open descriptors that are pidfds, and all of them.
+fn pidfds_and_fds(pid: u32) -> (usize, usize) {
+    let fds: Vec<_> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the agent's fds")
+        .flatten()
+        .collect();
+    let pidfds = fds
+        .iter()
+        .filter(|fd| {
+            std::fs::read_link(fd.path())
+                .is_ok_and(|target| target.to_string_lossy().contains("pidfd"))
+        })
+        .count();
+    (pidfds, fds.len())
+}
+
+/// A subreaper learns of its own children's exits without a pidfd each:
+/// a running workload costs the agent one descriptor (its log pipe), so
+/// 10 000 fit a hard limit of 20 000. The exit status still reaches the
+/// store.
+#[test]
+fn the_agent_holds_one_descriptor_per_running_workload_and_no_pidfd_for_its_children() {
+    const N: usize = 12;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let agent = Agent::start(dir.path(), &[]);
+    let (_, idle) = pidfds_and_fds(agent.id());
+    let pids: Vec<PathBuf> = (0..N)
+        .map(|i| dir.path().join(format!("w{i}.pid")))
+        .collect();
+    for (i, pid) in pids.iter().enumerate() {
+        apply(
+            dir.path(),
+            &format!("w{i}.json"),
+            &pod(&format!("w{i}"), 5, pid, false, ""),
+        );
+    }
+    wait_for("every workload runs", Duration::from_secs(20), || {
+        pids.iter()
+            .all(|p| std::fs::read_to_string(p).is_ok_and(|s| s.ends_with('\n')))
+    });
+    let (pidfds, loaded) = pidfds_and_fds(agent.id());
+    assert_eq!(pidfds, 0, "no pidfd for the agent's own children");
+    assert!(
+        loaded <= idle + N + 2,
+        "about one descriptor per workload: {idle} idle, {loaded} with {N} workloads"
+    );
+
+    // An exit is still seen, with its status: 0 from its SIGTERM trap (an
+    // exit without a status would read as 137, an Error).
+    let first = read_pid(&pids[0]);
+    let _ = Command::new("kill")
+        .args(["-TERM", &first.to_string()])
+        .status();
+    wait_for("w0 is Completed", Duration::from_secs(10), || {
+        let table = text(&grace(dir.path(), &["get", "w0", "--no-headers"]).stdout);
+        cells(table.trim()).get(2) == Some(&"Completed")
+    });
+}
+
 /// The cells of a table row (`get`'s columns never hold spaces).
 fn cells(row: &str) -> Vec<&str> {
     row.split_whitespace().collect()

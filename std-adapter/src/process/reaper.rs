@@ -1,8 +1,13 @@
 //! One reaper for every process: a single thread waits on one `epoll` set
-//! that holds a pidfd per watched process (children and adopted processes
-//! alike: `pidfd_open` works for any process), reaps children's exit
-//! statuses with `waitid`, kills what is left of the group, and reports
-//! the exit once the group (or cgroup) is empty. No thread per child.
+//! that holds a pidfd per watched process (`pidfd_open` works for any
+//! process), reaps children's exit statuses with `waitid`, kills what is
+//! left of the group, and reports the exit once the group (or cgroup) is
+//! empty. No thread per child.
+//!
+//! In a subreaper ([`orphans::become_subreaper`]), its own children need
+//! no pidfd: their exits come from [`child_exits`], which reaps every child
+//! of the process as it ends, so a workload costs no file descriptor here.
+//! Adopted processes (not children) keep their pidfd.
 //!
 //! Each pidfd is registered once, when the watch is taken up, and leaves
 //! the set when its process exits: the thread sleeps until a process
@@ -22,8 +27,9 @@ use rustix::io::Errno;
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions, pidfd_open, waitid};
 
 use super::WorldEvent;
+use super::child_exits::{self, Exit, Notify};
 use super::group::Group;
-use super::orphans::{self, Sweep};
+use super::orphans;
 
 /// How often the groups of exited leaders are checked for leftovers (and
 /// a pidfd the epoll set refused is polled).
@@ -76,15 +82,20 @@ enum Msg {
     Live(Live),
     /// A process already gone: its group is emptied and its exit reported.
     Gone(WatchedProcess),
+    /// A child whose exit [`child_exits`] reports (no pidfd).
+    Child(WatchedProcess),
+    /// A child's exit, from [`child_exits`].
+    Exited(Exit),
 }
 
 /// The handle to the reaper thread; dropping it ends the thread.
-#[derive(Debug)]
 pub struct Reaper {
     add: mpsc::Sender<Msg>,
     /// Wakes the thread for a new watch (`None`: it looks every
     /// [`TAKE_EVERY`] instead).
     wake: Option<Arc<OwnedFd>>,
+    /// Hands the thread a child's exit, from [`child_exits`].
+    notify: Notify,
 }
 
 impl Reaper {
@@ -96,11 +107,23 @@ impl Reaper {
             .map(Arc::new);
         let woken = wake.clone();
         std::thread::spawn(move || run(&added, &events, woken.as_deref()));
-        Reaper { add, wake }
+        let notify: Notify = {
+            let (add, wake) = (add.clone(), wake.clone());
+            Arc::new(move |exit| send(&add, wake.as_deref(), Msg::Exited(exit)))
+        };
+        Reaper { add, wake, notify }
     }
 
     /// Watches a process. One that is already gone is reported at once.
     pub fn watch(&mut self, watch: WatchedProcess) {
+        if watch.child && orphans::is_subreaper() {
+            let pid = watch.pid;
+            let (add, wake) = (&self.add, self.wake.as_deref());
+            child_exits::watch(pid, &self.notify, || {
+                send(add, wake, Msg::Child(watch));
+            });
+            return;
+        }
         let pidfd = i32::try_from(watch.pid)
             .ok()
             .and_then(Pid::from_raw)
@@ -124,11 +147,24 @@ impl Reaper {
                 ..watch
             }),
         };
-        if self.add.send(msg).is_ok()
-            && let Some(wake) = &self.wake
-        {
-            let _ = rustix::io::write(wake.as_fd(), &1_u64.to_ne_bytes());
-        }
+        send(&self.add, self.wake.as_deref(), msg);
+    }
+}
+
+impl std::fmt::Debug for Reaper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reaper")
+            .field("wake", &self.wake)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hands the thread `msg` and wakes it.
+fn send(add: &mpsc::Sender<Msg>, wake: Option<&OwnedFd>, msg: Msg) {
+    if add.send(msg).is_ok()
+        && let Some(wake) = wake
+    {
+        let _ = rustix::io::write(wake, &1_u64.to_ne_bytes());
     }
 }
 
@@ -151,6 +187,8 @@ struct Watched {
     /// Ones the epoll set refused (out of kernel memory for watches):
     /// polled every [`DRAIN_EVERY`] instead.
     polled: Vec<Live>,
+    /// Children whose exits come from [`child_exits`], by pid.
+    children: HashMap<u32, WatchedProcess>,
     /// The next token.
     next: u64,
 }
@@ -186,19 +224,11 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
         tv_nsec: i64::from(d.subsec_nanos()),
     };
     let (drain_tick, take_tick) = (timespec(DRAIN_EVERY), timespec(TAKE_EVERY));
-    let sweep_tick = Timespec {
-        tv_sec: 1,
-        tv_nsec: 0,
-    };
-    let mut sweep = Sweep::new();
     loop {
         let timeout = if !draining.is_empty() || !watched.polled.is_empty() {
             Some(&drain_tick)
         } else if wake.is_none() {
             Some(&take_tick)
-        } else if orphans::is_subreaper() {
-            // The sweep for orphans that ended looks every second.
-            Some(&sweep_tick)
         } else {
             None // until an exit or a new watch
         };
@@ -228,6 +258,16 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
                     watch.group.kill();
                     draining.push((watch, None, true));
                 }
+                Ok(Msg::Child(watch)) => {
+                    watched.children.insert(watch.pid, watch);
+                }
+                // Reaped already: what is left of its group is looked at
+                // like any exited leader's (below).
+                Ok(Msg::Exited(exit)) => {
+                    if let Some(watch) = watched.children.remove(&exit.pid) {
+                        draining.push((watch, exit.code, false));
+                    }
+                }
                 Err(mpsc::TryRecvError::Empty) => break,
                 // The actuator is gone: so is whoever would hear of exits.
                 Err(mpsc::TryRecvError::Disconnected) => return,
@@ -235,7 +275,9 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
         }
         for gone in exited {
             let code = if gone.watch.child {
-                exit_code(&gone.pidfd)
+                // Reaped by `child_exits` if the process became a
+                // subreaper since the watch began.
+                exit_code(&gone.pidfd).or_else(|| child_exits::claim(gone.watch.pid))
             } else {
                 None
             };
@@ -264,14 +306,6 @@ fn run(added: &mpsc::Receiver<Msg>, events: &mpsc::Sender<WorldEvent>, wake: Opt
             watch.group.release_soon();
             let _ = events.send(event(watch, *code));
             false
-        });
-        sweep.run(|| {
-            watched
-                .registered
-                .values()
-                .chain(&watched.polled)
-                .filter(|l| l.watch.child)
-                .map(|l| l.watch.pid)
         });
     }
 }
