@@ -95,6 +95,19 @@ pub struct AgentOptions {
     pub log_limits: LogLimits,
     /// What stopping the agent does with the workloads.
     pub on_exit: OnExit,
+    /// Whether the agent makes its process a child subreaper, as `grace
+    /// agent` does: orphans of the workloads then come to this process and
+    /// are reaped at once, so a deletion ends only once they are gone, and
+    /// the agent learns of its children's exits without a descriptor each
+    /// (one per workload instead of two: 10 000 workloads fit a 20 000
+    /// descriptor limit).
+    ///
+    /// Off by default in a library: a subreaper reaps **every** child of its
+    /// process as it ends, so a program that waits for children of its own
+    /// (`std::process::Command::output`, `Child::wait`) would find them
+    /// already reaped (`ECHILD`). Turn it on where the agent is the
+    /// process's only user of children. docs/agent.md, "Orphans".
+    pub subreaper: bool,
 }
 
 impl AgentOptions {
@@ -110,6 +123,7 @@ impl AgentOptions {
             allow_group: None,
             log_limits: LogLimits::default(),
             on_exit: OnExit::Leave,
+            subreaper: false,
         }
     }
 }
@@ -207,6 +221,7 @@ pub(crate) type Workload = (String, usize, bool);
 /// workloads are contained.
 pub(crate) fn open_actuator(
     dir: &Path,
+    subreaper: bool,
     log: &mut impl Write,
 ) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), AgentError> {
     // One pidfd per workload: thousands of them need more than the usual
@@ -222,7 +237,12 @@ pub(crate) fn open_actuator(
     }
     // Orphans of the workloads come to the agent, which reaps them at once
     // (a zombie left to a slow or absent PID 1 would hold its deletion).
-    if let Err(e) = crate::process::orphans::become_subreaper() {
+    if !subreaper {
+        let _ = writeln!(
+            log,
+            "grace agent: orphans go to PID 1 (not a subreaper: AgentOptions::subreaper is off)"
+        );
+    } else if let Err(e) = crate::process::orphans::become_subreaper() {
         let _ = writeln!(
             log,
             "grace agent: orphans go to PID 1 (not a subreaper: {e})"
@@ -578,7 +598,7 @@ fn start_agent(
 
     let logs = container_logs(dir, None, options.log_limits);
     adopt_logs(&logs, log);
-    let (actuator, world, gone) = open_actuator(&workloads_dir(dir), log)?;
+    let (actuator, world, gone) = open_actuator(&workloads_dir(dir), options.subreaper, log)?;
     let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt: AgentRuntime = Runtime::open(
         Arc::clone(&store),

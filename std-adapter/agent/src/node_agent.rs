@@ -96,7 +96,9 @@ pub fn run(
 
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
-    let (actuator, world, gone) = open_actuator(&options.state_dir, log)?;
+    // This agent owns its process (it takes SIGTERM and SIGINT): the
+    // process's children are all its workloads, so it is their subreaper.
+    let (actuator, world, gone) = open_actuator(&options.state_dir, true, log)?;
     adopt_logs(&options.logs, log);
     let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.

@@ -71,3 +71,40 @@ fn r1_an_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
     next.shutdown();
     next.join().expect("stopped");
 }
+
+/// An agent run from library code leaves the program's own children to the
+/// program: by default it does not make the process a subreaper, whose
+/// reaper would take their exits first (`Command::output` would fail with
+/// "No child processes").
+#[test]
+fn the_host_program_still_waits_for_its_own_children_while_an_agent_runs() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let data_dir = dir.path().join("data");
+    let seconds = format!("601.{}", std::process::id());
+    let (tx, rx) = mpsc::channel();
+    let run = std::thread::spawn(move || {
+        let mut codes = Vec::new();
+        let result = example::run(&data_dir, &["sleep", seconds.as_str()], |_| {
+            // The agent runs a workload now: its reaper is busy.
+            for _ in 0..20 {
+                let status = std::process::Command::new("sh")
+                    .args(["-c", "exit 3"])
+                    .output()
+                    .map(|o| o.status.code());
+                codes.push(status.map_err(|e| e.to_string()));
+            }
+        })
+        .map_err(|e| e.to_string());
+        let _ = tx.send((result, codes));
+    });
+    let (result, codes) = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the example finished within a minute");
+    run.join().expect("the example's thread");
+    assert_eq!(result, Ok(()));
+    assert_eq!(codes.len(), 20);
+    assert!(
+        codes.iter().all(|c| c == &Ok(Some(3))),
+        "every child's exit came to the program: {codes:?}"
+    );
+}

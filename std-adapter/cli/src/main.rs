@@ -660,6 +660,8 @@ fn agent(args: AgentArgs) -> ExitCode {
         max_files: log_max_files,
     };
     options.on_exit = on_exit;
+    // The agent is this process's only user of children.
+    options.subreaper = true;
     if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
         eprintln!("grace agent: {e}");
         return ExitCode::from(2);
