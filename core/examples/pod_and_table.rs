@@ -130,7 +130,11 @@ fn ten_thousand_pods() -> Result<(), Error> {
                 Action::SendKill { container } => {
                     kills += 1;
                     // Every SIGKILL at its millisecond.
-                    assert_eq!(Some(&now.as_millis()), kill_due.get(&id), "SIGKILL of {id:?}");
+                    assert_eq!(
+                        Some(&now.as_millis()),
+                        kill_due.get(&id),
+                        "SIGKILL of {id:?}"
+                    );
                     table.handle_container_exited(Now::at(now), id, container)?;
                 }
                 // Stopped and removed: nothing more will come for it.

@@ -160,11 +160,7 @@ fn signalled(interrupted: &AtomicUsize) -> Option<i32> {
     }
 }
 
-fn run_in(
-    out: &mut impl Write,
-    dir: &Path,
-    interrupted: &AtomicUsize,
-) -> Result<Ended, DemoError> {
+fn run_in(out: &mut impl Write, dir: &Path, interrupted: &AtomicUsize) -> Result<Ended, DemoError> {
     grace_std::private::private_dir_marked(dir, 0o700, Some("grace.redb"))
         .map_err(DemoError::Private)?;
     let db: PathBuf = dir.join("grace.redb");
