@@ -1,6 +1,6 @@
 //! A first program on `grace-core` alone, as a new user writes it: one pod
 //! with an app container, a sidecar with a pre-stop hook and a finalizer,
-//! deleted and driven to the end; then a `Table` of 1 000 pods deleted
+//! deleted and driven to the end; then a `Table` of 10 000 pods deleted
 //! together and driven by their deadlines.
 //!
 //! `cargo run -p grace-core --example pod_and_table` (the test
@@ -14,14 +14,17 @@ use grace_core::{
     Now, Phase, Record, Strategy, Table, UpdateOutcome,
 };
 
-/// 1 000 pods with two containers each. A big table belongs in a `static`
+/// How many pods the table holds.
+const PODS: usize = 10_000;
+
+/// 10 000 pods with two containers each. A big table belongs in a `static`
 /// (all zero bits: it lands in `.bss`, never on the stack).
-static TABLE: Mutex<Table<1_000, 4, 2>> = Mutex::new(Table::new());
+static TABLE: Mutex<Table<PODS, 4, 2>> = Mutex::new(Table::new());
 
 /// Runs both parts.
 pub fn main() -> Result<(), Error> {
     one_pod()?;
-    a_thousand_pods()?;
+    ten_thousand_pods()?;
     Ok(())
 }
 
@@ -101,18 +104,21 @@ fn one_pod() -> Result<(), Error> {
     Ok(())
 }
 
-fn a_thousand_pods() -> Result<(), Error> {
+fn ten_thousand_pods() -> Result<(), Error> {
     let mut table = TABLE.lock().unwrap_or_else(|e| e.into_inner());
     let start = Instant::from_millis(0);
     let mut ids = Vec::new();
-    for i in 0..1_000 {
+    for i in 0..PODS {
         let record = Record::builder(format!("uid-{i}").as_str()).build()?;
         let pod = Lifecycle::new(Strategy::POD, record, &[ContainerSpec::app()])?;
         ids.push(table.insert(pod)?);
     }
-    // Graces of 1 to 10 s; nobody exits on SIGTERM, so each gets SIGKILL.
+    // Graces of 1 to 10 s; nobody exits on SIGTERM, so each gets SIGKILL
+    // when its grace is spent, and never sooner than 2 s after its SIGTERM.
+    let mut kill_due = std::collections::HashMap::new();
     for (i, &id) in ids.iter().enumerate() {
         let grace = 1 + (i % 10) as i64;
+        kill_due.insert(id, start.as_millis() + 1_000 * grace.max(2) as u64);
         table.handle_delete(Now::at(start), id, &DeleteOptions::with_grace(grace))?;
         table.handle_agent_sync(Now::at(start), id)?;
     }
@@ -123,6 +129,12 @@ fn a_thousand_pods() -> Result<(), Error> {
                 // Nobody exits on SIGTERM; SIGKILL ends them at once.
                 Action::SendKill { container } => {
                     kills += 1;
+                    // Every SIGKILL at its millisecond.
+                    assert_eq!(
+                        Some(&now.as_millis()),
+                        kill_due.get(&id),
+                        "SIGKILL of {id:?}"
+                    );
                     table.handle_container_exited(Now::at(now), id, container)?;
                 }
                 // Stopped and removed: nothing more will come for it.
@@ -139,7 +151,7 @@ fn a_thousand_pods() -> Result<(), Error> {
         now = next;
         table.handle_timeouts(Now::at(now));
     }
-    assert_eq!((kills, removed), (1_000, 1_000));
+    assert_eq!((kills, removed), (PODS, PODS));
     assert!(table.is_empty());
     Ok(())
 }

@@ -1067,7 +1067,7 @@ fn error(name: &str, e: &RuntimeError) -> Reply {
         RuntimeError::UnknownContainer { .. }
         | RuntimeError::TooManyContainers { .. }
         | RuntimeError::InvalidName { .. }
-        | RuntimeError::InvalidInput(_) => (ErrorKind::Invalid, e.to_string()),
+        | RuntimeError::BatchFull { .. } => (ErrorKind::Invalid, e.to_string()),
         _ => (ErrorKind::Internal, e.to_string()),
     };
     Reply::Error(ApiError { kind, message })

@@ -21,6 +21,60 @@ use crate::process::ProcessActuator;
 use crate::runtime::{Change, Recovery, Runtime, RuntimeError};
 use crate::store::{RedbStore, StoredContainer, StoredObject};
 
+/// Why the demo stopped before its end.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// The runtime refused an input, or its store failed.
+    Runtime(RuntimeError),
+    /// The data directory or its store file is not private to this user,
+    /// and cannot be made so.
+    Private(grace_std::private::PrivateError),
+    /// An operating-system operation failed: installing the signal
+    /// handlers, starting a part's process.
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// The deletions did not finish within the demo's time limit.
+    TimedOut(StdDuration),
+}
+
+impl std::fmt::Display for DemoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoError::Runtime(e) => e.fmt(f),
+            DemoError::Private(e) => write!(f, "refusing to start: {e}"),
+            DemoError::Io { context, error } => write!(f, "{context}: {error}"),
+            DemoError::TimedOut(limit) => {
+                write!(f, "the demo did not finish in {} s", limit.as_secs())
+            }
+        }
+    }
+}
+
+// Each message includes its cause: no `source()` beside it.
+impl std::error::Error for DemoError {}
+
+impl From<RuntimeError> for DemoError {
+    fn from(e: RuntimeError) -> Self {
+        DemoError::Runtime(e)
+    }
+}
+
+impl From<crate::store::StoreError> for DemoError {
+    fn from(e: crate::store::StoreError) -> Self {
+        DemoError::Runtime(RuntimeError::Store(e))
+    }
+}
+
+fn io_error(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
+    let context = context.into();
+    move |error| DemoError::Io { context, error }
+}
+
 /// One demo object.
 struct Part {
     name: &'static str,
@@ -75,14 +129,14 @@ pub enum Ended {
 /// Runs the demo, writing the timeline to `out`. Uses `data_dir` for the
 /// store, or a fresh directory under the system's temp dir that is removed
 /// afterwards — also when the demo fails or is interrupted.
-pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<Ended, RuntimeError> {
+pub fn run(out: &mut impl Write, data_dir: Option<&Path>) -> Result<Ended, DemoError> {
     // Set before any process starts: from now on a SIGINT or SIGTERM is
     // noted here instead of ending grace with its processes left behind.
     let interrupted = Arc::new(AtomicUsize::new(0));
     for signal in [SIGINT, SIGTERM] {
         let as_usize = usize::try_from(signal).unwrap_or(0);
         signal_hook::flag::register_usize(signal, Arc::clone(&interrupted), as_usize)
-            .map_err(|e| RuntimeError::io("signals", e))?;
+            .map_err(io_error("signals"))?;
     }
     let (dir, temporary) = match data_dir {
         Some(d) => (d.to_path_buf(), false),
@@ -106,15 +160,11 @@ fn signalled(interrupted: &AtomicUsize) -> Option<i32> {
     }
 }
 
-fn run_in(
-    out: &mut impl Write,
-    dir: &Path,
-    interrupted: &AtomicUsize,
-) -> Result<Ended, RuntimeError> {
+fn run_in(out: &mut impl Write, dir: &Path, interrupted: &AtomicUsize) -> Result<Ended, DemoError> {
     grace_std::private::private_dir_marked(dir, 0o700, Some("grace.redb"))
-        .map_err(RuntimeError::Private)?;
+        .map_err(DemoError::Private)?;
     let db: PathBuf = dir.join("grace.redb");
-    grace_std::private::private_file(&db).map_err(RuntimeError::Private)?;
+    grace_std::private::private_file(&db).map_err(DemoError::Private)?;
     let store = RedbStore::open(&db)?;
     // Orphans of the workloads are reaped here at once (best effort: else
     // PID 1 reaps them).
@@ -141,7 +191,7 @@ fn show(
     rt: &mut DemoRuntime,
     world: &std::sync::mpsc::Receiver<crate::process::WorldEvent>,
     interrupted: &AtomicUsize,
-) -> Result<Ended, RuntimeError> {
+) -> Result<Ended, DemoError> {
     let transitions = rt.subscribe();
     introduce(out, db);
     start_parts(rt)?;
@@ -171,10 +221,7 @@ fn show(
             return Ok(Ended::Interrupted(signal));
         }
         if t0.elapsed() > limit {
-            return Err(RuntimeError::io(
-                "the demo",
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "did not finish in 30 s"),
-            ));
+            return Err(DemoError::TimedOut(limit));
         }
         let wait = rt
             .poll_timeout()
@@ -212,7 +259,7 @@ fn introduce(out: &mut dyn Write, db: &Path) {
 
 /// Creates each part's object and starts its process (unless a data dir
 /// kept from an interrupted run has it already).
-fn start_parts(rt: &mut DemoRuntime) -> Result<(), RuntimeError> {
+fn start_parts(rt: &mut DemoRuntime) -> Result<(), DemoError> {
     for p in &PARTS {
         let uid = Name::try_from(format!("uid-{}", p.name).as_str()).map_err(|e| {
             RuntimeError::InvalidName {
@@ -234,7 +281,7 @@ fn start_parts(rt: &mut DemoRuntime) -> Result<(), RuntimeError> {
         rt.create(p.name, object.clone())?;
         rt.actuator()
             .start(p.name, &object)
-            .map_err(|e| RuntimeError::io(format!("{}: cannot start", p.name), e))?;
+            .map_err(io_error(format!("{}: cannot start", p.name)))?;
     }
     Ok(())
 }

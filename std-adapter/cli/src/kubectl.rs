@@ -697,9 +697,7 @@ pub(crate) fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> Com
         RuntimeError::UnknownContainer { .. }
         | RuntimeError::TooManyContainers { .. }
         | RuntimeError::InvalidName { .. }
-        | RuntimeError::InvalidInput(_)
-        | RuntimeError::Private(_)
-        | RuntimeError::NodeAlive { .. } => CommandError::invalid(e.to_string()),
+        | RuntimeError::BatchFull { .. } => CommandError::invalid(e.to_string()),
         _ => CommandError::failed(e.to_string()),
     }
 }

@@ -107,6 +107,14 @@ pub enum RunError {
     },
     /// The supervision failed.
     Runtime(RuntimeError),
+    /// An operating-system operation around the command failed
+    /// (installing the signal handlers).
+    Io {
+        /// What was being done.
+        context: &'static str,
+        /// The error.
+        error: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for RunError {
@@ -114,6 +122,7 @@ impl std::fmt::Display for RunError {
         match self {
             RunError::CannotRun { reason, .. } => f.write_str(reason),
             RunError::Runtime(e) => e.fmt(f),
+            RunError::Io { context, error } => write!(f, "{context}: {error}"),
         }
     }
 }
@@ -178,7 +187,10 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
             .into_iter()
             .chain(FORWARDED.map(Signal::as_raw)),
     )
-    .map_err(|e| RuntimeError::io("signals", e))?;
+    .map_err(|error| RunError::Io {
+        context: "signals",
+        error,
+    })?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
             if tx.send(signal).is_err() {

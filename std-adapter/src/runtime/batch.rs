@@ -420,10 +420,9 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
     /// Refuses an input on one more object if the batch is full.
     fn room(&self) -> Result<(), RuntimeError> {
         if self.is_full() {
-            return Err(RuntimeError::InvalidInput(format!(
-                "the batch is full ({} objects): commit it first",
-                self.touched.len()
-            )));
+            return Err(RuntimeError::BatchFull {
+                objects: self.touched.len(),
+            });
         }
         Ok(())
     }

@@ -56,36 +56,12 @@ pub enum RuntimeError {
         /// Why.
         error: KillStateError,
     },
-    /// An input the caller gave is invalid (an option of a program built
-    /// on the runtime); the message names the field.
-    InvalidInput(String),
-    /// Fencing was refused: the node is alive (its agent holds its lease),
-    /// so there is no proof that it is gone (D7).
-    NodeAlive {
-        /// The node.
-        node: String,
+    /// A [`Batch`](crate::runtime::Batch) holds as many objects as it
+    /// can: commit it before it takes an input on another.
+    BatchFull {
+        /// How many objects it holds.
+        objects: usize,
     },
-    /// A file or directory that must be private to this user is not, or
-    /// cannot be made so: a program built on the runtime refuses to start.
-    Private(crate::private::PrivateError),
-    /// An operating-system operation around the runtime failed: a
-    /// directory, a socket, a signal handler, a process to start.
-    Io {
-        /// What was being done.
-        context: String,
-        /// The error.
-        error: std::io::Error,
-    },
-}
-
-impl RuntimeError {
-    /// An [`Io`](RuntimeError::Io) error while doing `context`.
-    pub fn io(context: impl Into<String>, error: std::io::Error) -> Self {
-        RuntimeError::Io {
-            context: context.into(),
-            error,
-        }
-    }
 }
 
 impl fmt::Display for RuntimeError {
@@ -103,14 +79,10 @@ impl fmt::Display for RuntimeError {
                 write!(f, "{uid}: {containers} containers, more than {CONTAINERS}")
             }
             RuntimeError::InvalidName { field, reason } => write!(f, "{field}: {reason}"),
-            RuntimeError::InvalidInput(message) => f.write_str(message),
+            RuntimeError::BatchFull { objects } => {
+                write!(f, "the batch is full ({objects} objects): commit it first")
+            }
             RuntimeError::KillState { object, error } => write!(f, "{object}: {error}"),
-            RuntimeError::NodeAlive { node } => write!(
-                f,
-                "node {node} is alive (its agent holds its lease): fencing needs proof that it is gone"
-            ),
-            RuntimeError::Private(e) => write!(f, "refusing to start: {e}"),
-            RuntimeError::Io { context, error } => write!(f, "{context}: {error}"),
         }
     }
 }
