@@ -13,7 +13,7 @@
 //! So the agent makes itself a subreaper ([`become_subreaper`]): orphans of
 //! its workloads come to it, and they are reaped as soon as they end — in
 //! a subreaper, every child of the process is, by one thread
-//! ([`child_exits`](super::child_exits), which also reports the workloads'
+//! (`child_exits`, which also reports the workloads'
 //! exits without a pidfd each); elsewhere, the members of a group whose
 //! leader the reaper has reaped
 //! ([`Group::reap_exited_members`](super::group::Group::reap_exited_members)).

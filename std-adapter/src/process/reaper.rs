@@ -5,7 +5,7 @@
 //! empty. No thread per child.
 //!
 //! In a subreaper ([`orphans::become_subreaper`]), its own children need
-//! no pidfd: their exits come from [`child_exits`], which reaps every child
+//! no pidfd: their exits come from `child_exits`, which reaps every child
 //! of the process as it ends, so a workload costs no file descriptor here.
 //! Adopted processes (not children) keep their pidfd.
 //!
