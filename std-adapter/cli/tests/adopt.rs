@@ -601,7 +601,11 @@ fn d6_crash_at_random_points_keeps_every_promise_with_real_processes() {
     if strace_missing() {
         return;
     }
-    // GRACE_CRASH_LANES / GRACE_CRASH_ROUNDS: fewer for a quick look.
+    // Twelve crashes a run (six lanes of two rounds): enough to meet
+    // every crash point the rounds aim at, in a test command that stays
+    // quick; a new seed each run covers others. GRACE_CRASH_LANES /
+    // GRACE_CRASH_ROUNDS: more for a soak (docs/testing.md), fewer for a
+    // quick look.
     let setting = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
@@ -610,7 +614,7 @@ fn d6_crash_at_random_points_keeps_every_promise_with_real_processes() {
     };
     let (lanes, rounds) = (
         setting("GRACE_CRASH_LANES", 6),
-        setting("GRACE_CRASH_ROUNDS", 5),
+        setting("GRACE_CRASH_ROUNDS", 2),
     );
     let seed = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -630,7 +634,7 @@ fn d6_crash_at_random_points_keeps_every_promise_with_real_processes() {
         crashes += f.crashes;
         problems.extend(f.problems);
     }
-    assert!(crashes >= expected.min(30), "{crashes} crashes");
+    assert!(crashes >= expected, "{crashes} crashes");
     assert!(problems.is_empty(), "seed {seed}:\n{}", problems.join("\n"));
 }
 
