@@ -464,6 +464,12 @@ fn delete_one(
 /// another object); `met` prints kubectl's `pod/NAME condition met` as
 /// each goes. Fails after `timeout`, as kubectl:
 /// `timed out waiting for the condition on pods/NAME`.
+///
+/// It follows the changes as kubectl's watch does: the agent's watch on
+/// one machine, the store's change feed on a shared store, from the
+/// listing's revision (no deletion missed between the two). Without a
+/// running agent nothing is deleted, and the store file is read again now
+/// and then until the timeout.
 pub fn wait_gone(
     target: Target<'_>,
     mut pending: Vec<(String, String)>,
@@ -471,26 +477,154 @@ pub fn wait_gone(
     mut met: Option<&mut dyn Write>,
 ) -> Result<(), CommandError> {
     let deadline = timeout.map(|t| std::time::Instant::now() + t);
-    loop {
-        let (_, items) = fetch_all(target)?;
+    // The time left before the deadline; `None` without one. An error once
+    // it has passed, naming the first object still there.
+    let left = |pending: &[(String, String)]| -> Result<Option<std::time::Duration>, CommandError> {
+        let Some(deadline) = deadline else {
+            return Ok(None);
+        };
+        match deadline.checked_duration_since(std::time::Instant::now()) {
+            Some(left) if !left.is_zero() => Ok(Some(left)),
+            _ => Err(CommandError::failed(format!(
+                "timed out waiting for the condition on pods/{}",
+                pending.first().map_or("", |(name, _)| name.as_str())
+            ))),
+        }
+    };
+    let mut settle = |pending: &mut Vec<(String, String)>, there: &dyn Fn(&str, &str) -> bool| {
         pending.retain(|(name, uid)| {
-            let there = items
-                .iter()
-                .any(|i| i.name == *name && i.object.uid() == uid);
-            if !there && let Some(out) = met.as_mut() {
+            let stays = there(name, uid);
+            if !stays && let Some(out) = met.as_mut() {
                 let _ = writeln!(out, "pod/{name} condition met");
             }
-            there
+            stays
         });
-        let Some((name, _)) = pending.first() else {
-            return Ok(());
-        };
-        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
-            return Err(CommandError::failed(format!(
-                "timed out waiting for the condition on pods/{name}"
-            )));
+    };
+    // An event ends the wait for its object when the object is removed, or
+    // when the name holds another object now.
+    let ends = |event: &Event, name: &str, uid: &str| {
+        event.name == name && (event.kind == EventKind::Deleted || event.object.uid() != uid)
+    };
+    let mut changes = match changes(target)? {
+        Some(changes) => changes,
+        None => {
+            // No agent: read the file until the timeout.
+            loop {
+                let (_, items) = fetch_all(target)?;
+                settle(&mut pending, &|name, uid| {
+                    items
+                        .iter()
+                        .any(|i| i.name == name && i.object.uid() == uid)
+                });
+                if pending.is_empty() {
+                    return Ok(());
+                }
+                let pause = std::time::Duration::from_millis(100);
+                std::thread::sleep(left(&pending)?.map_or(pause, |l| l.min(pause)));
+            }
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let items = std::mem::take(&mut changes.items);
+    settle(&mut pending, &|name, uid| {
+        items
+            .iter()
+            .any(|i| i.name == name && i.object.uid() == uid)
+    });
+    while !pending.is_empty() {
+        let wait = left(&pending)?;
+        // Nothing within the time left: the next turn says so.
+        if let Some(event) = changes.next(wait)? {
+            settle(&mut pending, &|name, uid| !ends(&event, name, uid));
+        }
+    }
+    Ok(())
+}
+
+/// The next change, waiting at most the time given (`None`: as long as it
+/// takes); `None` if none came in that time.
+type NextChange = dyn FnMut(Option<std::time::Duration>) -> Result<Option<Event>, CommandError>;
+
+/// The listing and then every change after it, from the agent's watch or
+/// the shared store's change feed.
+struct Changes {
+    /// The objects when the watch began.
+    items: Vec<Item>,
+    next: Box<NextChange>,
+}
+
+impl Changes {
+    /// The next change, waiting at most `wait` (`None`: as long as it
+    /// takes); `None` if none came in that time.
+    fn next(&mut self, wait: Option<std::time::Duration>) -> Result<Option<Event>, CommandError> {
+        (self.next)(wait)
+    }
+}
+
+/// Opens the watch `wait_gone` follows; `None` when no agent serves the
+/// data directory.
+fn changes(target: Target<'_>) -> Result<Option<Changes>, CommandError> {
+    match target {
+        Target::Agent(data_dir) => {
+            let mut client = match Client::connect(data_dir) {
+                Ok(client) => client,
+                Err(ClientError::NoAgent(_)) => return Ok(None),
+                Err(e) => return Err(e.into()),
+            };
+            client.send(&Request::Watch)?;
+            let Reply::Objects { items, .. } = client.next_reply()? else {
+                return Err(CommandError::failed("the agent answered something else"));
+            };
+            // The agent's socket is read by a thread of its own, so that
+            // the wait can end at its deadline while no change comes; it
+            // ends with the process.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                loop {
+                    let reply = client.next_reply();
+                    let last = reply.is_err();
+                    if tx.send(reply).is_err() || last {
+                        return;
+                    }
+                }
+            });
+            let next = move |wait: Option<std::time::Duration>| loop {
+                let reply = match wait {
+                    Some(wait) => match rx.recv_timeout(wait) {
+                        Ok(reply) => reply,
+                        Err(std::sync::mpsc::RecvTimeoutError::Timeout) => return Ok(None),
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                            return Err(CommandError::failed("the agent's watch ended"));
+                        }
+                    },
+                    None => rx
+                        .recv()
+                        .map_err(|_| CommandError::failed("the agent's watch ended"))?,
+                };
+                if let Reply::Event(event) = reply? {
+                    return Ok(Some(event));
+                }
+            };
+            Ok(Some(Changes {
+                items,
+                next: Box::new(next),
+            }))
+        }
+        Target::Shared(store) => {
+            let failed = |e: StoreError| CommandError::failed(format!("store: {e}"));
+            let (revision, items) = grace_agent::api::items(store, None).map_err(failed)?;
+            let mut watch = store.watch(Revision(revision)).map_err(failed)?;
+            let next = move |wait: Option<std::time::Duration>| match wait {
+                Some(wait) => watch.next_timeout(wait).map_err(failed),
+                None => match watch.next() {
+                    Some(event) => event.map(Some).map_err(failed),
+                    None => Err(CommandError::failed("store: the watch ended")),
+                },
+            };
+            Ok(Some(Changes {
+                items,
+                next: Box::new(next),
+            }))
+        }
     }
 }
 
