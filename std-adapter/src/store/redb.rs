@@ -7,20 +7,24 @@
 //! |---|---|---|
 //! | `objects` | name | (revision, object as JSON, or nothing: see below) |
 //! | `meta` | `"format"`, `"revision"`, `"compacted"` | u64 |
-//! | `log` | revision | the change as a JSON [`Event`] |
+//! | `changes` | revision | the change: (kind, name, object as JSON) |
 //!
 //! Every batch (and so every single write) is one write transaction: the
 //! objects, the new revision and the change log move together, and
 //! `Durability::Immediate` makes the commit durable before it returns.
 //!
-//! An object is written once (format 2): its bytes go into the change-log
+//! An object is written once: its bytes go into the change-log
 //! entry of the write, and `objects` holds its revision with no bytes,
 //! meaning "the object is the one of the log entry at this revision". Only
 //! when that entry leaves the log (the retention) while it still holds the
 //! object's current state are the bytes moved into `objects`. Every commit
 //! thus writes each object's bytes once instead of twice, which is what
-//! bounds a group commit on disk. (Format 1 kept the bytes in both; its
-//! files are read as they are and marked format 2 when opened.)
+//! bounds a group commit on disk.
+//!
+//! Formats: 3 (this one); 2 kept the change log as hand-encoded JSON
+//! events in a table `log`, and 1 kept each object's bytes in `objects`
+//! too. A file of format 1 or 2 is brought to format 3 when it is opened
+//! for writing, in one transaction: every log entry moves to `changes`.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
@@ -28,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use ::redb::{
     Builder, Database, DatabaseError, Durability, ReadTransaction, ReadableDatabase, ReadableTable,
-    TableDefinition, WriteTransaction,
+    TableDefinition, TableHandle, WriteTransaction,
 };
 
 use super::{
@@ -38,19 +42,26 @@ use super::{
 
 const OBJECTS: TableDefinition<&str, (u64, &[u8])> = TableDefinition::new("objects");
 const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+/// The change log: revision → (kind, [`kind_code`]; the object's name; the
+/// object as JSON, as it was written, or for a delete as it was last
+/// stored).
+const CHANGES: TableDefinition<u64, (u8, &str, &[u8])> = TableDefinition::new("changes");
+/// The change log of formats 1 and 2, read only to move it to [`CHANGES`].
+const OLD_LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 
 /// `meta` key: the layout of the tables, [`FORMAT`].
 const META_FORMAT: &str = "format";
 /// The layout that kept every object's bytes in `objects` as well as in
-/// the log: its data is valid format 2 data.
+/// the log (`objects` then reads as in format 2).
 const FORMAT_BYTES_TWICE: u64 = 1;
+/// The layout whose change log held JSON events (table `log`).
+const FORMAT_JSON_LOG: u64 = 2;
 /// `meta` key: the revision of the last write.
 const META_REVISION: &str = "revision";
 /// `meta` key: every change up to this revision has left the log.
 const META_COMPACTED: &str = "compacted";
-/// The table layout this code writes (it reads [`FORMAT_BYTES_TWICE`] too).
-const FORMAT: u64 = 2;
+/// The table layout this code writes (it converts the older ones).
+const FORMAT: u64 = 3;
 
 /// At most this many events are handed to a watch per read.
 const READ_CHUNK: usize = 256;
@@ -252,23 +263,24 @@ fn init(db: &Database) -> Result<Revision, StoreError> {
     let revision = {
         let mut meta = txn.open_table(META).map_err(redb_error)?;
         txn.open_table(OBJECTS).map_err(redb_error)?;
-        txn.open_table(LOG).map_err(redb_error)?;
+        txn.open_table(CHANGES).map_err(redb_error)?;
         let format = meta
             .get(META_FORMAT)
             .map_err(redb_error)?
             .map(|g| g.value());
         match format {
             Some(FORMAT) => {}
-            // A new file, or one of format 1, which is read as it is; from
-            // now on its objects may be in the log only.
-            None | Some(FORMAT_BYTES_TWICE) => {
+            // A new file, or one of format 1 or 2: its log (if any) moves
+            // to `changes`; from now on its objects may be in the log only.
+            None | Some(FORMAT_BYTES_TWICE | FORMAT_JSON_LOG) => {
+                move_json_log(&txn)?;
                 meta.insert(META_FORMAT, FORMAT).map_err(redb_error)?;
             }
             Some(other) => {
                 return Err(StoreError::Corrupt(crate::store::BackendError::from(
                     format!(
                         "store format {other}; this version reads formats \
-                     {FORMAT_BYTES_TWICE} and {FORMAT}"
+                     {FORMAT_BYTES_TWICE} to {FORMAT}"
                     ),
                 )));
             }
@@ -277,6 +289,53 @@ fn init(db: &Database) -> Result<Revision, StoreError> {
     };
     txn.commit().map_err(redb_error)?;
     Ok(Revision(revision))
+}
+
+/// Moves the JSON change log of formats 1 and 2 (table `log`, if there is
+/// one) into [`CHANGES`], and drops it.
+fn move_json_log(txn: &WriteTransaction) -> Result<(), StoreError> {
+    let exists = txn
+        .list_tables()
+        .map_err(redb_error)?
+        .any(|t| t.name() == OLD_LOG.name());
+    if !exists {
+        return Ok(());
+    }
+    {
+        let old = txn.open_table(OLD_LOG).map_err(redb_error)?;
+        let mut changes = txn.open_table(CHANGES).map_err(redb_error)?;
+        for entry in old.iter().map_err(redb_error)? {
+            let (rev, bytes) = entry.map_err(redb_error)?;
+            let (rev, bytes) = (rev.value(), bytes.value());
+            let (kind, name, object) = json_event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
+            let object = bytes.get(object).ok_or_else(|| bad_entry(rev))?;
+            changes
+                .insert(rev, (kind_code(kind), name.as_str(), object))
+                .map_err(redb_error)?;
+        }
+    }
+    txn.delete_table(OLD_LOG).map_err(redb_error)?;
+    Ok(())
+}
+
+/// How a change's kind is stored in [`CHANGES`]; [`kind_of`] reads it.
+fn kind_code(kind: EventKind) -> u8 {
+    match kind {
+        EventKind::Created => 0,
+        EventKind::Updated => 1,
+        EventKind::Deleted => 2,
+    }
+}
+
+/// The kind [`kind_code`] stored as `code`; `None` for no kind this
+/// version knows.
+fn kind_of(code: u8) -> Option<EventKind> {
+    match code {
+        0 => Some(EventKind::Created),
+        1 => Some(EventKind::Updated),
+        2 => Some(EventKind::Deleted),
+        _ => None,
+    }
 }
 
 impl Inner {
@@ -372,14 +431,12 @@ impl Inner {
     ) -> Result<Vec<Revision>, BatchError> {
         let mut objects = txn.open_table(OBJECTS).map_err(backend)?;
         let mut meta = txn.open_table(META).map_err(backend)?;
-        let mut log = txn.open_table(LOG).map_err(backend)?;
+        let mut log = txn.open_table(CHANGES).map_err(backend)?;
         let mut revision = meta_get(&meta, META_REVISION).map_err(BatchError::backend)?;
         let mut revisions = Vec::with_capacity(writes.len());
-        // Each object is encoded once, into `object`; its change-log event
-        // is built around those bytes in `event` (for a delete: around the
-        // bytes stored). Both buffers serve the whole batch.
+        // Each object is encoded once, into `object`, which serves the
+        // whole batch (for a delete: the bytes stored).
         let mut object = Vec::new();
-        let mut event = Vec::new();
         for (index, write) in writes.into_iter().enumerate() {
             let at = |error| BatchError {
                 index: Some(index),
@@ -415,13 +472,13 @@ impl Inner {
                 .checked_add(1)
                 .ok_or_else(|| at(StoreError::Unavailable("revision counter exhausted".into())))?;
             let rev = Revision(revision);
-            match write {
+            let (kind, name) = match write {
                 Write::Create {
                     name,
                     object: written,
                 } => {
                     put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
-                    encode_event(&mut event, EventKind::Created, &name, rev, &object)
+                    (EventKind::Created, name)
                 }
                 Write::Update {
                     name,
@@ -429,16 +486,19 @@ impl Inner {
                     ..
                 } => {
                     put(&mut objects, &name, written, rev, &mut object).map_err(at)?;
-                    encode_event(&mut event, EventKind::Updated, &name, rev, &object)
+                    (EventKind::Updated, name)
                 }
                 // `check` passed: the object is stored, its bytes in `object`.
                 Write::Delete { name, .. } => {
                     objects.remove(name.as_str()).map_err(backend)?;
-                    encode_event(&mut event, EventKind::Deleted, &name, rev, &object)
+                    (EventKind::Deleted, name)
                 }
-            }
-            .map_err(at)?;
-            log.insert(revision, event.as_slice()).map_err(backend)?;
+            };
+            log.insert(
+                revision,
+                (kind_code(kind), name.as_str(), object.as_slice()),
+            )
+            .map_err(backend)?;
             revisions.push(rev);
         }
         meta.insert(META_REVISION, revision).map_err(backend)?;
@@ -460,23 +520,22 @@ impl Inner {
 /// is only in one of them get their bytes in `objects`.
 fn keep_objects_of(
     objects: &mut ::redb::Table<'_, &str, (u64, &[u8])>,
-    log: &::redb::Table<'_, u64, &[u8]>,
+    log: &::redb::Table<'_, u64, (u8, &str, &[u8])>,
     trimmed: std::ops::RangeInclusive<u64>,
 ) -> Result<(), StoreError> {
     let mut kept = Vec::new();
     for entry in log.range(trimmed).map_err(redb_error)? {
         let (rev, bytes) = entry.map_err(redb_error)?;
-        let (rev, bytes) = (rev.value(), bytes.value());
-        let (kind, name, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
-        if kind == EventKind::Deleted {
+        let (rev, (kind, name, object)) = (rev.value(), bytes.value());
+        if kind_of(kind).is_none_or(|k| k == EventKind::Deleted) {
             continue;
         }
         let current = objects
-            .get(name.as_str())
+            .get(name)
             .map_err(redb_error)?
             .is_some_and(|g| g.value() == (rev, &[][..]));
         if current {
-            kept.push((name, rev, bytes[object].to_vec()));
+            kept.push((name.to_owned(), rev, object.to_vec()));
         }
     }
     for (name, rev, bytes) in kept {
@@ -491,7 +550,7 @@ fn keep_objects_of(
 /// `inline` (its bytes in `objects`), or if that is empty, the object of
 /// the log entry of `rev`.
 fn with_object<T>(
-    log: &impl ReadableTable<u64, &'static [u8]>,
+    log: &impl ReadableTable<u64, (u8, &'static str, &'static [u8])>,
     name: &str,
     rev: u64,
     inline: &[u8],
@@ -505,15 +564,13 @@ fn with_object<T>(
             "object {name:?}: its bytes are not in the change log at revision {rev}"
         )))
     })?;
-    let bytes = entry.value();
-    let (_, _, object) = event_parts(bytes).ok_or_else(|| bad_entry(rev))?;
-    f(&bytes[object])
+    let (_, _, object) = entry.value();
+    f(object)
 }
 
-/// The kind, the name and where the object is in a change-log entry, as
-/// [`encode_event`] writes it (and serde did for format 1: the same
-/// bytes): `{"kind":K,"name":N,"revision":R,"object":O}`.
-fn event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<usize>)> {
+/// The kind, the name and where the object is in a change-log entry of
+/// formats 1 and 2: `{"kind":K,"name":N,"revision":R,"object":O}`.
+fn json_event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<usize>)> {
     /// One JSON value at the start of `bytes`, and how many bytes it took.
     fn value<'de, T: serde::Deserialize<'de>>(bytes: &'de [u8]) -> Option<(T, usize)> {
         let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<T>();
@@ -563,37 +620,13 @@ fn put(
     Ok(())
 }
 
-/// The JSON of the [`Event`] `{kind, name, revision, object}` into `out`,
-/// with the object already encoded as `object`: the same bytes as
-/// `serde_json::to_vec` of the event (a test checks it), without encoding
-/// the object a second time.
-fn encode_event(
-    out: &mut Vec<u8>,
-    kind: EventKind,
-    name: &str,
-    revision: Revision,
-    object: &[u8],
-) -> Result<(), StoreError> {
-    use std::io::Write as _;
-    out.clear();
-    out.extend_from_slice(b"{\"kind\":");
-    serde_json::to_writer(&mut *out, &kind).map_err(encode_error)?;
-    out.extend_from_slice(b",\"name\":");
-    serde_json::to_writer(&mut *out, name).map_err(encode_error)?;
-    // Writing to a Vec cannot fail.
-    let _ = write!(out, ",\"revision\":{revision},\"object\":");
-    out.extend_from_slice(object);
-    out.push(b'}');
-    Ok(())
-}
-
 impl RedbStore {
     // The reads, once each (see `reread`).
 
     fn get_once(&self, name: &str) -> Result<Option<(StoredObject, Revision)>, StoreError> {
         let txn = self.inner.read()?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
-        let log = txn.open_table(LOG).map_err(redb_error)?;
+        let log = txn.open_table(CHANGES).map_err(redb_error)?;
         let found = objects.get(name).map_err(redb_error)?;
         match found {
             Some(guard) => {
@@ -609,7 +642,7 @@ impl RedbStore {
         let txn = self.inner.read()?;
         let meta = txn.open_table(META).map_err(redb_error)?;
         let objects = txn.open_table(OBJECTS).map_err(redb_error)?;
-        let log = txn.open_table(LOG).map_err(redb_error)?;
+        let log = txn.open_table(CHANGES).map_err(redb_error)?;
         let mut listing = Listing {
             revision: Revision(meta_get(&meta, META_REVISION)?),
             objects: Vec::new(),
@@ -737,18 +770,22 @@ impl WatchSource for RedbFeed {
                 compacted,
             });
         }
-        let log = txn.open_table(LOG).map_err(redb_error)?;
+        let log = txn.open_table(CHANGES).map_err(redb_error)?;
         let mut events = Vec::new();
         let start = after.0.saturating_add(1);
         for entry in log.range(start..).map_err(redb_error)?.take(READ_CHUNK) {
-            let (rev, bytes) = entry.map_err(redb_error)?;
-            let event: Event = serde_json::from_slice(bytes.value()).map_err(|e| {
-                StoreError::Corrupt(crate::store::BackendError::with_context(
-                    format!("change log entry {}", rev.value()),
-                    e,
-                ))
-            })?;
-            events.push(event);
+            let (rev, value) = entry.map_err(redb_error)?;
+            let (rev, (kind, name, object)) = (rev.value(), value.value());
+            // A change of a kind this version does not know: not shown.
+            let Some(kind) = kind_of(kind) else {
+                continue;
+            };
+            events.push(Event {
+                kind,
+                name: name.to_owned(),
+                revision: Revision(rev),
+                object: decode_object(name, object)?,
+            });
         }
         Ok(events)
     }
@@ -795,52 +832,50 @@ mod tests {
     use grace_core::{Name, Record};
 
     use super::*;
-    use crate::store::StoredContainer;
 
-    /// An event built around the object's bytes is the event serde writes.
+    /// The old formats' JSON events are read by hand: the kind, the name
+    /// and the object's bytes, as serde wrote them.
     #[test]
-    fn an_event_around_encoded_bytes_is_the_event_serde_writes() {
+    fn a_json_event_of_the_old_formats_is_read() {
         let mut object =
             StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
         object.record.resource_version = 42;
         object.node = Some("node-\"a\"".into());
-        object.containers = vec![StoredContainer {
-            name: "app".into(),
-            command: vec!["/bin/app".into()],
-            ..StoredContainer::default()
-        }];
         object.agent = Some(crate::store::KillState::from_bytes(
             b"\x01\x03\xc3\xa9\n\x00\"\\",
         ));
         let bytes = serde_json::to_vec(&object).expect("encodes");
         for kind in [EventKind::Created, EventKind::Updated, EventKind::Deleted] {
             for name in ["web-0", "pods/\"odd\" \\ näme\t"] {
-                let revision = Revision(u64::MAX);
-                let mut built = vec![b'x'; 3];
-                encode_event(&mut built, kind, name, revision, &bytes).expect("encodes");
                 let event = Event {
                     kind,
                     name: name.into(),
-                    revision,
+                    revision: Revision(u64::MAX),
                     object: object.clone(),
                 };
-                assert_eq!(
-                    String::from_utf8(built.clone()).expect("utf-8"),
-                    serde_json::to_string(&event).expect("encodes")
-                );
-                // And read back: the kind, the name, the object's bytes.
-                let (k, n, at) = event_parts(&built).expect("an event");
+                let built = serde_json::to_vec(&event).expect("encodes");
+                let (k, n, at) = json_event_parts(&built).expect("an event");
                 assert_eq!((k, n.as_str(), &built[at]), (kind, name, &bytes[..]));
             }
         }
-        assert_eq!(event_parts(b"{\"kind\":\"Created\",\"name\":\"a\"}"), None);
-        assert_eq!(event_parts(b"not json"), None);
+        assert_eq!(
+            json_event_parts(b"{\"kind\":\"Created\",\"name\":\"a\"}"),
+            None
+        );
+        assert_eq!(json_event_parts(b"not json"), None);
     }
 
     /// A file of format 1 (every object's bytes in `objects` and in the
-    /// log) is read as it is, marked format 2, and written on.
+    /// JSON log) or 2 (a JSON log) is converted to format 3 when opened:
+    /// its objects and its change log read as before, and it is written on.
     #[test]
-    fn a_format_1_file_is_read_and_written_on() {
+    fn a_file_of_format_1_or_2_is_converted_and_written_on() {
+        for old in [FORMAT_BYTES_TWICE, FORMAT_JSON_LOG] {
+            file_of_an_old_format_is_converted(old);
+        }
+    }
+
+    fn file_of_an_old_format_is_converted(old: u64) {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("old.redb");
         let object = |uid: &str, rev: u64| {
@@ -854,16 +889,19 @@ mod tests {
             {
                 let mut meta = txn.open_table(META).expect("table");
                 let mut objects = txn.open_table(OBJECTS).expect("table");
-                let mut log = txn.open_table(LOG).expect("table");
-                meta.insert(META_FORMAT, FORMAT_BYTES_TWICE)
-                    .expect("insert");
+                let mut log = txn.open_table(OLD_LOG).expect("table");
+                meta.insert(META_FORMAT, old).expect("insert");
                 meta.insert(META_REVISION, 2).expect("insert");
                 for (rev, name, uid) in [(1, "a", "ua"), (2, "b", "ub")] {
                     let o = object(uid, rev);
                     let bytes = serde_json::to_vec(&o).expect("encodes");
-                    objects
-                        .insert(name, (rev, bytes.as_slice()))
-                        .expect("insert");
+                    // Format 2 keeps the bytes in the log alone.
+                    let inline = if old == FORMAT_BYTES_TWICE {
+                        &bytes[..]
+                    } else {
+                        &[]
+                    };
+                    objects.insert(name, (rev, inline)).expect("insert");
                     let event = Event {
                         kind: EventKind::Created,
                         name: name.into(),
@@ -891,6 +929,19 @@ mod tests {
             store.get("a").unwrap(),
             Some((object("ua", 1), Revision(1)))
         );
+        // The old log, whole, from the change log's start.
+        let mut watch = store.watch(Revision(0)).expect("watches");
+        for (rev, name, uid) in [(1, "a", "ua"), (2, "b", "ub")] {
+            let event = watch.try_next().expect("reads").expect("an event");
+            let expected = Event {
+                kind: EventKind::Created,
+                name: name.into(),
+                revision: Revision(rev),
+                object: object(uid, rev),
+            };
+            assert_eq!(event, expected);
+        }
+        assert_eq!(watch.try_next().expect("reads"), None);
         // Both old log entries leave the log; the objects stay whole.
         let r3 = store.update("b", object("ub", 0), Revision(2)).unwrap();
         store.create("c", object("uc", 0)).unwrap();
