@@ -1131,3 +1131,99 @@ fn check_actions(agent: &Agent) -> BTreeMap<&'static str, usize> {
     }
     repeated
 }
+
+/// R63 with etcd out of reach when the grace ends (frozen with SIGSTOP,
+/// as a partition looks): a real workload that ignores SIGTERM is
+/// SIGKILLed when its grace is spent, though the SIGKILL's write-ahead
+/// cannot reach etcd (late only by the write's timeout), never before. Once
+/// etcd answers again, the deletion is recorded and the object removed.
+#[test]
+fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
+    use grace_std::clock::SystemClock;
+    use grace_std::process::{ProcessActuator, WorldEvent};
+
+    let server = EtcdServer::start();
+    let store = server.client("/r63-frozen/");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let pid_file = dir.path().join("pid");
+    let mut object = StoredObject::on_node(
+        Record::<FINALIZERS>::new(Name::try_from("uid-frozen").expect("short uid")),
+        "node-a",
+    );
+    object.containers = vec![StoredContainer {
+        name: "app".into(),
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            format!(
+                "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
+                pid_file.display()
+            ),
+        ],
+        ..StoredContainer::default()
+    }];
+    let (actuator, events) = ProcessActuator::new();
+    let mut rt =
+        Runtime::open(store, SystemClock::new(), actuator, Recovery::default()).expect("opens");
+    rt.create("w", object.clone()).expect("created");
+    rt.actuator().start("w", &object).expect("started");
+    let pid = {
+        let started = Instant::now();
+        loop {
+            if let Some(pid) = std::fs::read_to_string(&pid_file)
+                .ok()
+                .and_then(|p| p.trim().parse::<i32>().ok())
+            {
+                break pid;
+            }
+            assert!(started.elapsed() < PATIENCE, "the workload never started");
+            thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            !stat
+                .rsplit_once(')')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+        })
+    };
+
+    let _ = rt
+        .handle_delete("w", &DeleteOptions::with_grace(3))
+        .expect("accepted");
+    let deleted = Instant::now();
+    let _ = rt.handle_agent_sync("w").expect("synced");
+    // The stop signal is written and sent; then etcd stops answering.
+    let _ = kill_process(server.pid(), Signal::STOP);
+
+    while alive() {
+        let waited = deleted.elapsed();
+        assert!(
+            waited < Duration::from_secs(3) + REQUEST_TIMEOUT + Duration::from_secs(5),
+            "never SIGKILLed while etcd is out of reach"
+        );
+        let _ = rt.handle_timeouts();
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        deleted.elapsed() >= Duration::from_secs(3),
+        "SIGKILL before the grace was spent: {:?}",
+        deleted.elapsed()
+    );
+
+    let _ = kill_process(server.pid(), Signal::CONT);
+    let exit = events.recv_timeout(PATIENCE).expect("the exit reported");
+    assert!(matches!(exit, WorldEvent::Exited { .. }), "{exit:?}");
+    let mut exit = Some(exit);
+    let started = Instant::now();
+    while rt.store().get("w").ok() != Some(None) {
+        assert!(started.elapsed() < PATIENCE, "never removed");
+        if let Some(event) = exit.take()
+            && rt.handle_world_event(event.clone()).is_err()
+        {
+            exit = Some(event);
+        }
+        let _ = rt.handle_timeouts();
+        thread::sleep(Duration::from_millis(50));
+    }
+}

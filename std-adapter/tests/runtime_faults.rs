@@ -330,9 +330,13 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         1,
         "one unanswered read back, not one per object of the round"
     );
-    assert!(
-        recorder.take_actions().is_empty(),
-        "nothing acted on unwritten"
+    // Due, SIGKILL goes out unwritten (see
+    // `r63_a_sigkill_due_while_the_store_takes_no_write_is_sent_at_its_deadline`),
+    // and nothing else.
+    assert_eq!(
+        recorder.take_actions(),
+        vec![Action::SendKill { container: 0 }; names.len()],
+        "only the due SIGKILLs act unwritten"
     );
 
     let retry = rt.poll_timeout().expect("a retry is scheduled");
@@ -344,7 +348,7 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         1,
         "one unanswered read stops the retry"
     );
-    assert!(recorder.take_actions().is_empty());
+    assert!(recorder.take_actions().is_empty(), "each SIGKILL once");
 
     store.down.store(false, Ordering::SeqCst);
     let retry = rt.poll_timeout().expect("a retry is scheduled again");
@@ -357,4 +361,95 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         .filter(|a| matches!(a, Action::SendKill { .. }))
         .count();
     assert_eq!(kills, names.len(), "every object's SIGKILL, once");
+}
+
+/// R63 while the store takes no write (a full disk, an etcd out of
+/// reach): the SIGKILL that is due goes out at its deadline all the same,
+/// though its write-ahead cannot be written — not a millisecond before, and
+/// once while the outage lasts. Once the store takes writes again, the
+/// deletion is recorded and ends as usual.
+#[test]
+fn r63_a_sigkill_due_while_the_store_takes_no_write_is_sent_at_its_deadline() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle_delete("web-0", &DeleteOptions::with_grace(3))
+        .expect("accepted");
+    let _ = rt.handle_agent_sync("web-0").expect("synced");
+    assert!(
+        recorder
+            .take_actions()
+            .contains(&Action::SendStopSignal { container: 0 })
+    );
+    let kill_at = rt.poll_timeout().expect("SIGKILL is due later");
+
+    store.down.store(true, Ordering::SeqCst);
+    clock.advance_to(kill_at.saturating_sub(Duration::from_millis(1)));
+    let _ = rt.handle_timeouts();
+    assert!(
+        recorder.take_actions().is_empty(),
+        "not a millisecond early"
+    );
+    clock.advance_to(kill_at);
+    let result = rt.handle_timeouts();
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    assert_eq!(
+        recorder.take_actions(),
+        vec![Action::SendKill { container: 0 }],
+        "sent though unwritten"
+    );
+    for _ in 0..3 {
+        clock.advance(secs(1));
+        let _ = rt.handle_timeouts();
+    }
+    assert!(recorder.take_actions().is_empty(), "once while it lasts");
+
+    store.down.store(false, Ordering::SeqCst);
+    clock.advance(secs(5));
+    rt.handle_timeouts().expect("the store answers again");
+    let _ = rt.handle_container_exited("web-0", 0).expect("known");
+    assert!(store.stored("web-0").is_none(), "removed");
+}
+
+/// R62 when the store stops taking writes just after a stop signal went
+/// out (its record is not written; the state read back still owes it):
+/// the signal is not sent again, and SIGKILL comes 2 s after the one that
+/// went out, at the grace's end, unwritten.
+#[test]
+fn r62_a_stop_signal_whose_record_was_not_written_is_not_sent_again() {
+    let (store, clock, recorder, mut rt) = setup();
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle_delete("web-0", &DeleteOptions::with_grace(3))
+        .expect("accepted");
+    let deleted = clock.now().mono;
+    // The stop signal's write-ahead passes; every write after it is
+    // refused, while reads still work (a full disk).
+    store.then(&[None]);
+    store.then(&[Some(Next::Refuse); 100]);
+    let result = rt.handle_agent_sync("web-0");
+    assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
+    let stop_signals = |actions: &[Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::SendStopSignal { .. }))
+            .count()
+    };
+    assert_eq!(stop_signals(&recorder.take_actions()), 1);
+    // Retries read the stored state back and try again: no second signal.
+    let mut kills = Vec::new();
+    while clock.now().mono < deleted.saturating_add(secs(3)) {
+        clock.advance(Duration::from_millis(250));
+        let _ = rt.handle_timeouts();
+        let actions = recorder.take_actions();
+        assert_eq!(stop_signals(&actions), 0, "sent once");
+        if actions.contains(&Action::SendKill { container: 0 }) {
+            kills.push(clock.now().mono);
+        }
+    }
+    assert_eq!(
+        kills,
+        vec![deleted.saturating_add(secs(3))],
+        "SIGKILL once, when the grace is spent"
+    );
 }

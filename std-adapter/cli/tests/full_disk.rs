@@ -242,10 +242,11 @@ fn r62_a_full_disk_keeps_the_agent_up_and_every_deletion_completes_once_there_is
 }
 
 /// A workload that fills the disk with its own output (it floods its
-/// standard output once told to stop) does not stop the agent: the steps
-/// of its deletion that cannot be written (its SIGKILL, its exit, its
-/// removal: how far the store's free pages go varies) wait, and once room
-/// is made (its log truncated by hand) it is killed and removed.
+/// standard output once told to stop) does not stop the agent, nor its own
+/// SIGKILL: that goes out when the grace is spent, written or not (how far
+/// the store's free pages go varies). The steps that cannot be written
+/// (its exit, its removal) wait, and once room is made (its log truncated
+/// by hand) it is removed.
 #[test]
 fn r62_a_workload_that_fills_the_disk_with_its_output_does_not_stop_the_agent() {
     let Some(disk) = SmallDisk::mount() else {
@@ -280,6 +281,15 @@ fn r62_a_workload_that_fills_the_disk_with_its_output_does_not_stop_the_agent() 
         std::thread::sleep(Duration::from_millis(100));
     }
 
+    // R63: SIGKILL goes out when the grace is spent, though the disk is
+    // still full and its write-ahead cannot be written.
+    wait_for(
+        "it is killed while the disk is full",
+        Duration::from_secs(10),
+        || !alive(&pid),
+    );
+    assert_eq!(disk.available(), 0, "the disk is still full");
+
     // Room, as an operator makes it: the log truncated.
     let logs = data.join("logs");
     let log = std::fs::read_dir(&logs)
@@ -293,7 +303,6 @@ fn r62_a_workload_that_fills_the_disk_with_its_output_does_not_stop_the_agent() 
         .open(&log)
         .and_then(|f| f.set_len(0))
         .expect("truncated");
-    wait_for("it is killed", Duration::from_secs(15), || !alive(&pid));
     wait_for("it is removed", Duration::from_secs(15), || {
         grace(&data, &["get", "w"]).status.code() == Some(1)
     });

@@ -140,6 +140,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         // Built once, when first needed (taking actions changes nothing it
         // shows).
         let mut built: Option<StoredObject> = None;
+        // Stop signals that went out under this runtime, which the stored
+        // state read back after a failed write may still owe.
+        let sent_before = self.objects.signals_sent(id);
         while let Some(open) = self.objects.opened(id)? {
             let Some(action) = open.lifecycle.poll_action() else {
                 break;
@@ -173,6 +176,18 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     }
                     Ok(())
                 }
+                // Sent under this runtime, its record's write failed (the
+                // state read back still owes it): not sent again, and R62
+                // counts from when it went out.
+                Action::SendStopSignal { container }
+                    if let Some(&(_, sent)) = sent_before.iter().find(|(c, _)| *c == container) =>
+                {
+                    let wall = self.clock.now().wall;
+                    let _ = open
+                        .lifecycle
+                        .handle_stop_signal_sent(Now::new(wall, sent), usize::from(container));
+                    continue;
+                }
                 // Sent by an earlier process that crashed before the store
                 // said so: not sent again, and its time is the one R62
                 // counts from (D6: a restart never moves SIGKILL later).
@@ -186,6 +201,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let _ = open
                         .lifecycle
                         .handle_stop_signal_sent(Now::new(wall, sent), usize::from(container));
+                    let uid = open.lifecycle.record().uid.as_str().to_owned();
+                    self.objects.signal_sent(id, &uid, container, sent);
                     self.emit_id(now, id, Change::Action(action));
                     continue;
                 }
@@ -261,6 +278,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 sigkill_at,
             };
             self.actuator.kill_owed(open.name, c, owed);
+            let uid = open.lifecycle.record().uid.as_str().to_owned();
+            self.objects.signal_sent(id, &uid, container, sent.mono);
         }
         Ok(())
     }

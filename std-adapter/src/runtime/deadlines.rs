@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use grace_core::{Instant, Now};
+use grace_core::{Action, Instant, Now};
 
 use super::commit::{RoundFailure, Written};
 use super::objects::Id;
-use super::{Actuator, Runtime, RuntimeError, store_down};
+use super::{Actuator, Change, Runtime, RuntimeError, store_down};
 use crate::clock::Clock;
 use crate::store::Store;
 
@@ -59,6 +59,13 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     // waits for the next retry.
                     Err(e) if store_down(&e) => {
                         self.objects.close();
+                        let mut ids: Vec<Id> = self
+                            .unsure
+                            .iter()
+                            .filter_map(|n| self.objects.id(n))
+                            .collect();
+                        ids.extend(self.deadlines.iter().map(|&(_, id)| id));
+                        self.kill_unwritten(now, &ids);
                         return Err(e);
                     }
                     Err(e) => {
@@ -160,6 +167,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 for &id in &due {
                     self.reschedule_id(id);
                 }
+                if store_down(&failure.error) {
+                    self.kill_unwritten(now, &due);
+                }
                 self.resync_each(&names);
                 if !one_object || round.len() < 2 {
                     return Err(failure.error);
@@ -177,6 +187,73 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 first_error.map_or(Ok(()), Err)
             }
         }
+    }
+
+    /// While the store takes no write: the SIGKILLs due among `ids` go out
+    /// all the same, each once, though their write-ahead could not be
+    /// written (R63: the grace is spent, whatever the store). It is safe
+    /// without the record: the deadline comes from the state the store
+    /// holds, or from the stop signal's real time where that is later, so
+    /// it is never early; a container whose stop signal has not gone out
+    /// is not killed; and the write that records it later sends it again,
+    /// which changes nothing (actions are idempotent). Without this a
+    /// workload that keeps the disk full (its own output) would keep its
+    /// SIGKILL from ever being written, and so from ever being sent.
+    fn kill_unwritten(&mut self, now: Now, ids: &[Id]) {
+        for &id in ids {
+            let due = self
+                .objects
+                .summary(id)
+                .and_then(|s| s.next)
+                .is_some_and(|t| t <= now.mono);
+            if !due {
+                continue;
+            }
+            let sent = self.objects.signals_sent(id);
+            let Ok(Some(open)) = self.objects.opened(id) else {
+                continue;
+            };
+            // What the stored state does at `now`, on a copy: nothing of it
+            // is kept but the kills.
+            let mut next = open.lifecycle.clone();
+            for &(c, at) in &sent {
+                let _ = next.handle_stop_signal_sent(Now::new(now.wall, at), usize::from(c));
+            }
+            next.handle_timeout(now);
+            let mut not_signalled = Vec::new();
+            let mut kills = Vec::new();
+            while let Some(action) = next.poll_action() {
+                match action {
+                    Action::SendStopSignal { container }
+                        if !sent.iter().any(|&(c, _)| c == container) =>
+                    {
+                        not_signalled.push(container);
+                    }
+                    Action::SendKill { container } if !not_signalled.contains(&container) => {
+                        kills.push(container);
+                    }
+                    _ => {}
+                }
+            }
+            if kills.is_empty() {
+                continue;
+            }
+            let stored = open.spec.object(open.lifecycle, None);
+            let name = Arc::clone(open.name);
+            let uid = open.lifecycle.record().uid.as_str().to_owned();
+            for container in kills {
+                if !self.objects.killed_unwritten(id, &uid, container) {
+                    continue;
+                }
+                let action = Action::SendKill { container };
+                let change = match self.actuator.perform(&name, &stored, &action) {
+                    Ok(()) => Change::Action(action),
+                    Err(e) => Change::ActionFailed(e),
+                };
+                self.emit_id(now, id, change);
+            }
+        }
+        self.objects.close();
     }
 
     /// Takes the object's deadline out of the queue.

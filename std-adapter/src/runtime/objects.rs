@@ -13,7 +13,7 @@
 //! again. While packed, an entry keeps what the deadline queue and the
 //! phase reports need ([`Summary`]), so those do not decode it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use grace_core::{Instant, Phase, Stage};
@@ -95,6 +95,22 @@ pub(super) struct Objects {
     #[allow(clippy::vec_box)]
     spare: Vec<Box<ObjectLifecycle>>,
     codec: Codec,
+    /// The signals sent to objects' containers, kept until the object is
+    /// forgotten: the store may not hold them (their record's write
+    /// failed), and a signal that went out must neither be sent again nor
+    /// count from later (see [`Runtime::stop_signal_sent`](super::Runtime)).
+    /// Empty for objects that were never signalled.
+    signals: HashMap<Id, Signals>,
+}
+
+/// The signals sent to one object's containers (see [`Objects::signals`]).
+struct Signals {
+    /// The object they went to: a name may hold another object later.
+    uid: Box<str>,
+    /// `(container, when its stop signal went out if that was under this
+    /// runtime, whether SIGKILL went out while its write-ahead could not
+    /// be written)`.
+    sent: Vec<(u8, Option<Instant>, bool)>,
 }
 
 /// How many boxes [`Objects::close`] keeps for reuse (a round's worth).
@@ -159,6 +175,10 @@ impl Objects {
                 id
             }
         };
+        let uid = boxed.record().uid.as_str();
+        if self.signals.get(&id).is_some_and(|s| *s.uid != *uid) {
+            self.signals.remove(&id);
+        }
         if let Some(entry) = self.get_mut(id) {
             entry.held = Held::Open(boxed);
             entry.spec = spec;
@@ -201,12 +221,64 @@ impl Objects {
             return;
         };
         self.ids.remove(&entry.name);
+        self.signals.remove(&id);
         if let Held::Open(b) = entry.held
             && self.spare.len() < SPARE
         {
             self.spare.push(b);
         }
         self.free.push(id);
+    }
+
+    /// Keeps that the stop signal of the object's `container` went out at
+    /// `at` (its first one: a later report changes nothing).
+    pub(super) fn signal_sent(&mut self, id: Id, uid: &str, container: u8, at: Instant) {
+        if let Some(sent) = self.sent(id, uid, container) {
+            sent.1.get_or_insert(at);
+        }
+    }
+
+    /// The signals sent to the object's `container`, kept from now on.
+    fn sent(
+        &mut self,
+        id: Id,
+        uid: &str,
+        container: u8,
+    ) -> Option<&mut (u8, Option<Instant>, bool)> {
+        let signals = self.signals.entry(id).or_insert_with(|| Signals {
+            uid: uid.into(),
+            sent: Vec::new(),
+        });
+        if *signals.uid != *uid {
+            *signals = Signals {
+                uid: uid.into(),
+                sent: Vec::new(),
+            };
+        }
+        if !signals.sent.iter().any(|&(c, _, _)| c == container) {
+            signals.sent.push((container, None, false));
+        }
+        signals.sent.iter_mut().find(|(c, _, _)| *c == container)
+    }
+
+    /// `(container, when its stop signal went out)` for each container of
+    /// the object signalled under this runtime.
+    pub(super) fn signals_sent(&self, id: Id) -> Vec<(u8, Instant)> {
+        self.signals.get(&id).map_or_else(Vec::new, |signals| {
+            signals
+                .sent
+                .iter()
+                .filter_map(|&(c, at, _)| Some((c, at?)))
+                .collect()
+        })
+    }
+
+    /// Marks that SIGKILL went out to the object's `container` though its
+    /// write-ahead could not be written; whether it had not been marked
+    /// before (it is sent, and reported, once).
+    pub(super) fn killed_unwritten(&mut self, id: Id, uid: &str, container: u8) -> bool {
+        self.sent(id, uid, container)
+            .is_some_and(|sent| !std::mem::replace(&mut sent.2, true))
     }
 
     /// Runs `f` on the entry and its lifecycle (decoded into a temporary
