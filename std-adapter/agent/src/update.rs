@@ -144,17 +144,23 @@ pub fn put<S: Store, C: Clock>(
     Ok(Reply::Configured { changed })
 }
 
-/// A fresh uid: unique per process and call (time, process id, counter).
+/// A fresh uid: a random (version 4) UUID, as the Kubernetes API server
+/// gives every object it creates (`8a1c…-…`, 36 characters).
 pub fn new_uid() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    format!(
-        "{:016x}-{:08x}-{:04x}",
-        nanos as u64,
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed) & 0xffff
-    )
+    uuid::Uuid::new_v4().to_string()
+}
+
+#[cfg(test)]
+mod uid_tests {
+    use super::new_uid;
+
+    #[test]
+    fn a_new_uid_is_a_random_uuid_and_never_repeats() {
+        let a = new_uid();
+        let parsed = uuid::Uuid::parse_str(&a).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(a.len(), 36);
+        let many: std::collections::HashSet<String> = (0..1000).map(|_| new_uid()).collect();
+        assert_eq!(many.len(), 1000);
+    }
 }
