@@ -18,10 +18,11 @@ use std::time::Duration as StdDuration;
 
 use grace_core::{FinalizerChange, Name};
 
-use super::{Input, check_name, error, invalid, start_all};
+use super::{check_name, error, invalid, start_all};
 use crate::api::{DeleteReport, Reply, Request};
 use crate::clock::Clock;
 use crate::process::{ProcessActuator, WorldEvent};
+use crate::run_loop::Input;
 use crate::runtime::{Batch, Runtime, RuntimeError};
 use crate::store::Store;
 
