@@ -37,6 +37,7 @@ use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
+use crate::clock::Clock;
 use crate::error::AgentError;
 use crate::outage::SharedStatus;
 use crate::process::ProcessActuator;
@@ -44,7 +45,6 @@ use crate::process::logs::ContainerLogs;
 use crate::run_loop::{self, Input, Running, Serving, fenced};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::startup::{self, stop_on_signal};
-use crate::clock::Clock;
 use crate::store::{EtcdStore, Lease, NodeScoped, Revision, Store, StoreError};
 use crate::{OnExit, RunClock};
 

@@ -36,14 +36,20 @@ pub(crate) enum Input {
     /// A change event of the store's watch named this object (node agent).
     #[cfg_attr(
         not(feature = "etcd"),
-        allow(dead_code, reason = "only a node agent (feature `etcd`) watches a store")
+        allow(
+            dead_code,
+            reason = "only a node agent (feature `etcd`) watches a store"
+        )
     )]
     Changed(String),
     /// Changes may have been missed (the store's log was trimmed): look
     /// at every object again (node agent).
     #[cfg_attr(
         not(feature = "etcd"),
-        allow(dead_code, reason = "only a node agent (feature `etcd`) watches a store")
+        allow(
+            dead_code,
+            reason = "only a node agent (feature `etcd`) watches a store"
+        )
     )]
     Resync,
     /// A process exited, a pre-stop hook returned.
