@@ -287,6 +287,14 @@ impl Agent {
     }
 }
 
+impl Drop for Agent {
+    /// Stops the agent and waits for it.
+    fn drop(&mut self) {
+        self.running.shutdown();
+        let _ = self.running.wait();
+    }
+}
+
 /// An agent whose start went through: what its runtime thread serves.
 struct Started {
     rt: Runtime<Arc<RedbStore>, RunClock, ProcessActuator>,

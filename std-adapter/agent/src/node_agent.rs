@@ -161,6 +161,14 @@ impl NodeAgent {
     }
 }
 
+impl Drop for NodeAgent {
+    /// Stops the agent and waits for it.
+    fn drop(&mut self) {
+        self.running.shutdown();
+        let _ = self.running.wait();
+    }
+}
+
 /// A node agent whose start went through: what its runtime thread serves.
 struct Started {
     rt: SharedRuntime,

@@ -478,7 +478,7 @@ fn stop_workloads<S: Store>(
 const DEFAULT_GRACE_SECONDS: i64 = 30;
 
 /// An agent serving on a thread of its own: what [`crate::Agent`] and a
-/// node agent's handle hold. Dropping it stops the agent and waits for it.
+/// node agent's handle hold (each stops it and waits for it when dropped).
 #[derive(Debug)]
 pub(crate) struct Running {
     stop: mpsc::Sender<Input>,
@@ -516,13 +516,5 @@ impl Running {
             Some(Ok(Err(e))) => Err(e),
             Some(Err(_)) => Err(AgentError::Panicked),
         }
-    }
-}
-
-impl Drop for Running {
-    /// Stops the agent and waits for it.
-    fn drop(&mut self) {
-        self.shutdown();
-        let _ = self.wait();
     }
 }
