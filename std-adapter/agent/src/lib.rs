@@ -4,6 +4,11 @@
 //! data directory, which the `grace agent` command runs and which a
 //! program can run inside its own process ([`Agent`]).
 //!
+//! With the `etcd` feature, `node_agent` runs instead the agent of one
+//! node among several on a shared etcd store (`grace agent --etcd`;
+//! `node_agent::NodeAgent` in a program). Both run one start-up and one
+//! event loop; they differ in where their inputs come from.
+//!
 //! It owns the embedded store (redb allows one process), serves the CLI's
 //! requests on `<data-dir>/grace.sock` (see [`crate::api`]), starts the
 //! containers of objects bound to its node, and carries out their

@@ -1,5 +1,7 @@
 //! `grace agent --etcd ENDPOINTS --node NODE`: one node's agent on a store
-//! shared with the agents of other nodes.
+//! shared with the agents of other nodes ([`run`]; [`NodeAgent::start`]
+//! in a program). It runs the local agent's start-up and event loop; its
+//! inputs are the store's watch, not a socket.
 //!
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
