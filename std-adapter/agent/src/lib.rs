@@ -45,25 +45,26 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 
-use grace_core::DeleteError;
-
-use crate::api::{ApiError, DATABASE, ErrorKind, Reply, socket_path};
-use crate::clock::{Clock, SystemClock};
+use crate::api::{DATABASE, socket_path};
+use crate::input::Input;
 use crate::process::ProcessActuator;
 use crate::process::logs::{ContainerLogs, LogLimits};
-use crate::run_loop::{Input, Running, Serving};
-use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
-use crate::startup::stop_on_signal;
-use crate::store::{ContainerStatus, RedbStore, Store, StoreError};
+use crate::run_loop::{Running, Serving};
+use crate::runtime::{Recovery, Runtime, Transition};
+use crate::startup::{RunClock, stop_on_signal};
+use crate::store::{RedbStore, StoreError};
 use grace_std::{clock, process, runtime, store};
 
 pub mod access;
 pub mod api;
 mod batched;
+mod containers;
 mod error;
+mod input;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod node_agent;
+mod on_exit;
 mod outage;
 pub mod quota;
 mod run_loop;
@@ -75,6 +76,7 @@ pub mod validate;
 pub use access::{Access, AllowGroup, AllowGroupError};
 pub use batched::GROUP_COMMIT_ENV;
 pub use error::AgentError;
+pub use on_exit::{OnExit, UnknownOnExit};
 pub use outage::{FIRST_RETRY, LAST_RETRY};
 pub use quota::{
     GROUP_CONNECTIONS, GROUP_WATCHES, MAX_CONNECTIONS, MAX_WATCHES, RESERVED, USER_CONNECTIONS,
@@ -133,50 +135,6 @@ impl AgentOptions {
     }
 }
 
-/// What the agent does with its workloads when SIGTERM or SIGINT stops it
-/// (`--on-exit`), or [`Agent::shutdown`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OnExit {
-    /// Leave them running, their records as they are: the next agent
-    /// adopts them (as the kubelet leaves its containers).
-    #[default]
-    Leave,
-    /// Stop each one the Kubernetes way first, as the kubelet's graceful
-    /// node shutdown does (R84): every object bound here that runs and is
-    /// not being deleted yet is evicted with its own grace (pre-stop hook,
-    /// stop signal, SIGKILL when the grace is spent and never sooner than
-    /// 2 s after the stop signal); deletions in progress go on as they
-    /// are. The agent exits once none of their processes is left. The
-    /// objects stay, their containers stopped; workloads whose object is
-    /// gone are left running.
-    Stop,
-}
-
-impl std::str::FromStr for OnExit {
-    type Err = UnknownOnExit;
-
-    /// `leave` or `stop`.
-    fn from_str(arg: &str) -> Result<Self, UnknownOnExit> {
-        match arg {
-            "leave" => Ok(OnExit::Leave),
-            "stop" => Ok(OnExit::Stop),
-            other => Err(UnknownOnExit(other.to_owned())),
-        }
-    }
-}
-
-/// A value of `--on-exit` that is neither `leave` nor `stop` (the value).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownOnExit(pub String);
-
-impl std::fmt::Display for UnknownOnExit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "`{}`: expected `leave` or `stop`", self.0)
-    }
-}
-
-impl std::error::Error for UnknownOnExit {}
-
 /// The directory of the container logs in a data directory.
 pub const LOGS: &str = "logs";
 
@@ -195,11 +153,6 @@ pub fn container_logs(
         Some(node) => ContainerLogs::new(dir.join("nodes").join(node), limits),
     }
 }
-
-/// The agent's clock: the machine's, whose epoch is the boot. Deadlines
-/// written by an agent are honoured by the next one on the same boot (its
-/// workloads are still there); after a reboot they have no meaning.
-pub(crate) type RunClock = SystemClock;
 
 /// Where an agent keeps its workload table, in its data directory.
 pub fn workloads_dir(data_dir: &Path) -> PathBuf {
@@ -471,85 +424,6 @@ impl Started {
         );
         result.map_err(AgentError::from)
     }
-}
-
-/// Starts an object's containers that are not running and reports each
-/// one's status: `Running`, or `ContainerCannotRun` with the reason, which
-/// counts as exited.
-pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
-    start_all(rt, [name]);
-}
-
-/// [`start`] for many objects, their statuses written with one commit per
-/// batch rather than one per container.
-pub(crate) fn start_all<'a, S: Store, C: Clock>(
-    rt: &mut Runtime<S, C, ProcessActuator>,
-    names: impl IntoIterator<Item = &'a str>,
-) {
-    // (name, running containers, containers that could not start)
-    let mut started = Vec::new();
-    for name in names {
-        let Some(object) = rt.object(name) else {
-            continue;
-        };
-        let failed = rt.actuator().start_each(name, &object);
-        let running: Vec<usize> = (0..object.containers.len())
-            .filter(|&i| rt.actuator().is_running(name, i))
-            .collect();
-        started.push((name, running, failed));
-    }
-    let mut batch = rt.open_batch();
-    for (name, running, failed) in started {
-        if batch.is_full() {
-            let _ = batch.commit();
-            batch = rt.open_batch();
-        }
-        for i in running {
-            let _ = batch.set_container_status(name, i, ContainerStatus::Running);
-        }
-        for (i, reason) in failed {
-            let _ = batch.set_container_status(name, i, ContainerStatus::cannot_run(reason));
-            let _ = batch.handle_container_exited(name, i);
-        }
-    }
-    let _ = batch.commit();
-}
-
-/// The name of a change request, checked as the manifest readers check it.
-fn check_name(name: &str) -> Result<(), String> {
-    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
-}
-
-fn invalid(message: String) -> Reply {
-    Reply::Error(ApiError {
-        kind: ErrorKind::Invalid,
-        message,
-    })
-}
-
-/// A runtime error as the API reports it, kubectl's words where it has them.
-fn error(name: &str, e: &RuntimeError) -> Reply {
-    let (kind, message) = match e {
-        RuntimeError::NotFound(_) | RuntimeError::Delete(DeleteError::NotFound) => {
-            (ErrorKind::NotFound, format!("object \"{name}\" not found"))
-        }
-        RuntimeError::AlreadyExists(_) => (
-            ErrorKind::AlreadyExists,
-            format!("object \"{name}\" already exists"),
-        ),
-        RuntimeError::Delete(DeleteError::Conflict(c)) => {
-            (ErrorKind::Conflict, format!("object \"{name}\": {c}"))
-        }
-        RuntimeError::Delete(d) => (ErrorKind::Invalid, format!("object \"{name}\": {d}")),
-        RuntimeError::Update(u) => (ErrorKind::Invalid, format!("object \"{name}\": {u}")),
-        RuntimeError::Store(s) => (ErrorKind::Internal, format!("store: {s}")),
-        RuntimeError::UnknownContainer { .. }
-        | RuntimeError::TooManyContainers { .. }
-        | RuntimeError::InvalidName { .. }
-        | RuntimeError::BatchFull { .. } => (ErrorKind::Invalid, e.to_string()),
-        _ => (ErrorKind::Internal, e.to_string()),
-    };
-    Reply::Error(ApiError { kind, message })
 }
 
 /// Checks that `data_dir` is a directory or does not exist yet; the

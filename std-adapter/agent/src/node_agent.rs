@@ -41,14 +41,15 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::clock::Clock;
 use crate::error::AgentError;
+use crate::input::Input;
+use crate::on_exit::OnExit;
 use crate::outage::SharedStatus;
 use crate::process::ProcessActuator;
 use crate::process::logs::ContainerLogs;
-use crate::run_loop::{self, Input, Running, Serving, fenced};
+use crate::run_loop::{self, Running, Serving, fenced};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
-use crate::startup::{self, stop_on_signal};
+use crate::startup::{self, RunClock, stop_on_signal};
 use crate::store::{EtcdStore, Lease, NodeScoped, Revision, Store, StoreError};
-use crate::{OnExit, RunClock};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::batched::Served;
 use crate::api::{AgentStatus, StoreUnwritable};
+use crate::input::Input;
 use crate::process::WorldEvent;
-use crate::run_loop::Input;
 use crate::runtime::RuntimeError;
 use crate::store::StoreError;
 

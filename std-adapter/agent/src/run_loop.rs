@@ -16,47 +16,18 @@ use crate::api::{ApiError, ErrorKind, Reply, Request};
 use crate::clock::Clock;
 use crate::error::AgentError;
 use crate::outage::{Outage, SharedStatus};
+use crate::process::ProcessActuator;
 use crate::process::logs::ContainerLogs;
-use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Observed, Runtime, RuntimeError, Transition};
 use crate::store::{Store, StoreError};
 use grace_core::Action;
 
+use crate::batched;
+use crate::containers::start;
+use crate::input::Input;
+use crate::on_exit::OnExit;
 use crate::runtime::Change;
-use crate::{OnExit, RunClock, batched, start};
-
-/// One input of the runtime thread.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "one per request or event on a channel; a request holds a uid of any Kubernetes length inline"
-)]
-pub(crate) enum Input {
-    /// A client's request, from the socket (local agent).
-    Request(Request, mpsc::SyncSender<Reply>),
-    /// A change event of the store's watch named this object (node agent).
-    #[cfg_attr(
-        not(feature = "etcd"),
-        allow(
-            dead_code,
-            reason = "only a node agent (feature `etcd`) watches a store"
-        )
-    )]
-    Changed(String),
-    /// Changes may have been missed (the store's log was trimmed): look
-    /// at every object again (node agent).
-    #[cfg_attr(
-        not(feature = "etcd"),
-        allow(
-            dead_code,
-            reason = "only a node agent (feature `etcd`) watches a store"
-        )
-    )]
-    Resync,
-    /// A process exited, a pre-stop hook returned.
-    World(WorldEvent),
-    /// SIGTERM, SIGINT or a handle's `shutdown`.
-    Stop,
-}
+use crate::startup::{RunClock, bound_here};
 
 /// How the runtime thread serves.
 pub(crate) struct Serving<'a> {
@@ -132,17 +103,6 @@ pub(crate) fn wind_down<S: Store>(
     let removed = log_transitions(transitions, log);
     remove_logs(rt, logs, &removed);
     crate::process::removal::flush();
-}
-
-/// Whether `name`'s object is bound to `node` (this agent runs it).
-pub(crate) fn bound_here<S: Store>(
-    rt: &Runtime<S, RunClock, ProcessActuator>,
-    name: &str,
-    node: &str,
-) -> bool {
-    rt.object(name)
-        .and_then(|o| o.node)
-        .is_some_and(|n| n == node)
 }
 
 /// How long an agent loop may wait for input: until the runtime's next

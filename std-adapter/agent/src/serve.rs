@@ -41,7 +41,7 @@ use crate::api::{
     socket_path, write_reply,
 };
 use crate::error::AgentError;
-use crate::run_loop::Input;
+use crate::input::Input;
 use crate::store::{RedbStore, Store, StoreError};
 
 /// How long a request line may take to arrive, from when the agent starts

@@ -14,13 +14,30 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
 use crate::clock::Clock;
+use crate::clock::SystemClock;
+use crate::containers::start;
 use crate::error::AgentError;
+use crate::input::Input;
 use crate::process::logs::ContainerLogs;
 use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
-use crate::run_loop::{Input, bound_here};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::store::Store;
-use crate::{RunClock, start};
+
+/// The agent's clock: the machine's, whose epoch is the boot. Deadlines
+/// written by an agent are honoured by the next one on the same boot (its
+/// workloads are still there); after a reboot they have no meaning.
+pub(crate) type RunClock = SystemClock;
+
+/// Whether `name`'s object is bound to `node` (this agent runs it).
+pub(crate) fn bound_here<S: Store>(
+    rt: &Runtime<S, RunClock, ProcessActuator>,
+    name: &str,
+    node: &str,
+) -> bool {
+    rt.object(name)
+        .and_then(|o| o.node)
+        .is_some_and(|n| n == node)
+}
 
 /// What an agent opens on `store`, before its inputs are connected.
 pub(crate) struct Opened<S: Store> {
