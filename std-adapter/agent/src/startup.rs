@@ -13,8 +13,7 @@ use std::sync::mpsc;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-use crate::clock::Clock;
-use crate::clock::SystemClock;
+use crate::clock::{Clock, SystemClock};
 use crate::containers::start;
 use crate::error::AgentError;
 use crate::input::Input;
@@ -107,7 +106,7 @@ pub(crate) fn pick_up<S: Store>(
 /// Takes over the log pipes of the containers an earlier agent left
 /// running ([`ContainerLogs::adopt`]), before any container is started;
 /// a failure is logged (those containers' output waits in their pipes).
-pub(crate) fn adopt_logs(logs: &ContainerLogs, log: &mut impl Write) {
+fn adopt_logs(logs: &ContainerLogs, log: &mut impl Write) {
     if let Err(e) = logs.adopt() {
         let _ = writeln!(
             log,
@@ -122,7 +121,7 @@ pub(crate) type Workload = (String, usize, bool);
 /// Opens the process actuator on the workload table in `dir`, adopting
 /// what an earlier agent left running, and logs what it found and how
 /// workloads are contained.
-pub(crate) fn open_actuator(
+fn open_actuator(
     dir: &Path,
     subreaper: bool,
     log: &mut impl Write,
@@ -197,10 +196,7 @@ pub(crate) fn open_actuator(
 /// their kill was still owed, or removed while no agent ran) as a force
 /// delete does, carrying on a kill an earlier agent owed on its deadline
 /// ([`ProcessActuator::stop_orphans`]), and logs each.
-pub(crate) fn log_orphans<S: Store, C: Clock>(
-    rt: &mut Runtime<S, C, ProcessActuator>,
-    log: &mut impl Write,
-) {
+fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, log: &mut impl Write) {
     let tracked: std::collections::BTreeSet<String> = rt.names().map(str::to_owned).collect();
     let now = rt.clock().now().mono;
     let stops = rt
@@ -238,7 +234,7 @@ pub(crate) fn log_orphans<S: Store, C: Clock>(
 /// reported gone by the reaper nor of an unreadable record (`gone`) never
 /// ran: it is reported stopped (it was started by no one, or its start
 /// failed).
-pub(crate) fn reconcile<S: Store, C: Clock>(
+fn reconcile<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     name: &str,
     gone: &[Workload],
@@ -302,7 +298,7 @@ pub(crate) fn stop_on_signal<I: Send + 'static>(
 
 /// Forwards every event of `events` to `tx` as an input (from a thread of
 /// its own), until either side is gone.
-pub(crate) fn forward<T: Send + 'static, I: Send + 'static>(
+fn forward<T: Send + 'static, I: Send + 'static>(
     events: mpsc::Receiver<T>,
     tx: mpsc::Sender<I>,
     input: fn(T) -> I,
