@@ -16,11 +16,12 @@
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
-use grace_core::{FinalizerChange, Name};
+use grace_core::{DeleteError, FinalizerChange, Name};
 
-use super::{Input, check_name, error, invalid, start_all};
-use crate::api::{DeleteReport, Reply, Request};
+use crate::api::{ApiError, DeleteReport, ErrorKind, Reply, Request};
 use crate::clock::Clock;
+use crate::containers::start_all;
+use crate::input::Input;
 use crate::process::{ProcessActuator, WorldEvent};
 use crate::runtime::{Batch, Runtime, RuntimeError};
 use crate::store::Store;
@@ -296,6 +297,43 @@ fn settle<S: Store, C: Clock>(
     }
     start_all(rt, to_start.iter().map(String::as_str));
     answers
+}
+
+/// The name of a change request, checked as the manifest readers check it.
+fn check_name(name: &str) -> Result<(), String> {
+    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
+}
+
+fn invalid(message: String) -> Reply {
+    Reply::Error(ApiError {
+        kind: ErrorKind::Invalid,
+        message,
+    })
+}
+
+/// A runtime error as the API reports it, kubectl's words where it has them.
+fn error(name: &str, e: &RuntimeError) -> Reply {
+    let (kind, message) = match e {
+        RuntimeError::NotFound(_) | RuntimeError::Delete(DeleteError::NotFound) => {
+            (ErrorKind::NotFound, format!("object \"{name}\" not found"))
+        }
+        RuntimeError::AlreadyExists(_) => (
+            ErrorKind::AlreadyExists,
+            format!("object \"{name}\" already exists"),
+        ),
+        RuntimeError::Delete(DeleteError::Conflict(c)) => {
+            (ErrorKind::Conflict, format!("object \"{name}\": {c}"))
+        }
+        RuntimeError::Delete(d) => (ErrorKind::Invalid, format!("object \"{name}\": {d}")),
+        RuntimeError::Update(u) => (ErrorKind::Invalid, format!("object \"{name}\": {u}")),
+        RuntimeError::Store(s) => (ErrorKind::Internal, format!("store: {s}")),
+        RuntimeError::UnknownContainer { .. }
+        | RuntimeError::TooManyContainers { .. }
+        | RuntimeError::InvalidName { .. }
+        | RuntimeError::BatchFull { .. } => (ErrorKind::Invalid, e.to_string()),
+        _ => (ErrorKind::Internal, e.to_string()),
+    };
+    Reply::Error(ApiError { kind, message })
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 //! `grace agent --etcd ENDPOINTS --node NODE`: one node's agent on a store
-//! shared with the agents of other nodes.
+//! shared with the agents of other nodes ([`run`]; [`NodeAgent::start`]
+//! in a program). It runs the local agent's start-up and event loop; its
+//! inputs are the store's watch, not a socket.
 //!
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
@@ -39,15 +41,15 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::clock::Clock;
 use crate::error::AgentError;
-use crate::process::Output;
+use crate::input::Input;
+use crate::on_exit::OnExit;
+use crate::outage::SharedStatus;
+use crate::process::ProcessActuator;
 use crate::process::logs::ContainerLogs;
-use crate::process::{ProcessActuator, WorldEvent};
-use crate::runtime::{Observed, Recovery, Runtime, RuntimeError, Transition};
-use crate::store::{EtcdStore, NodeScoped, Revision, Store, StoreError};
-use crate::{
-    RunClock, adopt_logs, forward, log_orphans, log_transitions, open_actuator, reconcile,
-    remove_logs, start, stop_on_signal, wait_for_next,
-};
+use crate::run_loop::{self, Running, Serving, fenced};
+use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
+use crate::startup::{self, RunClock, stop_on_signal};
+use crate::store::{EtcdStore, Lease, NodeScoped, Revision, Store, StoreError};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]
@@ -63,134 +65,295 @@ pub struct SharedAgentOptions {
     pub state_dir: std::path::PathBuf,
     /// Where its containers' output goes (on this machine).
     pub logs: ContainerLogs,
-}
-
-enum Input {
-    /// A change event named this object.
-    Changed(String),
-    /// Changes may have been missed (the store's log was trimmed): look
-    /// at every object again.
-    Resync,
-    World(WorldEvent),
-    Stop,
+    /// Whether the agent makes its process a child subreaper, as `grace
+    /// agent --etcd` does: see [`crate::AgentOptions::subreaper`] (off in
+    /// a program that waits for children of its own).
+    pub subreaper: bool,
 }
 
 type SharedRuntime = Runtime<NodeScoped<EtcdStore>, RunClock, ProcessActuator>;
 
-/// Runs the agent of `options.node` on `store` until SIGTERM or SIGINT
-/// (`Ok`), or until its node is fenced (an error). Logs every transition
-/// to `log`.
+/// Runs the agent of `options.node` on `store` on the calling thread until
+/// SIGTERM or SIGINT (`Ok`), or until its node is fenced (an error), as
+/// `grace agent --etcd` does. Logs every transition to `log`. To run one
+/// inside a program that owns its signals, see [`NodeAgent::start`].
 pub fn run(
     store: EtcdStore,
     options: &SharedAgentOptions,
     log: &mut impl Write,
 ) -> Result<(), AgentError> {
+    let (started, _stop) = start(store, options, true, log)?;
+    started.serve(log)
+}
+
+/// A node agent on a shared store running inside this process, on a
+/// thread of its own: the handle [`NodeAgent::start`] returns, as
+/// [`crate::Agent`] is for the local agent.
+///
+/// It runs the objects bound to its node until [`NodeAgent::shutdown`] or
+/// until its node is fenced; it installs no signal handler. Its workloads
+/// outlive it: the next agent of the node adopts them. Dropping the
+/// handle stops the agent and waits for it, as [`NodeAgent::join`] does.
+///
+/// ```no_run
+/// use grace_agent::node_agent::{NodeAgent, SharedAgentOptions};
+/// use grace_agent::container_logs;
+/// use grace_std::process::logs::LogLimits;
+/// use grace_std::runtime::Recovery;
+/// use grace_std::store::EtcdStore;
+///
+/// let dir = std::path::Path::new("/var/lib/my-orchestrator/grace");
+/// let store = EtcdStore::connect(&["http://127.0.0.1:2379"])?;
+/// let options = SharedAgentOptions {
+///     node: "node-a".to_owned(),
+///     recovery: Recovery::HonourOriginalDeadline,
+///     lease_ttl: std::time::Duration::from_secs(10),
+///     state_dir: dir.join("workloads-node-a"),
+///     logs: container_logs(dir, Some("node-a"), LogLimits::default()),
+///     subreaper: false,
+/// };
+/// let agent = NodeAgent::start(store, options, std::io::stderr())?;
+/// // ... objects bound to node-a are run until:
+/// agent.shutdown();
+/// agent.join()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct NodeAgent {
+    running: Running,
+    node: String,
+}
+
+impl NodeAgent {
+    /// Starts the agent of `options.node` on `store`, logging every
+    /// transition to `log`: its fencing epoch read, its lease taken and its
+    /// node registered, the workloads an earlier agent of the node left
+    /// adopted when this returns; the agent then runs on a thread of its
+    /// own.
+    pub fn start(
+        store: EtcdStore,
+        options: SharedAgentOptions,
+        mut log: impl Write + Send + 'static,
+    ) -> Result<NodeAgent, AgentError> {
+        let (started, stop) = start(store, &options, false, &mut log)?;
+        let name = format!("grace-agent {}", options.node);
+        let running = Running::spawn(name, stop, move || started.serve(&mut log))?;
+        Ok(NodeAgent {
+            running,
+            node: options.node,
+        })
+    }
+
+    /// The node this agent runs objects for.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Asks the agent to stop, as SIGTERM stops `grace agent --etcd`;
+    /// returns at once. [`NodeAgent::join`] waits for it.
+    pub fn shutdown(&self) {
+        self.running.shutdown();
+    }
+
+    /// Waits until the agent has stopped: its lease revoked (its node is
+    /// lost for the others at once), its workloads left running. The
+    /// error is why it stopped, if not because it was asked to (its node
+    /// fenced: its processes were killed).
+    pub fn join(mut self) -> Result<(), AgentError> {
+        self.running.wait()
+    }
+}
+
+impl Drop for NodeAgent {
+    /// Stops the agent and waits for it.
+    fn drop(&mut self) {
+        self.running.shutdown();
+        let _ = self.running.wait();
+    }
+}
+
+/// A node agent whose start went through: what its runtime thread serves.
+struct Started {
+    rt: SharedRuntime,
+    inputs: mpsc::Receiver<Input>,
+    transitions: mpsc::Receiver<Transition>,
+    logs: ContainerLogs,
+    store: EtcdStore,
+    node: String,
+    epoch: u64,
+    lease_ttl: StdDuration,
+    heartbeat: Heartbeat,
+}
+
+/// Starts the agent of `options.node`: reads its fencing epoch, registers
+/// its node under a lease kept alive, opens the runtime on the node's view
+/// of the store (every write conditional on the epoch), follows the
+/// store's watch and picks up what an earlier agent left; with `signals`,
+/// the first SIGTERM or SIGINT stops it. Returns it with the sender of its
+/// inputs (an [`Input::Stop`] stops it).
+fn start(
+    store: EtcdStore,
+    options: &SharedAgentOptions,
+    signals: bool,
+    log: &mut impl Write,
+) -> Result<(Started, mpsc::Sender<Input>), AgentError> {
     let node = options.node.clone();
     let epoch = store.fencing_epoch(&node)?;
     let lease = store.grant_lease(options.lease_ttl)?;
     store.register_node(&node, lease)?;
 
     let (tx, inputs) = mpsc::channel::<Input>();
-    stop_on_signal(tx.clone(), Input::Stop)?;
-    spawn_heartbeat(store.clone(), node.clone(), epoch, lease, options.lease_ttl);
+    if signals {
+        stop_on_signal(tx.clone(), Input::Stop)?;
+    }
+    let heartbeat = Heartbeat::spawn(store.clone(), node.clone(), epoch, lease, options.lease_ttl);
 
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
-    // This agent owns its process (it takes SIGTERM and SIGINT): the
-    // process's children are all its workloads, so it is their subreaper.
-    let (actuator, world, gone) = open_actuator(&options.state_dir, true, log)?;
-    adopt_logs(&options.logs, log);
-    let actuator = actuator.with_output(Output::Logs(options.logs.clone()));
     // Every write of the runtime is conditional on the epoch read above.
-    let mut rt: SharedRuntime = Runtime::open(
+    let startup::Opened {
+        mut rt,
+        transitions,
+        gone,
+    } = startup::open(
         NodeScoped::new(store.with_fencing(&node, epoch), node.clone()),
-        RunClock::new(),
-        actuator,
+        &options.state_dir,
+        options.subreaper,
+        &options.logs,
         options.recovery,
+        &tx,
+        log,
     )?;
-    let transitions = rt.subscribe();
-    forward(world, tx.clone(), Input::World);
-    spawn_watch(store.clone(), from, tx);
+    spawn_watch(store.clone(), from, tx.clone());
 
     let _ = writeln!(
         log,
         "grace agent: node {node}, etcd store {store:?}, fencing epoch {epoch}, lease {} s",
         options.lease_ttl.as_secs()
     );
-    let names: Vec<String> = rt.names().map(str::to_owned).collect();
-    for name in names {
-        reconcile(&mut rt, &name, &gone)?;
-        let _ = rt.handle_agent_sync(&name)?;
-        if let Err(e) = rt.collect_garbage(&name) {
-            let _ = writeln!(
-                log,
-                "grace agent: {name}: garbage collection: {e} (retried at the next start)"
-            );
-        }
-    }
-    log_orphans(&mut rt, log);
-    options
-        .logs
-        .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
-    let check_every = options.lease_ttl / 3;
-    let logs = &options.logs;
-    let result = serve(&mut rt, &inputs, &transitions, logs, log, |since_check| {
-        if since_check < check_every {
-            return Ok(());
-        }
-        match store.fencing_epoch(&node) {
-            Ok(now) if now != epoch => Err(RuntimeError::Store(StoreError::Fenced {
-                node: node.clone(),
-                epoch: now,
-            })),
-            Ok(_) => Ok(()),
-            // Unknown: no step is taken until the epoch can be read.
-            Err(e) => Err(RuntimeError::Store(e)),
-        }
-    });
-    log_transitions(&transitions, log);
-    crate::process::removal::flush();
-    if result.as_ref().is_err_and(fenced) {
-        // Orphans now: no deletion will ever stop them.
-        rt.actuator().kill_all();
-    } else {
-        let _ = store.revoke_lease(lease);
-    }
-    let _ = writeln!(log, "grace agent: stopped");
-    result.map_err(AgentError::from)
+    startup::pick_up(&mut rt, &node, &gone, &options.logs, log)?;
+    let started = Started {
+        rt,
+        inputs,
+        transitions,
+        logs: options.logs.clone(),
+        store,
+        node,
+        epoch,
+        lease_ttl: options.lease_ttl,
+        heartbeat,
+    };
+    Ok((started, tx))
 }
 
-/// Keeps the lease alive every TTL / 3; once it has expired (the agent
-/// was cut off or frozen for longer than the TTL), takes a new one and
-/// registers the node again — unless the node was fenced meanwhile.
-fn spawn_heartbeat(
-    store: EtcdStore,
-    node: String,
-    epoch: u64,
-    lease: crate::store::Lease,
-    ttl: StdDuration,
-) {
-    std::thread::spawn(move || {
-        let mut lease = lease;
-        loop {
-            std::thread::sleep(ttl / 3);
-            match store.keep_alive(lease) {
-                Ok(()) => {}
-                Err(StoreError::NotFound { .. }) => {
-                    if store.fencing_epoch(&node).is_ok_and(|e| e != epoch) {
-                        return;
-                    }
-                    if let Ok(fresh) = store.grant_lease(ttl)
-                        && store.register_node(&node, fresh).is_ok()
-                    {
-                        lease = fresh;
-                    }
-                }
-                // The store is away: try again next beat.
-                Err(_) => {}
+impl Started {
+    /// Serves until stopped or fenced, then revokes the lease (stopped) or
+    /// kills the workloads (fenced: orphans now).
+    fn serve(self, log: &mut impl Write) -> Result<(), AgentError> {
+        let Started {
+            mut rt,
+            inputs,
+            transitions,
+            logs,
+            store,
+            node,
+            epoch,
+            lease_ttl,
+            heartbeat,
+        } = self;
+        // The fencing epoch is read again before any step after a third
+        // of the lease's TTL without a read (a pause, or just time).
+        let check_every = lease_ttl / 3;
+        let mut checked = StdInstant::now();
+        let still_ours = || {
+            if checked.elapsed() < check_every {
+                return Ok(());
             }
+            match store.fencing_epoch(&node) {
+                Ok(now) if now != epoch => Err(RuntimeError::Store(StoreError::Fenced {
+                    node: node.clone(),
+                    epoch: now,
+                })),
+                Ok(_) => {
+                    checked = StdInstant::now();
+                    Ok(())
+                }
+                // Unknown: no step is taken until the epoch can be read.
+                Err(e) => Err(RuntimeError::Store(e)),
+            }
+        };
+        let serving = Serving {
+            node: &node,
+            logs: &logs,
+            // No requests come: the CLI decides them on the store.
+            batching: false,
+            on_exit: OnExit::Leave,
+            status: SharedStatus::default(),
+        };
+        let result = run_loop::serve(&mut rt, &inputs, &transitions, serving, still_ours, log);
+        run_loop::wind_down(&rt, &transitions, &logs, log);
+        let lease = heartbeat.stop();
+        if result.as_ref().is_err_and(fenced) {
+            // Orphans now: no deletion will ever stop them.
+            rt.actuator().kill_all();
+        } else if let Some(lease) = lease {
+            let _ = store.revoke_lease(lease);
         }
-    });
+        let _ = writeln!(log, "grace agent: stopped");
+        result.map_err(AgentError::from)
+    }
+}
+
+/// The thread that keeps the lease alive (see [`Heartbeat::spawn`]).
+struct Heartbeat {
+    stop: mpsc::Sender<()>,
+    /// Returns the lease it kept last, unless the node was fenced.
+    thread: std::thread::JoinHandle<Option<Lease>>,
+}
+
+impl Heartbeat {
+    /// Keeps the lease alive every TTL / 3; once it has expired (the agent
+    /// was cut off or frozen for longer than the TTL), takes a new one and
+    /// registers the node again — unless the node was fenced meanwhile.
+    fn spawn(
+        store: EtcdStore,
+        node: String,
+        epoch: u64,
+        lease: Lease,
+        ttl: StdDuration,
+    ) -> Heartbeat {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let mut lease = lease;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(ttl / 3) {
+                match store.keep_alive(lease) {
+                    Ok(()) => {}
+                    Err(StoreError::NotFound { .. }) => {
+                        if store.fencing_epoch(&node).is_ok_and(|e| e != epoch) {
+                            return None;
+                        }
+                        if let Ok(fresh) = store.grant_lease(ttl)
+                            && store.register_node(&node, fresh).is_ok()
+                        {
+                            lease = fresh;
+                        }
+                    }
+                    // The store is away: try again next beat.
+                    Err(_) => {}
+                }
+            }
+            Some(lease)
+        });
+        Heartbeat { stop, thread }
+    }
+
+    /// Stops the beats (a stopped agent's node must not be registered
+    /// again) and waits for the thread; returns the lease it kept last
+    /// (a new one if the first expired), unless the node was fenced.
+    fn stop(self) -> Option<Lease> {
+        drop(self.stop);
+        self.thread.join().ok().flatten()
+    }
 }
 
 /// Follows the store's change log from `from`, naming each changed object
@@ -231,114 +394,6 @@ fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
             std::thread::sleep(StdDuration::from_millis(200));
         }
     });
-}
-
-fn serve(
-    rt: &mut SharedRuntime,
-    inputs: &mpsc::Receiver<Input>,
-    transitions: &mpsc::Receiver<Transition>,
-    logs: &ContainerLogs,
-    log: &mut impl Write,
-    mut still_ours: impl FnMut(StdDuration) -> Result<(), RuntimeError>,
-) -> Result<(), RuntimeError> {
-    let mut checked = StdInstant::now();
-    // Names that hold a new object while the old one is being stopped.
-    let mut waiting: Vec<String> = Vec::new();
-    loop {
-        let removed = log_transitions(transitions, log);
-        remove_logs(rt, logs, &removed);
-        let wait = wait_for_next(rt);
-        let input = inputs.recv_timeout(wait);
-        // Before any step: is the node still ours?
-        match still_ours(checked.elapsed()) {
-            Ok(()) => checked = StdInstant::now(),
-            Err(e) if fenced(&e) => {
-                let _ = writeln!(log, "grace agent: {e}");
-                return Err(e);
-            }
-            Err(e) => {
-                let _ = writeln!(log, "grace agent: cannot read the fencing epoch: {e}");
-                std::thread::sleep(StdDuration::from_millis(500));
-                continue;
-            }
-        }
-        let step = match input {
-            Ok(Input::Changed(name)) => observe(rt, &name, &mut waiting),
-            Ok(Input::Resync) => {
-                let mut names: Vec<String> = rt.names().map(str::to_owned).collect();
-                match rt.store().list() {
-                    Ok(listing) => names.extend(listing.objects.into_iter().map(|(n, ..)| n)),
-                    Err(e) => {
-                        let _ = writeln!(log, "grace agent: resync: {e}");
-                    }
-                }
-                names.sort();
-                names.dedup();
-                names
-                    .iter()
-                    .try_for_each(|name| observe(rt, name, &mut waiting))
-            }
-            Ok(Input::World(event)) => rt.handle_world_event(event),
-            Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
-            Err(mpsc::RecvTimeoutError::Timeout) => Ok(()),
-        };
-        if let Err(e) = step {
-            retry_unless_fenced(e, log)?;
-        }
-        if let Err(e) = rt.handle_timeouts() {
-            retry_unless_fenced(e, log)?;
-        }
-        let free: Vec<String> = waiting
-            .iter()
-            .filter(|n| rt.lifecycle(n).is_none())
-            .cloned()
-            .collect();
-        waiting.retain(|n| !free.contains(n));
-        for name in free {
-            if let Err(e) = observe(rt, &name, &mut waiting) {
-                retry_unless_fenced(e, log)?;
-            }
-        }
-    }
-}
-
-/// Whether `e` says this node was fenced: by the epoch check, or by a
-/// write the store refused because the epoch had moved.
-fn fenced(e: &RuntimeError) -> bool {
-    matches!(e, RuntimeError::Store(StoreError::Fenced { .. }))
-}
-
-/// A step that failed is logged and tried again later, unless it failed
-/// because the node was fenced: then the agent takes no further step.
-fn retry_unless_fenced(e: RuntimeError, log: &mut impl Write) -> Result<(), RuntimeError> {
-    if fenced(&e) {
-        let _ = writeln!(log, "grace agent: {e}");
-        return Err(e);
-    }
-    let _ = writeln!(log, "grace agent: {e} (retrying)");
-    Ok(())
-}
-
-/// Takes what the store holds for `name`: starts a new object's
-/// containers; a replaced one's new object waits for the old to stop.
-fn observe(
-    rt: &mut SharedRuntime,
-    name: &str,
-    waiting: &mut Vec<String>,
-) -> Result<(), RuntimeError> {
-    match rt.observe(name)? {
-        Observed::New => start(rt, name),
-        Observed::Replaced => {
-            if !waiting.iter().any(|n| n == name) {
-                waiting.push(name.to_owned());
-            }
-        }
-        Observed::Changed | Observed::Unchanged => {}
-    }
-    // The garbage collector's step, should the request's maker have left
-    // it undone (it runs it right after the delete).
-    let _ = rt.collect_garbage(name)?;
-    Ok(())
 }
 
 /// `grace fence NODE`: declares `node` gone for good (D7). Refused while

@@ -16,11 +16,12 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::Input;
 use super::batched::Served;
 use crate::api::{AgentStatus, StoreUnwritable};
+use crate::input::Input;
 use crate::process::WorldEvent;
 use crate::runtime::RuntimeError;
+use crate::store::StoreError;
 
 /// The first retry after a failed write of the agent's own.
 pub const FIRST_RETRY: Duration = Duration::from_millis(100);
@@ -154,13 +155,18 @@ impl Outage {
 
     /// A write of the agent's own failed with `error`: on the store, the
     /// step waits for the next retry (`Ok`); any other error is returned
-    /// (the agent stops on it, as on a bug).
+    /// (the agent stops on it, as on a bug), as is a write refused because
+    /// the agent's node was fenced (D7: it takes no further step).
     pub(super) fn store_failed(
         &mut self,
         error: RuntimeError,
         log: &mut impl Write,
     ) -> Result<(), RuntimeError> {
         match error {
+            RuntimeError::Store(StoreError::Fenced { .. }) => {
+                let _ = writeln!(log, "grace agent: {error}");
+                Err(error)
+            }
             RuntimeError::Store(_) => {
                 self.failed(&error, log);
                 Ok(())

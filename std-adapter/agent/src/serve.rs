@@ -32,7 +32,6 @@ use std::time::{Duration, Instant};
 
 use grace_std::private::{self, PrivateError};
 
-use super::Input;
 use super::access::{Access, AllowGroup, Policy, peer};
 use super::outage::SharedStatus;
 use super::quota::{Connection, Holder, Quotas};
@@ -42,6 +41,7 @@ use crate::api::{
     socket_path, write_reply,
 };
 use crate::error::AgentError;
+use crate::input::Input;
 use crate::store::{RedbStore, Store, StoreError};
 
 /// How long a request line may take to arrive, from when the agent starts

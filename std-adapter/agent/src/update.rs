@@ -123,7 +123,7 @@ pub fn put<S: Store, C: Clock>(
         rt.create(name, object)?;
         let revision = rt.object(name).map_or(0, |o| o.record.resource_version);
         if bound_here {
-            crate::start(rt, name);
+            crate::containers::start(rt, name);
         }
         return Ok(Reply::Applied { revision });
     };

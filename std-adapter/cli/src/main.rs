@@ -806,6 +806,9 @@ fn shared_agent(store: &StoreArgs, options: grace_agent::AgentOptions, lease_ttl
     #[cfg(feature = "etcd")]
     if let Opened::Etcd(etcd) = opened {
         let shared = grace_agent::node_agent::SharedAgentOptions {
+            // This agent owns its process (it takes SIGTERM and SIGINT): the
+            // process's children are all its workloads.
+            subreaper: true,
             state_dir: store.data_dir.join(format!("workloads-{}", options.node)),
             logs: grace_agent::container_logs(
                 &store.data_dir,

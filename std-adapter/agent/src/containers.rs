@@ -1,0 +1,48 @@
+//! Starting an object's containers and writing what came of it.
+
+use crate::clock::Clock;
+use crate::process::ProcessActuator;
+use crate::runtime::Runtime;
+use crate::store::{ContainerStatus, Store};
+
+/// Starts an object's containers that are not running and reports each
+/// one's status: `Running`, or `ContainerCannotRun` with the reason, which
+/// counts as exited.
+pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
+    start_all(rt, [name]);
+}
+
+/// [`start`] for many objects, their statuses written with one commit per
+/// batch rather than one per container.
+pub(crate) fn start_all<'a, S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+    names: impl IntoIterator<Item = &'a str>,
+) {
+    // (name, running containers, containers that could not start)
+    let mut started = Vec::new();
+    for name in names {
+        let Some(object) = rt.object(name) else {
+            continue;
+        };
+        let failed = rt.actuator().start_each(name, &object);
+        let running: Vec<usize> = (0..object.containers.len())
+            .filter(|&i| rt.actuator().is_running(name, i))
+            .collect();
+        started.push((name, running, failed));
+    }
+    let mut batch = rt.open_batch();
+    for (name, running, failed) in started {
+        if batch.is_full() {
+            let _ = batch.commit();
+            batch = rt.open_batch();
+        }
+        for i in running {
+            let _ = batch.set_container_status(name, i, ContainerStatus::Running);
+        }
+        for (i, reason) in failed {
+            let _ = batch.set_container_status(name, i, ContainerStatus::cannot_run(reason));
+            let _ = batch.handle_container_exited(name, i);
+        }
+    }
+    let _ = batch.commit();
+}
