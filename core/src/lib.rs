@@ -22,7 +22,10 @@
 //! [`Lifecycle::poll_action`] (what to do now) and
 //! [`Lifecycle::poll_timeout`] (when to call [`Lifecycle::handle_timeout`]).
 //! The pure decisions underneath are public too: [`decide_delete`] (the API
-//! server), [`effective_grace`] (the kubelet's budget).
+//! server), [`effective_grace`] (the kubelet's budget), and, for container
+//! restarts, which the lifecycle does not carry out yet,
+//! [`restarts_after_exit`], [`BackOff`] (CrashLoopBackOff) and
+//! [`pod_phase`].
 //!
 //! ## Example
 //!
@@ -58,8 +61,8 @@
 //!
 //! ## The rules
 //!
-//! Every decision follows a rule of the module [`rules`]: R1–R91 state what
-//! Kubernetes does, each with its source, and D1–D8 where grace chooses
+//! Every decision follows a rule of the module [`rules`]: R1–R101 state what
+//! Kubernetes does, each with its source, and D1–D9 where grace chooses
 //! otherwise. Tests are named after them and the docs cite them by id.
 //!
 //! ## Contracts
@@ -128,6 +131,7 @@ mod name;
 mod options;
 mod record;
 mod registry;
+mod restart;
 mod shared;
 mod table;
 mod time;
@@ -149,6 +153,11 @@ pub use record::{
 pub use registry::{
     Conflict, DeleteDecision, DeleteError, DeleteOutcome, FinalizerChange, UpdateDecision,
     UpdateError, decide_delete, decide_finalizer_update, gc_finalizers, pod_grace_period,
+};
+pub use restart::{
+    BACK_OFF_INITIAL, BACK_OFF_MAX, BACK_OFF_RESET, BackOff, CRASH_LOOP_BACK_OFF, ContainerState,
+    ContainerStatus, RestartPolicy, UnknownRestartPolicy, keep_terminal_phase, pod_phase,
+    restarts_after_exit,
 };
 pub use shared::{Busy, SharedTable, TableAccess};
 pub use table::{
