@@ -282,7 +282,9 @@ fn another_boot<const F: usize, const C: usize, const L: usize>(
                 .is_some_and(|c| c.stage() != Stage::Stopped);
             if running {
                 // Ignored when nothing runs there (no agent, fenced).
-                let _ = lifecycle.handle_container_exited(now, i);
+                let _ = lifecycle
+                    .handle(now, crate::Input::container_exited(i))
+                    .container();
             }
         }
     }

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use grace_core::Input;
 use grace_core::{Instant, Now};
 
 use super::commit::{RoundFailure, Written};
@@ -128,7 +129,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     continue;
                 }
                 let from = lifecycle.phase();
-                lifecycle.handle_timeout(now);
+                let _ = lifecycle.handle(now, Input::Timeout);
                 round.push((id, Some(from)));
                 befores.push(before);
                 slots.push(rt.push_write(writes, id, Written::Update).map_err(failed)?);
@@ -167,7 +168,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 let mut first_error = None;
                 for name in names {
                     let handled = self.input(&name, |l, now| {
-                        l.handle_timeout(now);
+                        let _ = l.handle(now, Input::Timeout);
                         Ok(())
                     });
                     if let Err(e) = handled {

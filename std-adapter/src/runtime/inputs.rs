@@ -7,6 +7,7 @@ use grace_core::{
     ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now, Record,
     UpdateError, UpdateOutcome, decide_delete,
 };
+use grace_core::{DeleteError, Input};
 
 use super::objects::Entry;
 use super::stored::{Spec, fresh};
@@ -178,7 +179,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         grace_period_seconds: i64,
     ) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| Ok(l.handle_evict(now, grace_period_seconds)))
+        self.input(name, |l, now| {
+            Ok(l.handle(now, Input::evict(grace_period_seconds)).handled())
+        })
     }
 
     /// A container's pre-stop hook returned:
@@ -302,7 +305,9 @@ pub(super) fn delete(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<DeleteAnswer, RuntimeError> + '_ {
     move |l, now| {
         let response = l
-            .handle_delete(now, options)
+            .handle(now, Input::Delete(options.clone()))
+            .delete()
+            .unwrap_or(Err(DeleteError::NotFound))
             .map_err(RuntimeError::Delete)?;
         let record = if response.dry_run {
             // Nothing changed: the same decision, not applied (R42).
@@ -321,14 +326,16 @@ pub(super) fn finalizer_update(
     change: &FinalizerChange,
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<UpdateOutcome, RuntimeError> + '_ {
     move |l, now| {
-        l.handle_finalizer_update(now, change)
+        l.handle(now, Input::FinalizerUpdate(change.clone()))
+            .update()
+            .unwrap_or(Err(UpdateError::NotFound))
             .map_err(RuntimeError::Update)
     }
 }
 
 /// The agent observes the object.
 pub(super) fn agent_sync(l: &mut ObjectLifecycle, now: Now) -> Result<Handled, RuntimeError> {
-    Ok(l.handle_agent_sync(now))
+    Ok(l.handle(now, Input::AgentSync).handled())
 }
 
 /// A container's pre-stop hook returned (`object` names it in an error).
@@ -338,7 +345,8 @@ pub(super) fn pre_stop_finished(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
     let container = container.get();
     move |l, now| {
-        l.handle_pre_stop_finished(now, container)
+        l.handle(now, Input::pre_stop_finished(container))
+            .container()
             .map_err(|_| unknown_container(object, container))
     }
 }
@@ -350,7 +358,8 @@ pub(super) fn container_exited(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
     let container = container.get();
     move |l, now| {
-        l.handle_container_exited(now, container)
+        l.handle(now, Input::container_exited(container))
+            .container()
             .map_err(|_| unknown_container(object, container))
     }
 }
