@@ -28,6 +28,7 @@ use embedded_storage_async::nor_flash::MultiwriteNorFlash;
 use sequential_storage::cache::CacheImpl;
 use sequential_storage::map::{Key, MapStorage, SerializationError};
 
+use crate::input::Input;
 use crate::kill::Stage;
 use crate::lifecycle::Lifecycle;
 use crate::name::{InlineName, NAME_CAPACITY};

@@ -258,7 +258,7 @@ pub(crate) enum Expiry {
 }
 
 /// What comes due at a deadline ([`Due`]): what
-/// [`handle_timeout`](crate::Lifecycle::handle_timeout) does then.
+/// [`Input::Timeout`](crate::Input::Timeout) does then.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

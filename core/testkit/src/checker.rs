@@ -135,7 +135,7 @@ impl<const F: usize> Answer<F> {
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum Reply<const F: usize> {
-    /// A clock step or `handle_timeout`: no answer.
+    /// A clock step or `Input::Timeout`: no answer.
     Nothing,
     /// A delete request's answer.
     Delete(Result<Answer<F>, DeleteError>),
@@ -246,7 +246,7 @@ pub enum Invariant {
     /// inputs and early timeouts change nothing; a valid container index is
     /// never refused.
     RefusalsChangeNothing,
-    /// After `handle_timeout(now)` no deadline is left at or before `now`
+    /// After `Input::Timeout` at `now` no deadline is left at or before `now`
     /// (except at the very end of time, where deadlines saturate to `now`).
     Timeouts,
     /// D4: finished only when nothing may run, and then removed, owing

@@ -72,7 +72,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A delete request (R1–R44, D4): the core's
-    /// [`Lifecycle::handle_delete`](grace_core::Lifecycle::handle_delete) on the named object, made durable.
+    /// [`Input::Delete`](grace_core::Input::Delete) on the named object, made durable.
     ///
     /// This is the API server's half, as in Kubernetes: a pod bound to a
     /// node is marked for deletion (and taken out of endpoints), and its
@@ -92,7 +92,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// An update of the finalizer list (R45, R46): the core's
-    /// [`Lifecycle::handle_finalizer_update`](grace_core::Lifecycle::handle_finalizer_update) on the named object.
+    /// [`Input::FinalizerUpdate`](grace_core::Input::FinalizerUpdate) on the named object.
     pub fn handle_finalizer_update(
         &mut self,
         name: &str,
@@ -168,12 +168,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// The agent observes the object (and starts or shortens its kill):
-    /// [`Lifecycle::handle_agent_sync`](grace_core::Lifecycle::handle_agent_sync).
+    /// [`Input::AgentSync`](grace_core::Input::AgentSync).
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, agent_sync)
     }
 
-    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`](grace_core::Lifecycle::handle_evict).
+    /// An eviction override (R52, R73, R74): [`Input::Evict`](grace_core::Input::Evict).
     pub fn handle_evict(
         &mut self,
         name: &str,
@@ -185,7 +185,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's pre-stop hook returned:
-    /// [`Lifecycle::handle_pre_stop_finished`](grace_core::Lifecycle::handle_pre_stop_finished).
+    /// [`Input::PreStopFinished`](grace_core::Input::PreStopFinished).
     pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
@@ -195,7 +195,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's process exited:
-    /// [`Lifecycle::handle_container_exited`](grace_core::Lifecycle::handle_container_exited).
+    /// [`Input::ContainerExited`](grace_core::Input::ContainerExited).
     pub fn handle_container_exited(
         &mut self,
         name: &str,
