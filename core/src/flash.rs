@@ -284,7 +284,7 @@ fn another_boot<const F: usize, const C: usize, const L: usize>(
             if running {
                 // Ignored when nothing runs there (no agent, fenced).
                 let _ = lifecycle
-                    .handle(now, crate::Input::container_exited(i))
+                    .handle(now, Input::container_exited(i))
                     .container();
             }
         }
