@@ -72,7 +72,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A delete request (R1–R44, D4): the core's
-    /// [`Input::Delete`](grace_core::Input::Delete) on the named object, made durable.
+    /// [`Input::Delete`] on the named object, made durable.
     ///
     /// This is the API server's half, as in Kubernetes: a pod bound to a
     /// node is marked for deletion (and taken out of endpoints), and its
@@ -92,7 +92,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// An update of the finalizer list (R45, R46): the core's
-    /// [`Input::FinalizerUpdate`](grace_core::Input::FinalizerUpdate) on the named object.
+    /// [`Input::FinalizerUpdate`] on the named object.
     pub fn handle_finalizer_update(
         &mut self,
         name: &str,
@@ -168,12 +168,12 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// The agent observes the object (and starts or shortens its kill):
-    /// [`Input::AgentSync`](grace_core::Input::AgentSync).
+    /// [`Input::AgentSync`].
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, agent_sync)
     }
 
-    /// An eviction override (R52, R73, R74): [`Input::Evict`](grace_core::Input::Evict).
+    /// An eviction override (R52, R73, R74): [`Input::Evict`].
     pub fn handle_evict(
         &mut self,
         name: &str,
@@ -185,7 +185,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's pre-stop hook returned:
-    /// [`Input::PreStopFinished`](grace_core::Input::PreStopFinished).
+    /// [`Input::PreStopFinished`].
     pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
@@ -195,7 +195,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's process exited:
-    /// [`Input::ContainerExited`](grace_core::Input::ContainerExited).
+    /// [`Input::ContainerExited`].
     pub fn handle_container_exited(
         &mut self,
         name: &str,
