@@ -35,9 +35,8 @@ use embassy_sync::channel::Channel;
 use embassy_time::{Duration, Instant as Clock, Timer};
 use embassy_time_queue_utils::Queue;
 use grace_core::driver::{Answer, Command, Driver, Firmware};
-use grace_core::{Input, Reply};
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, InlineName, Lifecycle, Phase, Record,
+    Action, ContainerSpec, DeleteOptions, Id, InlineName, Input, Lifecycle, Phase, Record, Reply,
     SMALL_NAME_CAPACITY, SharedTable, Strategy,
 };
 
@@ -166,7 +165,10 @@ unsafe fn DefaultHandler(irqn: i16) {
         info!("t={=u64} ms uart: delete pod valve --grace-period=0", ms());
         let options = DeleteOptions::with_grace(0);
         // From an interrupt: never wait; a full channel drops the command.
-        if INPUTS.try_send(Command::new(id, Input::Delete(options))).is_err() {
+        if INPUTS
+            .try_send(Command::new(id, Input::Delete(options)))
+            .is_err()
+        {
             error!("t={=u64} ms uart: input channel full", ms());
         }
     }
