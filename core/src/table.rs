@@ -367,21 +367,33 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F,
         id: Id,
         input: impl FnOnce(&mut Lifecycle<F, C, L>) -> R,
     ) -> Result<R, UnknownId> {
+        let result = input(self.object_mut(id)?);
+        self.refresh(id.index);
+        Ok(result)
+    }
+
+    /// Object `id`, to change (the caller then refreshes its slot).
+    fn object_mut(&mut self, id: Id) -> Result<&mut Lifecycle<F, C, L>, UnknownId> {
         let slot = self.slots.get_mut(id.index as usize).ok_or(UnknownId)?;
         if slot.generation != id.generation {
             return Err(UnknownId);
         }
-        let lifecycle = slot.object_mut().ok_or(UnknownId)?;
-        let result = input(lifecycle);
-        self.refresh(id.index);
-        Ok(result)
+        slot.object_mut().ok_or(UnknownId)
     }
 
     /// [`Lifecycle::handle`] on one object: `input` at `now`, then the
     /// deadline queue and the ready FIFO brought up to date (an input
     /// naming a container may move its SIGKILL deadline later).
+    // Always inlined, as `Lifecycle::handle`, and not through the generic
+    // `with` (one closure type for every input): a caller's constant input
+    // then keeps only its own arm, so a firmware that feeds three kinds of
+    // input links three handlers, not all of them (examples/embedded's
+    // .text budget).
+    #[inline(always)]
     pub fn handle(&mut self, now: Now, id: Id, input: Input) -> Result<Reply, UnknownId> {
-        self.with(id, |l| l.handle(now, input))
+        let reply = self.object_mut(id)?.handle(now, input);
+        self.refresh(id.index);
+        Ok(reply)
     }
 
     /// Handles every object whose deadline is at or before `now`, earliest
