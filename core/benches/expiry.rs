@@ -16,6 +16,7 @@ use std::hint::black_box;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use criterion::{BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Instant, Lifecycle, Name, Now, Record, Strategy, Table,
 };
@@ -39,8 +40,14 @@ fn terminating(ms: u64, k: u64) -> Lc {
     let record = Record::new(Name::try_from("uid").expect("short"));
     let mut pod: Lc =
         Lifecycle::new(Strategy::POD, record, &[ContainerSpec::default()]).expect("fits");
-    let _ = pod.handle_delete(now_at(ms), &DeleteOptions::with_grace(grace_for(k)));
-    let _ = pod.handle_agent_sync(now_at(ms));
+    let _ = pod
+        .handle(
+            now_at(ms),
+            Input::Delete(DeleteOptions::with_grace(grace_for(k))),
+        )
+        .delete()
+        .unwrap();
+    let _ = pod.handle(now_at(ms), Input::AgentSync).handled();
     while pod.poll_action().is_some() {}
     pod
 }
@@ -88,7 +95,9 @@ impl<const N: usize> TableWorld<N> {
             match action {
                 // The process dies at once.
                 Action::SendKill { container } => {
-                    let _ = self.table.handle_container_exited(now, id, container);
+                    let _ = self
+                        .table
+                        .handle(now, id, Input::container_exited(container));
                 }
                 // The agent's final delete removed the record: a fresh
                 // object takes its place.
@@ -140,11 +149,13 @@ impl ScanWorld {
         let now = now_at(due);
         for &i in &self.due {
             let pod = &mut self.pods[i];
-            pod.handle_timeout(now);
+            let _ = pod.handle(now, Input::Timeout);
             while let Some(action) = pod.poll_action() {
                 match action {
                     Action::SendKill { container } => {
-                        let _ = pod.handle_container_exited(now, container);
+                        let _ = pod
+                            .handle(now, Input::container_exited(container))
+                            .container();
                     }
                     Action::Remove { .. } => {
                         self.next += 1;

@@ -22,6 +22,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Instant, Lifecycle, MAX_TIMESTAMP_SECONDS, Name, Now,
     Propagation, Record, Strategy,
@@ -85,8 +86,11 @@ fn live_pod() -> Lc {
 /// A pod whose container got SIGTERM at 0 s with a 30 s grace.
 fn stopping_pod() -> Lc {
     let mut pod = live_pod();
-    let _ = pod.handle_delete(at(0), &DeleteOptions::default());
-    let _ = pod.handle_agent_sync(at(0));
+    let _ = pod
+        .handle(at(0), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap();
+    let _ = pod.handle(at(0), Input::AgentSync).handled();
     while pod.poll_action().is_some() {}
     pod
 }
@@ -269,7 +273,7 @@ fn transition(c: &mut Criterion) {
     let now = Now::new(at(30_000).wall, due);
     group.bench_function("grace handle_timeout + poll_action", |b| {
         batched!(b, template, |pod| {
-            pod.handle_timeout(black_box(now));
+            let _ = pod.handle(black_box(now), Input::Timeout);
             let action = black_box(pod.poll_action());
             black_box(&*pod);
             action
@@ -321,7 +325,10 @@ fn transition(c: &mut Criterion) {
     let now = at(1_000_000);
     group.bench_function("grace handle_delete + poll_action", |b| {
         batched!(b, template, |pod| {
-            let response = pod.handle_delete(black_box(now), black_box(&options));
+            let response = pod
+                .handle(black_box(now), Input::Delete(black_box(&options).clone()))
+                .delete()
+                .unwrap();
             black_box(&response);
             let action = black_box(pod.poll_action());
             black_box(&*pod);
@@ -350,7 +357,7 @@ fn same_transitions() {
     // SIGKILL due.
     let mut pod = stopping_pod();
     let due = pod.poll_timeout().expect("a kill deadline");
-    pod.handle_timeout(Now::new(at(30_000).wall, due));
+    let _ = pod.handle(Now::new(at(30_000).wall, due), Input::Timeout);
     assert_eq!(pod.poll_action(), Some(Action::SendKill { container: 0 }));
     assert_eq!(pod.poll_timeout(), None);
     let mut bare = BareKill {
@@ -375,7 +382,10 @@ fn same_transitions() {
 
     // First delete.
     let mut pod = live_pod();
-    let _ = pod.handle_delete(at(1_000_000), &DeleteOptions::default());
+    let _ = pod
+        .handle(at(1_000_000), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap();
     assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
     assert_eq!(pod.poll_action(), None);
     let record = pod.record();

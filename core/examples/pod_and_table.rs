@@ -9,6 +9,7 @@
 
 use std::sync::Mutex;
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Duration, Error, FinalizerChange, Instant, Lifecycle,
     Now, Phase, Record, Strategy, Table, UpdateOutcome,
@@ -40,8 +41,10 @@ fn one_pod() -> Result<(), Error> {
     let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &containers)?;
     let mut now = Instant::from_millis(1_000_000);
 
-    pod.handle_delete(Now::at(now), &DeleteOptions::default())?;
-    pod.handle_agent_sync(Now::at(now));
+    pod.handle(Now::at(now), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()?;
+    pod.handle(Now::at(now), Input::AgentSync).handled();
     let mut log = Vec::new();
     // The world: hooks return at once, a signalled process exits 1 s later.
     let mut exits: Vec<(Instant, u8)> = Vec::new();
@@ -51,7 +54,8 @@ fn one_pod() -> Result<(), Error> {
             log.push(action);
             match action {
                 Action::RunPreStop { container, .. } => {
-                    pod.handle_pre_stop_finished(Now::at(now), container)?;
+                    pod.handle(Now::at(now), Input::pre_stop_finished(container))
+                        .container()?;
                 }
                 Action::SendStopSignal { container } => {
                     exits.push((now + Duration::from_secs(1), container));
@@ -75,9 +79,10 @@ fn one_pod() -> Result<(), Error> {
                 break;
             }
             exits.remove(0);
-            pod.handle_container_exited(Now::at(now), container)?;
+            pod.handle(Now::at(now), Input::container_exited(container))
+                .container()?;
         }
-        pod.handle_timeout(Now::at(now));
+        let _ = pod.handle(Now::at(now), Input::Timeout);
     }
     // The sidecar was signalled after the app had stopped (R69).
     let app_stopped = log
@@ -94,10 +99,13 @@ fn one_pod() -> Result<(), Error> {
     assert_eq!(pod.phase(), Phase::Terminating);
     assert!(pod.is_stored());
 
-    let outcome = pod.handle_finalizer_update(
-        Now::at(now),
-        &FinalizerChange::remove("example.com/backup")?,
-    )?;
+    let outcome = pod
+        .handle(
+            Now::at(now),
+            Input::FinalizerUpdate(FinalizerChange::remove("example.com/backup")?),
+        )
+        .update()
+        .unwrap()?;
     assert_eq!(outcome, UpdateOutcome::Deleted { force: false });
     assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
     assert_eq!(pod.phase(), Phase::Deleted);
@@ -119,8 +127,16 @@ fn ten_thousand_pods() -> Result<(), Error> {
     for (i, &id) in ids.iter().enumerate() {
         let grace = 1 + (i % 10) as i64;
         kill_due.insert(id, start.as_millis() + 1_000 * grace.max(2) as u64);
-        table.handle_delete(Now::at(start), id, &DeleteOptions::with_grace(grace))?;
-        table.handle_agent_sync(Now::at(start), id)?;
+        let _ = table
+            .handle(
+                Now::at(start),
+                id,
+                Input::Delete(DeleteOptions::with_grace(grace)),
+            )?
+            .result()?;
+        let _ = table
+            .handle(Now::at(start), id, Input::AgentSync)?
+            .result()?;
     }
     let (mut kills, mut removed, mut now) = (0, 0, start);
     loop {
@@ -135,7 +151,9 @@ fn ten_thousand_pods() -> Result<(), Error> {
                         kill_due.get(&id),
                         "SIGKILL of {id:?}"
                     );
-                    table.handle_container_exited(Now::at(now), id, container)?;
+                    let _ = table
+                        .handle(Now::at(now), id, Input::container_exited(container))?
+                        .result()?;
                 }
                 // Stopped and removed: nothing more will come for it.
                 Action::Remove { force: false } => {

@@ -16,7 +16,7 @@
 //!    take it out of the table and call [`Firmware::forget`].
 //!
 //! After handing out [`Action::SendStopSignal`] the driver reports when
-//! the signal went out ([`Table::handle_stop_signal_sent`], at
+//! the signal went out ([`Input::StopSignalSent`], at
 //! [`Firmware::now`] plus one millisecond, as grace-std's runtime does):
 //! SIGKILL stays at least 2 s after the signal itself ([R62]). That move
 //! of the deadline is not persisted on its own (it is stored with the
@@ -47,168 +47,65 @@ use embassy_sync::blocking_mutex::raw::RawMutex;
 use embassy_sync::channel::Receiver;
 use embassy_time::Timer;
 
-use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UpdateOutcome};
+use crate::input::{Input, Reply};
+use crate::lifecycle::{Action, Lifecycle};
 use crate::name::NAME_CAPACITY;
-use crate::options::DeleteOptions;
-use crate::registry::FinalizerChange;
 use crate::shared::{Busy, TableAccess};
+#[cfg(doc)]
+use crate::table::Table;
 use crate::table::TableFull;
-use crate::table::{ContainerInputError, Id, Table, TableDeleteError, TableUpdateError};
+use crate::table::{Id, UnknownId};
 use crate::time::{Duration, Instant, Now, WallTime};
 
 /// One input for the driver, sent through its channel by a task or an
-/// interrupt handler: the table's `handle_*` inputs, named by [`Id`].
+/// interrupt handler: an [`Input`] and the object it is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum Input {
-    /// A delete request ([`Table::handle_delete`]).
-    Delete {
-        /// The object.
-        id: Id,
-        /// The request's options.
-        options: DeleteOptions,
-    },
-    /// A finalizer update ([`Table::handle_finalizer_update`]).
-    FinalizerUpdate {
-        /// The object.
-        id: Id,
-        /// The change.
-        change: FinalizerChange,
-    },
-    /// The agent observes the record ([`Table::handle_agent_sync`]).
-    AgentSync(Id),
-    /// An eviction ([`Table::handle_evict`]).
-    Evict {
-        /// The object.
-        id: Id,
-        /// The eviction's grace.
-        grace_period_seconds: i64,
-    },
-    /// A pre-stop hook returned ([`Table::handle_pre_stop_finished`]).
-    PreStopFinished {
-        /// The object.
-        id: Id,
-        /// The container's index.
-        container: usize,
-    },
-    /// A process exited ([`Table::handle_container_exited`]).
-    ContainerExited {
-        /// The object.
-        id: Id,
-        /// The container's index.
-        container: usize,
-    },
-    /// The agent stopped reporting ([`Table::handle_node_lost`]).
-    NodeLost(Id),
-    /// The agent is back ([`Table::handle_node_ready`]).
-    NodeReady(Id),
-    /// The node is gone for good ([`Table::handle_node_fenced`]).
-    NodeFenced(Id),
+pub struct Command {
+    /// The object.
+    pub id: Id,
+    /// The input, as [`Table::handle`] takes it.
+    pub input: Input,
 }
 
-/// Which input an [`Answer`] answers: the kind of [`Input`] and, for the
-/// inputs about one container, its index.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum InputKind {
-    /// [`Input::Delete`].
-    Delete,
-    /// [`Input::FinalizerUpdate`].
-    FinalizerUpdate,
-    /// [`Input::AgentSync`].
-    AgentSync,
-    /// [`Input::Evict`].
-    Evict,
-    /// [`Input::PreStopFinished`] for this container.
-    PreStopFinished(usize),
-    /// [`Input::ContainerExited`] for this container.
-    ContainerExited(usize),
-    /// [`Input::NodeLost`].
-    NodeLost,
-    /// [`Input::NodeReady`].
-    NodeReady,
-    /// [`Input::NodeFenced`].
-    NodeFenced,
-}
-
-impl Input {
-    /// Which input this is, as its [`Answer`] names it.
-    pub fn kind(&self) -> InputKind {
-        match self {
-            Input::Delete { .. } => InputKind::Delete,
-            Input::FinalizerUpdate { .. } => InputKind::FinalizerUpdate,
-            Input::AgentSync(_) => InputKind::AgentSync,
-            Input::Evict { .. } => InputKind::Evict,
-            Input::PreStopFinished { container, .. } => InputKind::PreStopFinished(*container),
-            Input::ContainerExited { container, .. } => InputKind::ContainerExited(*container),
-            Input::NodeLost(_) => InputKind::NodeLost,
-            Input::NodeReady(_) => InputKind::NodeReady,
-            Input::NodeFenced(_) => InputKind::NodeFenced,
-        }
-    }
-
-    /// The object the input is for.
-    pub fn id(&self) -> Id {
-        match self {
-            Input::Delete { id, .. }
-            | Input::FinalizerUpdate { id, .. }
-            | Input::Evict { id, .. }
-            | Input::PreStopFinished { id, .. }
-            | Input::ContainerExited { id, .. } => *id,
-            Input::AgentSync(id)
-            | Input::NodeLost(id)
-            | Input::NodeReady(id)
-            | Input::NodeFenced(id) => *id,
-        }
+impl Command {
+    /// `input` for object `id`.
+    pub const fn new(id: Id, input: Input) -> Self {
+        Command { id, input }
     }
 }
 
-/// The table's answer to an [`Input`], given once the change is persisted:
-/// the object and the input it answers, and the table's reply. A firmware
-/// that passes answers on (a channel back to the tasks that send inputs)
-/// lets each sender find its own with [`answers`](Answer::answers).
+/// The table's answer to a [`Command`], given once the change is
+/// persisted: the command it answers and the table's reply. A firmware
+/// that passes answers on (a channel back to the tasks that send
+/// commands) lets each sender find its own with
+/// [`answers`](Answer::answers).
 ///
 /// ```
-/// use grace_core::driver::{Answer, Input, Reply};
+/// use grace_core::driver::{Answer, Command};
+/// use grace_core::{Reply, UnknownId};
 ///
-/// fn mine(answer: &Answer, sent: &Input) -> Option<Reply> {
+/// fn mine(answer: &Answer, sent: &Command) -> Option<Result<Reply, UnknownId>> {
 ///     answer.answers(sent).then_some(answer.reply)
 /// }
 /// # let _ = mine;
 /// ```
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Answer {
-    /// The object the input named ([`Input::id`]).
-    pub id: Id,
-    /// Which input it was ([`Input::kind`]).
-    pub input: InputKind,
-    /// What the table replied.
-    pub reply: Reply,
+    /// The command it answers.
+    pub command: Command,
+    /// What the table replied ([`Table::handle`]).
+    pub reply: Result<Reply, UnknownId>,
 }
 
 impl Answer {
-    /// Whether this answers `input`: the same object and the same kind of
-    /// input (and container). Two identical inputs for one object in
-    /// flight at once get their answers in the order they were sent.
-    pub fn answers(&self, input: &Input) -> bool {
-        self.id == input.id() && self.input == input.kind()
+    /// Whether this answers `sent`: the same object and the same input.
+    /// Two identical commands in flight at once get their answers in the
+    /// order they were sent.
+    pub fn answers(&self, sent: &Command) -> bool {
+        self.command == *sent
     }
-}
-
-/// The table's reply to an [`Input`] (in an [`Answer`]).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum Reply {
-    /// To [`Input::Delete`].
-    Delete(Result<DeleteResponse, TableDeleteError>),
-    /// To [`Input::FinalizerUpdate`].
-    Update(Result<UpdateOutcome, TableUpdateError>),
-    /// To every agent-side input.
-    Agent(Result<Handled, ContainerInputError>),
 }
 
 /// What the firmware does with the driver's outputs. Every method but
@@ -249,10 +146,10 @@ pub trait Firmware<const F: usize, const C: usize, const L: usize = NAME_CAPACIT
         lifecycle: &Lifecycle<F, C, L>,
     ) -> Result<(), Self::Error>;
 
-    /// The answer to `input`, once persisted: a delete's response, say,
+    /// The answer to a command, once persisted: a delete's response, say,
     /// for whoever sent it.
-    async fn answered(&mut self, input: &Input, answer: Answer) -> Result<(), Self::Error> {
-        let _ = (input, answer);
+    async fn answered(&mut self, answer: Answer) -> Result<(), Self::Error> {
+        let _ = answer;
         Ok(())
     }
 
@@ -306,10 +203,10 @@ impl<E> From<Busy> for DriverError<E> {
 /// # #![allow(unused)] // a sketch of a firmware's parts, nothing calls them
 /// use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 /// use embassy_sync::channel::Channel;
-/// use grace_core::driver::{Driver, Firmware, Input};
+/// use grace_core::driver::{Command, Driver, Firmware};
 /// use grace_core::{Action, Id, Lifecycle, SharedTable};
 ///
-/// static INPUTS: Channel<CriticalSectionRawMutex, Input, 8> = Channel::new();
+/// static INPUTS: Channel<CriticalSectionRawMutex, Command, 8> = Channel::new();
 /// static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
 ///
 /// struct Board;
@@ -323,7 +220,7 @@ impl<E> From<Busy> for DriverError<E> {
 /// }
 ///
 /// // The body of an `#[embassy_executor::task]`; tasks and interrupt
-/// // handlers send `Input`s to `INPUTS`.
+/// // handlers send `Command`s to `INPUTS`.
 /// async fn grace_task() {
 ///     let mut driver: Driver<'_, _, _, 4, 2, 1, 8> = Driver::new(&TABLE, INPUTS.receiver());
 ///     let Err(_stopped) = driver.run(&mut Board).await;
@@ -340,7 +237,7 @@ pub struct Driver<
     const L: usize = NAME_CAPACITY,
 > {
     table: T,
-    inputs: Receiver<'ch, M, Input, Q>,
+    inputs: Receiver<'ch, M, Command, Q>,
     /// The one lifecycle handed to the firmware across an await (a shared
     /// table cannot stay borrowed there): written in place, never a new
     /// copy per input.
@@ -368,7 +265,7 @@ where
     M: RawMutex,
 {
     /// A driver over `table`, fed by `inputs`.
-    pub fn new(table: T, inputs: Receiver<'ch, M, Input, Q>) -> Self {
+    pub fn new(table: T, inputs: Receiver<'ch, M, Command, Q>) -> Self {
         Driver {
             table,
             inputs,
@@ -458,12 +355,12 @@ where
             None => Some(self.inputs.receive().await),
         };
         match input {
-            Some(input) => self.handle(firmware, &input).await,
+            Some(command) => self.handle(firmware, command).await,
             None => self.expire(firmware).await,
         }
     }
 
-    /// Applies one input now: the change is persisted, then answered, then
+    /// Applies one command now: the change is persisted, then answered, then
     /// its actions are handed out. Whether the input changed the object is
     /// read from the table's reply (an applied agent input, a delete that
     /// is not a dry run, an accepted update), not by comparing copies; an
@@ -472,21 +369,18 @@ where
     pub async fn handle<W: Firmware<F, C, L>>(
         &mut self,
         firmware: &mut W,
-        input: &Input,
+        command: Command,
     ) -> Result<(), DriverError<W::Error>> {
         let now = firmware.now();
-        let id = input.id();
-        let reply = self.table.access(|t| apply(t, now, input))?;
-        if reply.changed() {
+        let id = command.id;
+        let input = command.input.clone();
+        let reply = self.table.access(|t| t.handle(now, id, input))?;
+        if reply.is_ok_and(|r| r.changed()) {
             self.persist(firmware, id).await?;
         }
-        let answer = Answer {
-            id,
-            input: input.kind(),
-            reply,
-        };
+        let answer = Answer { command, reply };
         firmware
-            .answered(input, answer)
+            .answered(answer)
             .await
             .map_err(DriverError::Firmware)?;
         self.settle(firmware, id).await
@@ -512,9 +406,7 @@ where
             let Some(id) = due else {
                 return Ok(());
             };
-            let _ = self
-                .table
-                .access(|t| t.with(id, |l| l.handle_timeout(now)))?;
+            let _ = self.table.access(|t| t.handle(now, id, Input::Timeout))?;
             self.persist(firmware, id).await?;
             self.settle(firmware, id).await?;
         }
@@ -551,7 +443,7 @@ where
 
     /// Hands out object `id`'s actions in order, then forgets it if it is
     /// finished. Once a stop signal is out, the table hears when
-    /// ([`Table::handle_stop_signal_sent`]): SIGKILL stays at least 2 s
+    /// ([`Input::StopSignalSent`]): SIGKILL stays at least 2 s
     /// after the signal itself ([R62]), however long the write-ahead and
     /// the firmware took.
     ///
@@ -585,7 +477,7 @@ where
                 );
                 let _ = self
                     .table
-                    .access(|t| t.handle_stop_signal_sent(sent, id, container))?;
+                    .access(|t| t.handle(sent, id, Input::stop_signal_sent(container)))?;
             }
         }
         if let Some(lifecycle) = self.table.access(|t| t.remove_finished(id))? {
@@ -595,47 +487,6 @@ where
                 .map_err(DriverError::Firmware)?;
         }
         Ok(())
-    }
-}
-
-impl Reply {
-    /// Whether the input changed the object: what the driver persists.
-    fn changed(&self) -> bool {
-        match self {
-            Reply::Delete(Ok(response)) => !response.dry_run,
-            Reply::Update(Ok(_)) => true,
-            Reply::Agent(Ok(handled)) => *handled == Handled::Applied,
-            Reply::Delete(Err(_)) | Reply::Update(Err(_)) | Reply::Agent(Err(_)) => false,
-        }
-    }
-}
-
-/// The table's input for `input`.
-fn apply<const N: usize, const F: usize, const C: usize, const L: usize>(
-    table: &mut Table<N, F, C, L>,
-    now: Now,
-    input: &Input,
-) -> Reply {
-    let agent = |r: Result<Handled, crate::table::UnknownId>| Reply::Agent(r.map_err(Into::into));
-    match input {
-        Input::Delete { id, options } => Reply::Delete(table.handle_delete(now, *id, options)),
-        Input::FinalizerUpdate { id, change } => {
-            Reply::Update(table.handle_finalizer_update(now, *id, change))
-        }
-        Input::AgentSync(id) => agent(table.handle_agent_sync(now, *id)),
-        Input::Evict {
-            id,
-            grace_period_seconds,
-        } => agent(table.handle_evict(now, *id, *grace_period_seconds)),
-        Input::PreStopFinished { id, container } => {
-            Reply::Agent(table.handle_pre_stop_finished(now, *id, *container))
-        }
-        Input::ContainerExited { id, container } => {
-            Reply::Agent(table.handle_container_exited(now, *id, *container))
-        }
-        Input::NodeLost(id) => agent(table.handle_node_lost(now, *id)),
-        Input::NodeReady(id) => agent(table.handle_node_ready(now, *id)),
-        Input::NodeFenced(id) => agent(table.handle_node_fenced(now, *id)),
     }
 }
 

@@ -9,22 +9,22 @@ use crate::options::InvalidOptions;
 use crate::record::{FinalizerListError, TooManyFinalizers};
 use crate::registry::{Conflict, DeleteError, UpdateError};
 use crate::shared::Busy;
-use crate::table::{ContainerInputError, TableDeleteError, TableFull, TableUpdateError, UnknownId};
+use crate::table::{TableFull, UnknownId};
 
 /// Any error of grace-core. Each operation returns its own small error
 /// type (so a caller can match exactly what that operation can fail
 /// with); each converts into this one with `?`.
 ///
 /// ```
-/// use grace_core::{DeleteOptions, Error, Lifecycle, Now, Record, Strategy, Table};
+/// use grace_core::{DeleteOptions, Error, Input, Lifecycle, Now, Record, Strategy, Table};
 ///
 /// fn run() -> Result<(), Error> {
 ///     let mut table: Table<8> = Table::new();
 ///     let record = Record::builder("uid-1").grace_period_seconds(5).build()?;
 ///     let id = table.insert(Lifecycle::new(Strategy::POD, record, &[Default::default()])?)?;
 ///     let now = Now::from_unix_millis(0);
-///     table.handle_delete(now, id, &DeleteOptions::default())?;
-///     table.handle_container_exited(now, id, 0)?;
+///     let _ = table.handle(now, id, Input::Delete(DeleteOptions::default()))?.result()?;
+///     let _ = table.handle(now, id, Input::container_exited(0))?.result()?;
 ///     Ok(())
 /// }
 /// run().unwrap();
@@ -111,33 +111,6 @@ impl From<UnknownId> for Error {
 impl From<UnknownContainer> for Error {
     fn from(_: UnknownContainer) -> Self {
         Error::UnknownContainer
-    }
-}
-
-impl From<ContainerInputError> for Error {
-    fn from(e: ContainerInputError) -> Self {
-        match e {
-            ContainerInputError::UnknownId => Error::UnknownId,
-            ContainerInputError::UnknownContainer => Error::UnknownContainer,
-        }
-    }
-}
-
-impl From<TableDeleteError> for Error {
-    fn from(e: TableDeleteError) -> Self {
-        match e {
-            TableDeleteError::UnknownId => Error::UnknownId,
-            TableDeleteError::Delete(e) => Error::Delete(e),
-        }
-    }
-}
-
-impl From<TableUpdateError> for Error {
-    fn from(e: TableUpdateError) -> Self {
-        match e {
-            TableUpdateError::UnknownId => Error::UnknownId,
-            TableUpdateError::Update(e) => Error::Update(e),
-        }
     }
 }
 

@@ -28,6 +28,7 @@ use embedded_storage_async::nor_flash::MultiwriteNorFlash;
 use sequential_storage::cache::CacheImpl;
 use sequential_storage::map::{Key, MapStorage, SerializationError};
 
+use crate::input::Input;
 use crate::kill::Stage;
 use crate::lifecycle::Lifecycle;
 use crate::name::{InlineName, NAME_CAPACITY};
@@ -282,7 +283,9 @@ fn another_boot<const F: usize, const C: usize, const L: usize>(
                 .is_some_and(|c| c.stage() != Stage::Stopped);
             if running {
                 // Ignored when nothing runs there (no agent, fenced).
-                let _ = lifecycle.handle_container_exited(now, i);
+                let _ = lifecycle
+                    .handle(now, Input::container_exited(i))
+                    .container();
             }
         }
     }

@@ -24,7 +24,12 @@ pub const MIN_STOP_SECONDS: i64 = 2;
 /// assert_eq!(ContainerIndex::from(1).get(), 1);
 /// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[cfg_attr(
+    all(feature = "arbitrary", not(target_os = "none")),
+    derive(arbitrary::Arbitrary)
+)]
 pub struct ContainerIndex(usize);
 
 impl ContainerIndex {
@@ -253,7 +258,7 @@ pub(crate) enum Expiry {
 }
 
 /// What comes due at a deadline ([`Due`]): what
-/// [`handle_timeout`](crate::Lifecycle::handle_timeout) does then.
+/// [`Input::Timeout`](crate::Input::Timeout) does then.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -18,9 +18,10 @@
 //! ## Shape
 //!
 //! Time is always an argument ([`Now`]); the machine never reads a clock.
-//! Inputs are `handle_*` methods on [`Lifecycle`]; outputs are
-//! [`Lifecycle::poll_action`] (what to do now) and
-//! [`Lifecycle::poll_timeout`] (when to call [`Lifecycle::handle_timeout`]).
+//! Inputs are one enum, [`Input`], fed to [`Lifecycle::handle`] (and to
+//! [`Table::handle`], the embassy driver and grace-std's runtime); outputs
+//! are [`Lifecycle::poll_action`] (what to do now) and
+//! [`Lifecycle::poll_timeout`] (when to feed [`Input::Timeout`]).
 //! The pure decisions underneath are public too: [`decide_delete`] (the API
 //! server), [`effective_grace`] (the kubelet's budget), and, for container
 //! restarts, which the lifecycle does not carry out yet,
@@ -32,25 +33,25 @@
 //! A pod with one container that ignores SIGTERM, deleted with 5 s of grace:
 //!
 //! ```
-//! use grace_core::{Action, ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Phase, Record, Strategy};
+//! use grace_core::{Action, ContainerSpec, DeleteOptions, Input, Lifecycle, Name, Now, Phase, Record, Strategy};
 //!
 //! let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
 //! let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[ContainerSpec::default()]).unwrap();
 //! let at = |ms: i64| Now::from_unix_millis(ms);
 //!
-//! pod.handle_delete(at(0), &DeleteOptions::with_grace(5)).unwrap();
-//! pod.handle_agent_sync(at(0));
+//! pod.handle(at(0), Input::Delete(DeleteOptions::with_grace(5))).delete().unwrap().unwrap();
+//! let _ = pod.handle(at(0), Input::AgentSync);
 //! assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 //! assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
 //!
 //! // Nothing to do until the grace is spent; then SIGKILL.
 //! assert_eq!(pod.poll_action(), None);
 //! assert_eq!(pod.poll_timeout().unwrap().as_millis(), 5_000);
-//! pod.handle_timeout(at(5_000));
+//! let _ = pod.handle(at(5_000), Input::Timeout);
 //! assert_eq!(pod.poll_action(), Some(Action::SendKill { container: 0 }));
 //!
 //! // The agent reports the process gone: the record is removed.
-//! pod.handle_container_exited(at(5_010), 0).unwrap();
+//! pod.handle(at(5_010), Input::container_exited(0)).container().unwrap();
 //! assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
 //! assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 //! assert_eq!(pod.phase(), Phase::Deleted);
@@ -125,6 +126,7 @@ pub mod rules {}
 mod error;
 mod grace;
 mod hint;
+mod input;
 mod kill;
 mod lifecycle;
 mod name;
@@ -139,6 +141,7 @@ mod wire;
 
 pub use error::Error;
 pub use grace::{EffectiveGrace, effective_grace};
+pub use input::{Input, Reply};
 pub use kill::{Container, ContainerIndex, ContainerSpec, Due, DueKind, MIN_STOP_SECONDS, Stage};
 pub use lifecycle::{
     Action, AgentState, DeleteResponse, Handled, Lifecycle, Link, OtherObject, Phase,
@@ -160,9 +163,7 @@ pub use restart::{
     restarts_after_exit,
 };
 pub use shared::{Busy, SharedTable, TableAccess};
-pub use table::{
-    ContainerInputError, Id, Table, TableDeleteError, TableFull, TableUpdateError, UnknownId,
-};
+pub use table::{Id, Table, TableFull, UnknownId};
 pub use time::{Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Timestamp, WallTime};
 pub use wire::{WireDeleteOptions, WireOptionsError};
 

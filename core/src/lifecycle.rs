@@ -1,12 +1,13 @@
 //! One object's whole deletion: the stored record (API level) and the node
-//! agent that stops its workload (agent level), driven by `handle_*` inputs
-//! and read through `poll_*` outputs.
+//! agent that stops its workload (agent level), driven by [`Input`]s through
+//! [`Lifecycle::handle`] and read through `poll_*` outputs.
 
 use crate::name::NAME_CAPACITY;
 use core::fmt;
 
 use crate::grace::effective_grace;
 use crate::hint::likely;
+use crate::input::{Input, Reply};
 use crate::kill::{Container, ContainerIndex, ContainerSpec, Due, Expiry, Stage, owed};
 use crate::options::DeleteOptions;
 use crate::record::{PodPhase, Record, Strategy};
@@ -72,8 +73,8 @@ impl fmt::Display for Phase {
 ///
 /// Small on purpose (8 bytes, like `Option<Action>`): a container is named
 /// by its index as one byte, as a lifecycle has at most 253 containers, and
-/// a pre-stop budget is whole seconds in 32 bits. The `handle_*` inputs
-/// naming a container take that byte as it is ([`ContainerIndex`]);
+/// a pre-stop budget is whole seconds in 32 bits. The inputs naming a
+/// container take that byte as it is ([`ContainerIndex`]);
 /// `usize::from(container)` indexes [`Lifecycle::containers`].
 ///
 /// More kinds of action may be added: match with a `_` arm.
@@ -89,7 +90,7 @@ pub enum Action {
     RemoveEndpoints,
     /// Run the container's pre-stop hook; stop waiting for it after
     /// `budget_seconds` ([R59], [R60]). Report its end with
-    /// [`Lifecycle::handle_pre_stop_finished`].
+    /// [`Input::PreStopFinished`].
     ///
     /// [R59]: crate::rules#r59
     /// [R60]: crate::rules#r60
@@ -309,23 +310,23 @@ pub struct AgentState {
 ///
 /// # Driving the machine
 ///
-/// Every input is a `handle_*` call with the current time; nothing happens
-/// between calls. After each input:
+/// Every input is an [`Input`] fed to [`handle`](Self::handle) with the
+/// current time; nothing happens between calls. After each input:
 ///
 /// 1. take every [`Action`] from [`poll_action`](Self::poll_action) and carry
 ///    it out (persist the record first if it changed — see
 ///    [`record`](Self::record));
 /// 2. ask [`poll_timeout`](Self::poll_timeout) for the next deadline and call
-///    [`handle_timeout`](Self::handle_timeout) once it has passed (an early or
+///    [`Input::Timeout`] once it has passed (an early or
 ///    repeated call is a harmless no-op);
 /// 3. report what the world did: a pre-stop hook that returned
-///    ([`handle_pre_stop_finished`](Self::handle_pre_stop_finished)), a
-///    process that exited ([`handle_container_exited`](Self::handle_container_exited));
+///    ([`Input::PreStopFinished`]), a
+///    process that exited ([`Input::ContainerExited`]);
 /// 4. forget the lifecycle only once it [is finished](Self::is_finished):
 ///    [`Phase::Deleted`] with a force delete still leaves a kill to run (D4).
 ///
 /// ```
-/// use grace_core::{Action, DeleteOptions, DeleteOutcome, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
+/// use grace_core::{Action, DeleteOptions, DeleteOutcome, Input, Lifecycle, Now, Phase, Record, Strategy, ContainerSpec, Name};
 ///
 /// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
 /// let app = ContainerSpec { pre_stop: false, sidecar: false, stopped: false };
@@ -333,19 +334,20 @@ pub struct AgentState {
 /// let at = |s: i64| Now::from_unix_millis(s * 1000);
 ///
 /// // kubectl delete pod: the spec's 30 s.
-/// let response = pod.handle_delete(at(1000), &DeleteOptions::default()).unwrap();
+/// let reply = pod.handle(at(1000), Input::Delete(DeleteOptions::default()));
+/// let response = reply.delete().unwrap().unwrap();
 /// assert_eq!(response.outcome, DeleteOutcome::Graceful);
 /// assert_eq!(pod.record().deletion_timestamp.unwrap().as_unix_seconds(), 1030);
 /// assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
 ///
 /// // The agent sees it and sends SIGTERM; SIGKILL is due 30 s later.
-/// pod.handle_agent_sync(at(1001));
+/// let _ = pod.handle(at(1001), Input::AgentSync);
 /// assert_eq!(pod.phase(), Phase::Terminating);
 /// assert_eq!(pod.poll_action(), Some(Action::SendStopSignal { container: 0 }));
 /// assert_eq!(pod.poll_timeout().map(|t| t.as_millis()), Some(1_031_000));
 ///
 /// // The process exits on SIGTERM; the agent's final delete removes the record.
-/// pod.handle_container_exited(at(1004), 0).unwrap();
+/// pod.handle(at(1004), Input::container_exited(0)).container().unwrap();
 /// assert_eq!(pod.poll_action(), Some(Action::ContainerStopped { container: 0 }));
 /// assert_eq!(pod.poll_action(), Some(Action::Remove { force: false }));
 /// assert_eq!(pod.phase(), Phase::Deleted);
@@ -504,6 +506,33 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
             .unwrap_or_default()
     }
 
+    // ---- Inputs -----------------------------------------------------------
+
+    /// Feeds one [`Input`] at `now`: the one way in. Which [`Reply`] comes
+    /// back depends on the input (see [`Input`]'s variants); an input
+    /// refused or not applying in this state changes nothing.
+    // Always inlined: a caller's input is usually a constant variant, so
+    /// the match folds away and a timeout costs what it did as its own
+    // method (measured in benches/transition.rs).
+    #[inline(always)]
+    pub fn handle(&mut self, now: Now, input: Input) -> Reply {
+        match input {
+            Input::Delete(options) => Reply::Delete(self.delete(now, &options)),
+            Input::FinalizerUpdate(change) => Reply::Update(self.finalizer_update(now, &change)),
+            Input::AgentSync => Reply::Handled(Ok(self.agent_sync(now))),
+            Input::Evict {
+                grace_period_seconds,
+            } => Reply::Handled(Ok(self.evict(now, grace_period_seconds))),
+            Input::PreStopFinished(c) => Reply::Handled(self.pre_stop_finished(now, c)),
+            Input::ContainerExited(c) => Reply::Handled(self.container_exited(now, c)),
+            Input::StopSignalSent(c) => Reply::Handled(self.stop_signal_sent(now, c)),
+            Input::NodeLost => Reply::Handled(Ok(self.node_lost(now))),
+            Input::NodeReady => Reply::Handled(Ok(self.node_ready(now))),
+            Input::NodeFenced => Reply::Handled(Ok(self.node_fenced(now))),
+            Input::Timeout => Reply::Handled(Ok(self.timeout(now))),
+        }
+    }
+
     // ---- API-level inputs -------------------------------------------------
 
     /// A delete request ([R1]–[R44]). A dry run decides and reports but changes
@@ -511,11 +540,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     ///
     /// [R1]: crate::rules#r1
     /// [R44]: crate::rules#r44
-    pub fn handle_delete(
-        &mut self,
-        now: Now,
-        options: &DeleteOptions,
-    ) -> Result<DeleteResponse, DeleteError> {
+    fn delete(&mut self, now: Now, options: &DeleteOptions) -> Result<DeleteResponse, DeleteError> {
         match self.phase {
             // R3: nothing stored, nothing to delete.
             Phase::Deleted => Err(DeleteError::NotFound),
@@ -539,7 +564,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     ///
     /// [R45]: crate::rules#r45
     /// [R46]: crate::rules#r46
-    pub fn handle_finalizer_update(
+    fn finalizer_update(
         &mut self,
         now: Now,
         change: &FinalizerChange,
@@ -572,7 +597,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     ///
     /// [R57]: crate::rules#r57
     /// [D5]: crate::rules#d5
-    pub fn handle_agent_sync(&mut self, now: Now) -> Handled {
+    fn agent_sync(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
         }
@@ -613,7 +638,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// [D4]: crate::rules#d4
     /// [R53]: crate::rules#r53
     /// [D7]: crate::rules#d7
-    pub fn handle_record_observed(
+    pub fn observe_record(
         &mut self,
         now: Now,
         stored: Option<&Record<F, L>>,
@@ -635,14 +660,14 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
             self.owe_endpoints();
         }
         if self.has_agent() && self.flags.link() == Link::Connected {
-            self.handle_agent_sync(now);
+            self.agent_sync(now);
         }
         self.refresh_phase();
         Ok(Handled::Applied)
     }
 
     /// The record was removed by another API server (see
-    /// [`handle_record_observed`](Self::handle_record_observed)).
+    /// [`observe_record`](Self::observe_record)).
     fn observe_removal(&mut self, now: Now) {
         let serving = self.has_agent()
             && !self.record.phase.is_terminal()
@@ -675,7 +700,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// [R52]: crate::rules#r52
     /// [R73]: crate::rules#r73
     /// [R74]: crate::rules#r74
-    pub fn handle_evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
+    fn evict(&mut self, now: Now, grace_period_seconds: i64) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced || self.all_stopped() {
             return Handled::Ignored;
         }
@@ -696,7 +721,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
     /// `usize` or a literal ([`ContainerIndex`]); any other value is
     /// [`UnknownContainer`].
-    pub fn handle_pre_stop_finished(
+    fn pre_stop_finished(
         &mut self,
         now: Now,
         container: impl Into<ContainerIndex>,
@@ -714,7 +739,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// [`containers`](Self::containers): an [`Action`]'s one-byte index, a
     /// `usize` or a literal ([`ContainerIndex`]); any other value is
     /// [`UnknownContainer`].
-    pub fn handle_container_exited(
+    fn container_exited(
         &mut self,
         now: Now,
         container: impl Into<ContainerIndex>,
@@ -746,7 +771,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// `container` indexes [`containers`](Self::containers): an
     /// [`Action`]'s one-byte index, a `usize` or a literal
     /// ([`ContainerIndex`]); any other value is [`UnknownContainer`].
-    pub fn handle_stop_signal_sent(
+    fn stop_signal_sent(
         &mut self,
         now: Now,
         container: impl Into<ContainerIndex>,
@@ -767,7 +792,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     ///
     /// [R77]: crate::rules#r77
     /// [R80]: crate::rules#r80
-    pub fn handle_node_lost(&mut self, now: Now) -> Handled {
+    fn node_lost(&mut self, now: Now) -> Handled {
         let _ = now;
         if !self.has_agent() || self.flags.link() != Link::Connected {
             return Handled::Ignored;
@@ -777,7 +802,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     }
 
     /// The agent reconnects; a report it owes is sent at once.
-    pub fn handle_node_ready(&mut self, now: Now) -> Handled {
+    fn node_ready(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() != Link::Lost {
             return Handled::Ignored;
         }
@@ -793,7 +818,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     ///
     /// [D7]: crate::rules#d7
     /// [R82]: crate::rules#r82
-    pub fn handle_node_fenced(&mut self, now: Now) -> Handled {
+    fn node_fenced(&mut self, now: Now) -> Handled {
         if !self.has_agent() || self.flags.link() == Link::Fenced {
             return Handled::Ignored;
         }
@@ -821,9 +846,9 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     // a mere hint LLVM keeps the call (measured in benches/transition.rs);
     // the rarer stages are calls.
     #[inline(always)]
-    pub fn handle_timeout(&mut self, now: Now) {
+    fn timeout(&mut self, now: Now) -> Handled {
         if self.flags.link() == Link::Fenced {
-            return;
+            return Handled::Ignored;
         }
         let now = now.mono;
         // Vacant container entries have no deadline: the whole array is
@@ -842,10 +867,11 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
                 self.expire_stage(now, i);
             }
         }
+        Handled::Applied
     }
 
     /// A pre-stop cut-off or a sidecar's wait has passed for container `i`.
-    /// Out of line: `handle_timeout` is inlined into its callers, and these
+    /// Out of line: `timeout` is inlined into its callers, and these
     /// are not its common case.
     #[cold]
     #[inline(never)]
@@ -939,7 +965,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     }
 
     /// The next deadline on the monotonic clock, if any: when
-    /// [`handle_timeout`](Self::handle_timeout) has something to do. What
+    /// [`Input::Timeout`] has something to do. What
     /// comes due then is one container's stage ending: a pre-stop hook's
     /// budget spent (then its stop signal, [R60]), a sidecar's wait over
     /// (its stop signal, [R70]) or the grace spent (SIGKILL, [R63]);
@@ -963,12 +989,12 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     /// containers due at the same instant, the first.
     ///
     /// ```
-    /// use grace_core::{ContainerSpec, DeleteOptions, DueKind, Lifecycle, Name, Now, Record, Strategy};
+    /// use grace_core::{ContainerSpec, DeleteOptions, DueKind, Input, Lifecycle, Name, Now, Record, Strategy};
     ///
     /// let record = Record::<4>::new(Name::try_from("uid-1").unwrap());
     /// let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[ContainerSpec::default()]).unwrap();
-    /// pod.handle_delete(Now::from_unix_millis(0), &DeleteOptions::with_grace(5)).unwrap();
-    /// pod.handle_agent_sync(Now::from_unix_millis(0));
+    /// let _ = pod.handle(Now::from_unix_millis(0), Input::Delete(DeleteOptions::with_grace(5)));
+    /// let _ = pod.handle(Now::from_unix_millis(0), Input::AgentSync);
     /// let due = pod.poll_due().unwrap();
     /// assert_eq!((due.at.as_millis(), due.container, due.kind), (5_000, 0, DueKind::Kill));
     /// ```
@@ -1123,7 +1149,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     }
 
     /// Sends container `i` the stop signal (R62, R63). Out of line:
-    /// `handle_timeout` is inlined into its callers, and a sidecar's turn
+    /// `timeout` is inlined into its callers, and a sidecar's turn
     /// is not its common case.
     #[inline(never)]
     fn signal(&mut self, now: Instant, i: usize) {
@@ -1200,7 +1226,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
             ..DeleteOptions::default()
         };
         // The record is stored (so the phase is not Deleted).
-        let _ = self.handle_delete(now, &options);
+        let _ = self.delete(now, &options);
     }
 
     fn derive_phase(&self) -> Phase {

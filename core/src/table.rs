@@ -10,11 +10,9 @@
 use crate::name::NAME_CAPACITY;
 use core::fmt;
 
-use crate::kill::{ContainerIndex, Due};
-use crate::lifecycle::UpdateOutcome;
-use crate::lifecycle::{Action, DeleteResponse, Handled, Lifecycle, UnknownContainer};
-use crate::options::DeleteOptions;
-use crate::registry::{DeleteError, FinalizerChange, UpdateError};
+use crate::input::{Input, Reply};
+use crate::kill::Due;
+use crate::lifecycle::{Action, Lifecycle};
 use crate::time::{Instant, Now};
 
 /// A compact handle on one object in a [`Table`]: its slot and the slot's
@@ -64,84 +62,6 @@ impl fmt::Display for UnknownId {
 }
 
 impl core::error::Error for UnknownId {}
-
-/// Errors of table inputs that name a container.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum ContainerInputError {
-    /// No such object.
-    UnknownId,
-    /// No such container in the object.
-    UnknownContainer,
-}
-
-impl fmt::Display for ContainerInputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ContainerInputError::UnknownId => f.write_str("unknown object id"),
-            ContainerInputError::UnknownContainer => f.write_str("unknown container"),
-        }
-    }
-}
-
-impl core::error::Error for ContainerInputError {}
-
-impl From<UnknownId> for ContainerInputError {
-    fn from(_: UnknownId) -> Self {
-        ContainerInputError::UnknownId
-    }
-}
-
-impl From<UnknownContainer> for ContainerInputError {
-    fn from(_: UnknownContainer) -> Self {
-        ContainerInputError::UnknownContainer
-    }
-}
-
-/// Errors of a delete sent to a table.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum TableDeleteError {
-    /// No such object.
-    UnknownId,
-    /// The object refused the delete.
-    Delete(DeleteError),
-}
-
-impl fmt::Display for TableDeleteError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TableDeleteError::UnknownId => f.write_str("unknown object id"),
-            TableDeleteError::Delete(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl core::error::Error for TableDeleteError {}
-
-/// Errors of a finalizer update sent to a table.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub enum TableUpdateError {
-    /// No such object.
-    UnknownId,
-    /// The object refused the update.
-    Update(UpdateError),
-}
-
-impl fmt::Display for TableUpdateError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TableUpdateError::UnknownId => f.write_str("unknown object id"),
-            TableUpdateError::Update(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl core::error::Error for TableUpdateError {}
 
 /// A slot index stored as index + 1, so that "none" is 0 and a new table is
 /// all zero bits (a `static` one lands in `.bss`).
@@ -239,14 +159,14 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 
 /// Up to `N` lifecycles, each with up to `F` finalizers and `C` containers.
 ///
-/// Inputs are `handle_*(now, id, ..)`; outputs are [`poll_action`]
+/// Inputs are [`handle`]`(now, id, input)`; outputs are [`poll_action`]
 /// (`(id, action)` pairs: objects in the order they came to owe something,
 /// each object's actions in its own order) and [`poll_timeout`] (the
 /// earliest deadline of all, O(1)). [`handle_timeouts`] handles every object
 /// whose deadline has passed, earliest first, in O(log n) each.
 ///
 /// ```
-/// use grace_core::{Action, ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Record, Strategy, Table};
+/// use grace_core::{Action, ContainerSpec, DeleteOptions, Input, Lifecycle, Name, Now, Record, Strategy, Table};
 ///
 /// let mut table: Table<8> = Table::new();
 /// let app = ContainerSpec::default();
@@ -254,8 +174,8 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 /// let id = table.insert(pod).unwrap();
 /// let at = |ms: i64| Now::from_unix_millis(ms);
 ///
-/// table.handle_delete(at(0), id, &DeleteOptions::with_grace(5)).unwrap();
-/// table.handle_agent_sync(at(0), id).unwrap();
+/// let _ = table.handle(at(0), id, Input::Delete(DeleteOptions::with_grace(5))).unwrap();
+/// let _ = table.handle(at(0), id, Input::AgentSync).unwrap();
 /// assert_eq!(table.poll_action(), Some((id, Action::RemoveEndpoints)));
 /// assert_eq!(table.poll_action(), Some((id, Action::SendStopSignal { container: 0 })));
 /// assert_eq!(table.poll_timeout().unwrap().as_millis(), 5_000);
@@ -286,6 +206,7 @@ impl<const F: usize, const C: usize, const L: usize> Slot<F, C, L> {
 /// On a microcontroller, or to share it with interrupt handlers, the
 /// `static` is a [`SharedTable`](crate::SharedTable).
 ///
+/// [`handle`]: Table::handle
 /// [`poll_action`]: Table::poll_action
 /// [`poll_timeout`]: Table::poll_timeout
 /// [`handle_timeouts`]: Table::handle_timeouts
@@ -440,115 +361,46 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F,
     }
 
     /// Runs `input` on one object and brings the deadline queue and the
-    /// ready FIFO up to date: the general form of every `handle_*` below.
+    /// ready FIFO up to date: the general form of [`handle`](Self::handle).
     pub fn with<R>(
         &mut self,
         id: Id,
         input: impl FnOnce(&mut Lifecycle<F, C, L>) -> R,
     ) -> Result<R, UnknownId> {
-        let slot = self.slots.get_mut(id.index as usize).ok_or(UnknownId)?;
-        if slot.generation != id.generation {
-            return Err(UnknownId);
-        }
-        let lifecycle = slot.object_mut().ok_or(UnknownId)?;
-        let result = input(lifecycle);
+        let result = input(self.object_mut(id)?);
         self.refresh(id.index);
         Ok(result)
     }
 
-    /// [`Lifecycle::handle_delete`] on one object.
-    pub fn handle_delete(
-        &mut self,
-        now: Now,
-        id: Id,
-        options: &DeleteOptions,
-    ) -> Result<DeleteResponse, TableDeleteError> {
-        self.with(id, |l| l.handle_delete(now, options))
-            .map_err(|_| TableDeleteError::UnknownId)?
-            .map_err(TableDeleteError::Delete)
+    /// Object `id`, to change (the caller then refreshes its slot).
+    fn object_mut(&mut self, id: Id) -> Result<&mut Lifecycle<F, C, L>, UnknownId> {
+        let slot = self.slots.get_mut(id.index as usize).ok_or(UnknownId)?;
+        if slot.generation != id.generation {
+            return Err(UnknownId);
+        }
+        slot.object_mut().ok_or(UnknownId)
     }
 
-    /// [`Lifecycle::handle_finalizer_update`] on one object.
-    pub fn handle_finalizer_update(
-        &mut self,
-        now: Now,
-        id: Id,
-        change: &FinalizerChange,
-    ) -> Result<UpdateOutcome, TableUpdateError> {
-        self.with(id, |l| l.handle_finalizer_update(now, change))
-            .map_err(|_| TableUpdateError::UnknownId)?
-            .map_err(TableUpdateError::Update)
-    }
-
-    /// [`Lifecycle::handle_agent_sync`] on one object.
-    pub fn handle_agent_sync(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
-        self.with(id, |l| l.handle_agent_sync(now))
-    }
-
-    /// [`Lifecycle::handle_evict`] on one object.
-    pub fn handle_evict(
-        &mut self,
-        now: Now,
-        id: Id,
-        grace_period_seconds: i64,
-    ) -> Result<Handled, UnknownId> {
-        self.with(id, |l| l.handle_evict(now, grace_period_seconds))
-    }
-
-    /// [`Lifecycle::handle_pre_stop_finished`] on one object.
-    pub fn handle_pre_stop_finished(
-        &mut self,
-        now: Now,
-        id: Id,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, ContainerInputError> {
-        let container = container.into();
-        Ok(self.with(id, |l| l.handle_pre_stop_finished(now, container))??)
-    }
-
-    /// [`Lifecycle::handle_container_exited`] on one object.
-    pub fn handle_container_exited(
-        &mut self,
-        now: Now,
-        id: Id,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, ContainerInputError> {
-        let container = container.into();
-        Ok(self.with(id, |l| l.handle_container_exited(now, container))??)
-    }
-
-    /// [`Lifecycle::handle_stop_signal_sent`] on one object: its SIGKILL
-    /// deadline (and so the table's deadline queue) may move later.
-    pub fn handle_stop_signal_sent(
-        &mut self,
-        now: Now,
-        id: Id,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, ContainerInputError> {
-        let container = container.into();
-        Ok(self.with(id, |l| l.handle_stop_signal_sent(now, container))??)
-    }
-
-    /// [`Lifecycle::handle_node_lost`] on one object.
-    pub fn handle_node_lost(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
-        self.with(id, |l| l.handle_node_lost(now))
-    }
-
-    /// [`Lifecycle::handle_node_ready`] on one object.
-    pub fn handle_node_ready(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
-        self.with(id, |l| l.handle_node_ready(now))
-    }
-
-    /// [`Lifecycle::handle_node_fenced`] on one object.
-    pub fn handle_node_fenced(&mut self, now: Now, id: Id) -> Result<Handled, UnknownId> {
-        self.with(id, |l| l.handle_node_fenced(now))
+    /// [`Lifecycle::handle`] on one object: `input` at `now`, then the
+    /// deadline queue and the ready FIFO brought up to date (an input
+    /// naming a container may move its SIGKILL deadline later).
+    // Always inlined, as `Lifecycle::handle`, and not through the generic
+    // `with` (one closure type for every input): a caller's constant input
+    // then keeps only its own arm, so a firmware that feeds three kinds of
+    // input links three handlers, not all of them (examples/embedded's
+    // .text budget).
+    #[inline(always)]
+    pub fn handle(&mut self, now: Now, id: Id, input: Input) -> Result<Reply, UnknownId> {
+        let reply = self.object_mut(id)?.handle(now, input);
+        self.refresh(id.index);
+        Ok(reply)
     }
 
     /// Handles every object whose deadline is at or before `now`, earliest
-    /// first (ties by slot): [`Lifecycle::handle_timeout`] on each. Each
+    /// first (ties by slot): [`Input::Timeout`] on each. Each
     /// costs O(log n); objects not due are not touched. Plural, as
     /// `grace_std`'s `Runtime::handle_timeouts`: every object due, where
-    /// the lifecycle's `handle_timeout` is one object's.
+    /// [`Input::Timeout`] is one object's.
     pub fn handle_timeouts(&mut self, now: Now) {
         // A handled object's deadline moves past `now`, except at the end of
         // time, where deadlines saturate to `now` itself and each handling
@@ -564,7 +416,7 @@ impl<const N: usize, const F: usize, const C: usize, const L: usize> Table<N, F,
             for _ in 0..rounds {
                 if let Some(lifecycle) = self.slots.get_mut(top as usize).and_then(Slot::object_mut)
                 {
-                    lifecycle.handle_timeout(now);
+                    let _ = lifecycle.handle(now, Input::Timeout);
                 }
                 if !due(self.refresh(top)) {
                     settled = true;

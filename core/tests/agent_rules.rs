@@ -21,6 +21,7 @@
 //! All instants are milliseconds after `T` (a whole unix second) on both
 //! clocks, unless a test says otherwise.
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, DeleteOutcome, DeleteResponse, Duration, EffectiveGrace,
     FinalizerChange, Handled, Instant, Lifecycle, Link, MAX_TIMESTAMP_SECONDS, Name, Now, Phase,
@@ -123,13 +124,16 @@ fn next(p: &Pod) -> Option<i64> {
 fn advance(p: &mut Pod) -> (i64, Vec<Action>) {
     let deadline = p.poll_timeout().expect("a deadline is pending");
     let wall = i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX);
-    p.handle_timeout(Now::new(WallTime::from_unix_millis(wall), deadline));
+    let _ = p.handle(
+        Now::new(WallTime::from_unix_millis(wall), deadline),
+        Input::Timeout,
+    );
     (rel(deadline), drain(p))
 }
 
 /// Calls `handle_timeout` at `ms` and asserts that nothing happened.
 fn quiet_at(p: &mut Pod, ms: i64) {
-    p.handle_timeout(at(ms));
+    let _ = p.handle(at(ms), Input::Timeout);
     assert_eq!(drain(p), [], "nothing is due at {ms} ms");
 }
 
@@ -138,27 +142,38 @@ fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse {
         grace_period_seconds: grace,
         ..DeleteOptions::default()
     };
-    p.handle_delete(at(ms), &options).expect("delete accepted")
+    p.handle(at(ms), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .expect("delete accepted")
 }
 
 fn sync(p: &mut Pod, ms: i64) {
-    assert_eq!(p.handle_agent_sync(at(ms)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(ms), Input::AgentSync).handled(),
+        Handled::Applied
+    );
 }
 
 fn evict(p: &mut Pod, ms: i64, grace: i64) {
-    assert_eq!(p.handle_evict(at(ms), grace), Handled::Applied);
+    assert_eq!(
+        p.handle(at(ms), Input::evict(grace)).handled(),
+        Handled::Applied
+    );
 }
 
 fn exited(p: &mut Pod, ms: i64, container: usize) {
     assert_eq!(
-        p.handle_container_exited(at(ms), container),
+        p.handle(at(ms), Input::container_exited(container))
+            .container(),
         Ok(Handled::Applied)
     );
 }
 
 fn hook_done(p: &mut Pod, ms: i64, container: usize) {
     assert_eq!(
-        p.handle_pre_stop_finished(at(ms), container),
+        p.handle(at(ms), Input::pre_stop_finished(container))
+            .container(),
         Ok(Handled::Applied)
     );
 }
@@ -423,7 +438,8 @@ fn r60_agent_stops_waiting_for_the_hook_at_the_budget_end() {
     assert_eq!(advance(&mut p), (10_000, vec![term(0)]));
     // The hook was not killed and may still return: too late to matter.
     assert_eq!(
-        p.handle_pre_stop_finished(at(11_000), 0),
+        p.handle(at(11_000), Input::pre_stop_finished(0))
+            .container(),
         Ok(Handled::Ignored)
     );
     assert_eq!(drain(&mut p), []);
@@ -467,16 +483,25 @@ fn r62_the_floor_counts_from_when_the_stop_signal_really_went_out() {
     let mut p = pod(&[APP]);
     evict(&mut p, 0, 1);
     assert_eq!(drain(&mut p), [term(0)]);
-    assert_eq!(p.handle_stop_signal_sent(at(700), 0), Ok(Handled::Applied));
+    assert_eq!(
+        p.handle(at(700), Input::stop_signal_sent(0)).container(),
+        Ok(Handled::Applied)
+    );
     assert_eq!(p.containers()[0].stop_signal_sent_at().map(rel), Some(700));
     assert_eq!(next(&p), Some(2_700));
     // Reported again later (a repeat after a restart): later still.
-    assert_eq!(p.handle_stop_signal_sent(at(900), 0), Ok(Handled::Applied));
+    assert_eq!(
+        p.handle(at(900), Input::stop_signal_sent(0)).container(),
+        Ok(Handled::Applied)
+    );
     assert_eq!(next(&p), Some(2_900));
     // Earlier than what is known, or no such container: nothing moves.
-    assert_eq!(p.handle_stop_signal_sent(at(800), 0), Ok(Handled::Ignored));
     assert_eq!(
-        p.handle_stop_signal_sent(at(800), 1),
+        p.handle(at(800), Input::stop_signal_sent(0)).container(),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(
+        p.handle(at(800), Input::stop_signal_sent(1)).container(),
         Err(grace_core::UnknownContainer)
     );
     assert_eq!(advance(&mut p), (2_900, vec![kill(0)]));
@@ -485,12 +510,18 @@ fn r62_the_floor_counts_from_when_the_stop_signal_really_went_out() {
     // extended beyond what the floor needs).
     let (mut p, actions) = killing(&[APP], None);
     assert_eq!(actions, [ENDPOINTS, term(0)]);
-    assert_eq!(p.handle_stop_signal_sent(at(500), 0), Ok(Handled::Applied));
+    assert_eq!(
+        p.handle(at(500), Input::stop_signal_sent(0)).container(),
+        Ok(Handled::Applied)
+    );
     assert_eq!(next(&p), Some(30_000));
 
     // Before the stop signal was decided, it cannot have been sent.
     let (mut p, _) = killing(&[HOOKED], None);
-    assert_eq!(p.handle_stop_signal_sent(at(500), 0), Ok(Handled::Ignored));
+    assert_eq!(
+        p.handle(at(500), Input::stop_signal_sent(0)).container(),
+        Ok(Handled::Ignored)
+    );
     assert_eq!(next(&p), Some(30_000));
 }
 
@@ -504,12 +535,13 @@ fn r62_stop_signal_sent_takes_the_actions_container_index_as_every_input_does() 
         panic!("a stop signal first");
     };
     assert_eq!(
-        p.handle_stop_signal_sent(at(700), container),
+        p.handle(at(700), Input::stop_signal_sent(container))
+            .container(),
         Ok(Handled::Applied)
     );
     assert_eq!(next(&p), Some(2_700));
     assert_eq!(
-        p.handle_stop_signal_sent(at(800), 1u8),
+        p.handle(at(800), Input::stop_signal_sent(1u8)).container(),
         Err(grace_core::UnknownContainer)
     );
 
@@ -522,8 +554,8 @@ fn r62_stop_signal_sent_takes_the_actions_container_index_as_every_input_does() 
         panic!("a stop signal first, not {action:?}");
     };
     assert_eq!(
-        table.handle_stop_signal_sent(at(700), id, container),
-        Ok(Handled::Applied)
+        table.handle(at(700), id, Input::stop_signal_sent(container)),
+        Ok(grace_core::Reply::Handled(Ok(Handled::Applied)))
     );
     assert_eq!(
         table.poll_timeout(),
@@ -539,7 +571,7 @@ fn r63_no_kill_when_the_process_exits_first() {
     exited(&mut p, 4_000, 0);
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
     assert_eq!(p.poll_timeout(), None);
-    p.handle_timeout(at(30_000));
+    let _ = p.handle(at(30_000), Input::Timeout);
     assert_eq!(drain(&mut p), []);
 }
 
@@ -736,10 +768,12 @@ fn r75_final_delete_waits_for_finalizers_then_removes() {
     assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
     // R45: removing the last finalizer with dgps 0 completes the deletion.
     let outcome = p
-        .handle_finalizer_update(
+        .handle(
             at(6_000),
-            &FinalizerChange::Remove(name("example.com/keep")),
+            Input::FinalizerUpdate(FinalizerChange::Remove(name("example.com/keep"))),
         )
+        .update()
+        .unwrap()
         .expect("update accepted");
     assert_eq!(outcome, UpdateOutcome::Deleted { force: false });
     assert_eq!(drain(&mut p), [REMOVE]);
@@ -753,8 +787,14 @@ fn r80_lost_node_keeps_the_record_indefinitely() {
     let mut p = pod(&[APP]);
     let _ = delete(&mut p, 0, None);
     assert_eq!(drain(&mut p), [ENDPOINTS]);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
-    assert_eq!(p.handle_agent_sync(at(2_000)), Handled::Ignored);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
+    assert_eq!(
+        p.handle(at(2_000), Input::AgentSync).handled(),
+        Handled::Ignored
+    );
     assert_eq!(p.poll_timeout(), None);
     // Ten years later: still there, exactly as written.
     quiet_at(&mut p, 10 * 365 * 86_400_000);
@@ -764,7 +804,10 @@ fn r80_lost_node_keeps_the_record_indefinitely() {
     assert_eq!(p.record().deletion_grace_period_seconds, Some(30));
     assert_eq!(p.record().resource_version, 2);
     // The agent's return lets it proceed normally.
-    assert_eq!(p.handle_node_ready(at(50_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(50_000), Input::NodeReady).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), []);
     sync(&mut p, 50_000);
     assert_eq!(drain(&mut p), [term(0)]);
@@ -774,14 +817,20 @@ fn r80_lost_node_keeps_the_record_indefinitely() {
 #[test]
 fn r80_lost_agent_keeps_stopping_and_reports_when_back() {
     let (mut p, _) = killing(&[APP], None);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
     assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
     exited(&mut p, 30_500, 0);
     assert_eq!(drain(&mut p), [gone(0)]);
     assert!(p.is_stored());
     assert!(p.agent().owes_report);
     assert_eq!(p.phase(), Phase::Terminating);
-    assert_eq!(p.handle_node_ready(at(100_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(100_000), Input::NodeReady).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [REMOVE]);
     assert_eq!(p.record().deletion_timestamp, ts(100));
     assert_eq!(p.record().deletion_grace_period_seconds, Some(0));
@@ -790,7 +839,10 @@ fn r80_lost_agent_keeps_stopping_and_reports_when_back() {
 #[test]
 fn r81_force_delete_on_a_lost_node_removes_at_once_flagged() {
     let (mut p, _) = killing(&[APP], None);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
     let r = delete(&mut p, 5_000, Some(0));
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
@@ -802,7 +854,10 @@ fn r81_force_delete_on_a_lost_node_removes_at_once_flagged() {
     assert_eq!(advance(&mut p), (30_000, vec![kill(0)]));
     exited(&mut p, 30_100, 0);
     assert_eq!(drain(&mut p), [gone(0)]);
-    assert_eq!(p.handle_node_ready(at(60_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(60_000), Input::NodeReady).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [], "no second removal");
 }
 
@@ -811,8 +866,14 @@ fn r82_fencing_removes_like_pod_gc_with_phase_failed() {
     let mut p = pod(&[APP]);
     let _ = delete(&mut p, 0, None);
     assert_eq!(drain(&mut p), [ENDPOINTS]);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
-    assert_eq!(p.handle_node_fenced(at(400_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
+    assert_eq!(
+        p.handle(at(400_000), Input::NodeFenced).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
     assert_eq!(p.phase(), Phase::Deleted);
     let r = p.record();
@@ -827,8 +888,14 @@ fn r82_fencing_removes_like_pod_gc_with_phase_failed() {
 #[test]
 fn r82_fencing_mid_kill_sends_no_signal() {
     let (mut p, _) = killing(&[APP], None);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
-    assert_eq!(p.handle_node_fenced(at(10_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
+    assert_eq!(
+        p.handle(at(10_000), Input::NodeFenced).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
     assert_eq!(p.poll_timeout(), None);
     quiet_at(&mut p, 30_000);
@@ -837,7 +904,10 @@ fn r82_fencing_mid_kill_sends_no_signal() {
 #[test]
 fn r82_fencing_a_live_record_removes_it() {
     let mut p = pod(&[APP]);
-    assert_eq!(p.handle_node_fenced(at(0)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(0), Input::NodeFenced).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
     let r = p.record();
     assert_eq!(r.phase, PodPhase::Failed);
@@ -1033,12 +1103,15 @@ fn d2_kill_deadline_saturates_at_the_end_of_time() {
     let _ = delete(&mut p, 0, None);
     let wall = WallTime::from_unix_millis(T_MS);
     let late = Now::new(wall, Instant::from_millis(u64::MAX - 5_000));
-    assert_eq!(p.handle_agent_sync(late), Handled::Applied);
+    assert_eq!(p.handle(late, Input::AgentSync).handled(), Handled::Applied);
     assert_eq!(drain(&mut p), [ENDPOINTS, term(0)]);
     assert_eq!(p.poll_timeout(), Some(Instant::MAX));
-    p.handle_timeout(Now::new(wall, Instant::from_millis(u64::MAX - 1)));
+    let _ = p.handle(
+        Now::new(wall, Instant::from_millis(u64::MAX - 1)),
+        Input::Timeout,
+    );
     assert_eq!(drain(&mut p), []);
-    p.handle_timeout(Now::new(wall, Instant::MAX));
+    let _ = p.handle(Now::new(wall, Instant::MAX), Input::Timeout);
     assert_eq!(drain(&mut p), [kill(0)]);
 }
 
@@ -1061,10 +1134,13 @@ fn d2_grace_i64_max_never_wraps() {
     assert_eq!(drain(&mut p), [term(0)]);
     assert_eq!(p.containers()[0].budget_seconds(), i64::MAX - 5);
     assert_eq!(p.poll_timeout(), Some(Instant::MAX));
-    p.handle_timeout(Now::new(
-        WallTime::from_unix_millis(i64::MAX),
-        Instant::from_millis(u64::MAX - 1),
-    ));
+    let _ = p.handle(
+        Now::new(
+            WallTime::from_unix_millis(i64::MAX),
+            Instant::from_millis(u64::MAX - 1),
+        ),
+        Input::Timeout,
+    );
     assert_eq!(drain(&mut p), []);
 
     // Shortening: R15 exactly (MAX_TS − i64::MAX + 30 is far in the past),
@@ -1082,7 +1158,9 @@ fn d2_grace_i64_max_never_wraps() {
 fn d3_request_without_body_uses_the_spec_default() {
     let mut p = pod(&[APP]);
     let r = p
-        .handle_delete(at(0), &DeleteOptions::default())
+        .handle(at(0), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
         .expect("delete accepted");
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert_eq!(p.record().deletion_grace_period_seconds, Some(30));
@@ -1134,7 +1212,10 @@ fn d4_force_deleted_pod_is_not_finished_until_its_kill_ends() {
     assert!(p.is_finished());
     assert_eq!(next(&p), None);
     // Nothing more comes of it.
-    assert_eq!(p.handle_agent_sync(at(5_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(5_000), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), []);
     assert!(p.is_finished());
 }
@@ -1169,12 +1250,18 @@ fn d4_nothing_to_stop_is_finished_with_the_removal() {
 #[test]
 fn d4_lost_agent_keeps_a_force_deleted_pod_unfinished_until_fenced() {
     let (mut p, _) = killing(&[APP], None);
-    assert_eq!(p.handle_node_lost(at(1_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(1_000), Input::NodeLost).handled(),
+        Handled::Applied
+    );
     assert!(delete(&mut p, 2_000, Some(0)).force);
     assert_eq!(drain(&mut p), [FORCE_REMOVE]);
     assert!(!p.is_finished(), "the lost agent may still be stopping it");
     // D7: proof that the node is gone; nothing runs any more.
-    assert_eq!(p.handle_node_fenced(at(3_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(3_000), Input::NodeFenced).handled(),
+        Handled::Applied
+    );
     let _ = drain(&mut p);
     assert!(p.is_finished());
 }
@@ -1356,23 +1443,41 @@ fn d5_shortening_bounds_a_sidecar_wait() {
 fn d7_fenced_agent_never_acts_again() {
     let (mut p, actions) = killing(&[HOOKED], None);
     assert_eq!(actions, [ENDPOINTS, pre_stop(0, 30)]);
-    assert_eq!(p.handle_node_fenced(at(5_000)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(5_000), Input::NodeFenced).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [gone(0), REMOVE]);
     assert_eq!(p.agent().link, Link::Fenced);
     assert_eq!(p.poll_timeout(), None);
     assert_eq!(
-        p.handle_pre_stop_finished(at(6_000), 0),
+        p.handle(at(6_000), Input::pre_stop_finished(0)).container(),
         Ok(Handled::Ignored)
     );
     assert_eq!(
-        p.handle_container_exited(at(6_000), 0),
+        p.handle(at(6_000), Input::container_exited(0)).container(),
         Ok(Handled::Ignored)
     );
-    assert_eq!(p.handle_agent_sync(at(6_000)), Handled::Ignored);
-    assert_eq!(p.handle_evict(at(6_000), 1), Handled::Ignored);
-    assert_eq!(p.handle_node_ready(at(6_000)), Handled::Ignored);
-    assert_eq!(p.handle_node_lost(at(6_000)), Handled::Ignored);
-    assert_eq!(p.handle_node_fenced(at(6_000)), Handled::Ignored);
+    assert_eq!(
+        p.handle(at(6_000), Input::AgentSync).handled(),
+        Handled::Ignored
+    );
+    assert_eq!(
+        p.handle(at(6_000), Input::evict(1)).handled(),
+        Handled::Ignored
+    );
+    assert_eq!(
+        p.handle(at(6_000), Input::NodeReady).handled(),
+        Handled::Ignored
+    );
+    assert_eq!(
+        p.handle(at(6_000), Input::NodeLost).handled(),
+        Handled::Ignored
+    );
+    assert_eq!(
+        p.handle(at(6_000), Input::NodeFenced).handled(),
+        Handled::Ignored
+    );
     quiet_at(&mut p, 40_000);
     assert_eq!(p.phase(), Phase::Deleted);
 }
@@ -1425,15 +1530,16 @@ fn r75_eviction_before_the_first_sync_still_ends_in_the_final_delete() {
 /// if it removes the record).
 fn decided_elsewhere(p: &Pod, ms: i64, options: &DeleteOptions) -> Option<Record<4>> {
     let mut api = pod_from(p.record().clone(), &[APP]);
-    let _ = api.handle_delete(at(ms), options).expect("delete accepted");
+    let _ = api
+        .handle(at(ms), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .expect("delete accepted");
     api.is_stored().then(|| api.record().clone())
 }
 
 fn observe(p: &mut Pod, ms: i64, stored: Option<&Record<4>>) {
-    assert_eq!(
-        p.handle_record_observed(at(ms), stored),
-        Ok(Handled::Applied)
-    );
+    assert_eq!(p.observe_record(at(ms), stored), Ok(Handled::Applied));
 }
 
 #[test]
@@ -1528,7 +1634,7 @@ fn record_of_another_object_under_the_same_name_is_refused() {
     let mut p = pod(&[APP]);
     let other = Record::<4>::new(name("pod-uid-2"));
     assert_eq!(
-        p.handle_record_observed(at(0), Some(&other)),
+        p.observe_record(at(0), Some(&other)),
         Err(grace_core::OtherObject)
     );
     assert_eq!(p.record(), &record(), "nothing changed");
@@ -1538,17 +1644,14 @@ fn record_of_another_object_under_the_same_name_is_refused() {
 #[test]
 fn d7_fenced_agent_ignores_what_it_observes() {
     let mut p = pod(&[APP]);
-    let _ = p.handle_node_fenced(at(0));
+    let _ = p.handle(at(0), Input::NodeFenced).handled();
     let _ = drain(&mut p);
     let stored = record();
     assert_eq!(
-        p.handle_record_observed(at(100), Some(&stored)),
+        p.observe_record(at(100), Some(&stored)),
         Ok(Handled::Ignored)
     );
-    assert_eq!(
-        p.handle_record_observed(at(100), None),
-        Ok(Handled::Ignored)
-    );
+    assert_eq!(p.observe_record(at(100), None), Ok(Handled::Ignored));
     assert_eq!(drain(&mut p), []);
 }
 
@@ -1623,10 +1726,15 @@ fn the_largest_lifecycle_orders_all_its_containers() {
     const C: usize = 253;
     let mut p: Lifecycle<4, C> =
         Lifecycle::new(Strategy::POD, record(), &[APP; C]).expect("within capacity");
-    let _ = p.handle_delete(at(0), &DeleteOptions::with_grace(10));
-    let _ = p.handle_agent_sync(at(0));
+    let _ = p
+        .handle(at(0), Input::Delete(DeleteOptions::with_grace(10)))
+        .delete()
+        .unwrap();
+    let _ = p.handle(at(0), Input::AgentSync).handled();
     // The last container exits first: it keeps its place behind the others.
-    let _ = p.handle_container_exited(at(100), C - 1);
+    let _ = p
+        .handle(at(100), Input::container_exited(C - 1))
+        .container();
     let out: Vec<Action> = core::iter::from_fn(|| p.poll_action()).collect();
     let mut expected = vec![Action::RemoveEndpoints];
     expected.extend((0..=252).map(term));
@@ -1645,13 +1753,13 @@ fn r60_r63_poll_due_says_which_container_and_what_comes_due() {
     assert_eq!(due(&p), Some((30_000, 0, DueKind::HookCutOff)));
     // The hook returns at 1 s: SIGTERM, SIGKILL at the end of the budget.
     assert_eq!(
-        p.handle_pre_stop_finished(at(1_000), 0),
+        p.handle(at(1_000), Input::pre_stop_finished(0)).container(),
         Ok(Handled::Applied)
     );
     assert_eq!(due(&p), Some((30_000, 0, DueKind::Kill)));
     // Everything stopped: nothing is due.
     for c in 0..2 {
-        let _ = p.handle_container_exited(at(2_000), c);
+        let _ = p.handle(at(2_000), Input::container_exited(c)).container();
     }
     assert_eq!(p.poll_due(), None);
     assert_eq!(p.poll_timeout(), None);

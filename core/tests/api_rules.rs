@@ -10,6 +10,7 @@
 //! `TestCheckGracefulDelete`, `TestMarkAsDeleting`,
 //! `TestDeletionFinalizersForGarbageCollection`, the `resttest` cases).
 
+use grace_core::Input;
 use grace_core::{
     Action, Conflict, ContainerSpec, DeleteDecision, DeleteError, DeleteOptions, DeleteOutcome,
     FINALIZER_FOREGROUND, FINALIZER_ORPHAN, FinalizerChange, Finalizers, GcPolicy, InvalidOptions,
@@ -187,15 +188,26 @@ fn r2_caller_wanting_now_asks_grace_zero() {
 #[test]
 fn r3_delete_or_update_of_a_removed_record_is_not_found() {
     let mut l = lifecycle(Strategy::POD, pod());
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert_eq!(l.phase(), Phase::Deleted);
     assert_eq!(
-        l.handle_delete(now(T + 1), &DeleteOptions::default()),
+        l.handle(now(T + 1), Input::Delete(DeleteOptions::default()))
+            .delete()
+            .unwrap(),
         Err(DeleteError::NotFound)
     );
     assert_eq!(
-        l.handle_finalizer_update(now(T + 1), &FinalizerChange::Remove(name("x"))),
+        l.handle(
+            now(T + 1),
+            Input::FinalizerUpdate(FinalizerChange::Remove(name("x")))
+        )
+        .update()
+        .unwrap(),
         Err(UpdateError::NotFound)
     );
 }
@@ -277,7 +289,12 @@ fn r5_orphan_dependents_with_propagation_policy_is_invalid() {
         propagation_policy: Some(Propagation::Background),
         ..DeleteOptions::default()
     };
-    assert!(l.handle_delete(now(T), &bad).is_err());
+    assert!(
+        l.handle(now(T), Input::Delete(bad.clone()))
+            .delete()
+            .unwrap()
+            .is_err()
+    );
     assert_eq!(l.record(), &pod());
     assert_eq!(l.phase(), Phase::Live);
     assert_eq!(l.poll_action(), None);
@@ -366,7 +383,9 @@ fn r7_preconditions_are_checked_before_a_dry_run_answers() {
         ..DeleteOptions::default()
     };
     assert_eq!(
-        l.handle_delete(now(T), &options),
+        l.handle(now(T), Input::Delete(options.clone()))
+            .delete()
+            .unwrap(),
         Err(DeleteError::Conflict(Conflict::Uid))
     );
 }
@@ -383,7 +402,11 @@ fn r8_resource_version_precondition_survives_the_intermediate_write() {
         },
         ..grace(0)
     };
-    let r = l.handle_delete(now(T), &options).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert_eq!(l.record().resource_version, 2);
     assert_eq!(l.record().deletion_grace_period_seconds, Some(0));
@@ -432,7 +455,11 @@ fn r10_stored_negative_grace_reads_as_one_in_memory_only() {
 
     // Through the lifecycle, a pending delete leaves the stored -1 in place.
     let mut l = lifecycle(Strategy::POD, stored.clone());
-    let r = l.handle_delete(now(T), &grace(5)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(5)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Pending);
     assert_eq!(l.record(), &stored);
 }
@@ -808,7 +835,11 @@ fn r26_pending_writes_nothing_and_keeps_finalizers() {
 
     // Through the lifecycle: no write (resource version unchanged), no action.
     let mut l = lifecycle(Strategy::POD, stored.clone());
-    let r = l.handle_delete(now(T + 1), &options).unwrap();
+    let r = l
+        .handle(now(T + 1), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Pending);
     assert!(!r.force);
     assert_eq!(l.record(), &stored);
@@ -995,7 +1026,11 @@ fn r32_nothing_to_wait_for_removes_without_a_write() {
     assert_removed_unwritten(&d, &stored);
 
     let mut l = lifecycle(Strategy::GENERIC, stored.clone());
-    let r = l.handle_delete(now(T), &grace(10)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(10)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert_eq!(l.record(), &stored, "removed as stored, resource version 1");
     assert_eq!(l.phase(), Phase::Deleted);
@@ -1008,7 +1043,11 @@ fn r33_response_carries_the_last_written_state() {
     // response); after a grace-0 delete it is the state that was written
     // before removal (resource version bumped by the write).
     let mut l = lifecycle(Strategy::POD, pod());
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     let mut want = pod();
     want.deletion_timestamp = ts(T);
@@ -1019,7 +1058,11 @@ fn r33_response_carries_the_last_written_state() {
 
     // A kept record: the object is what was stored.
     let mut l = lifecycle(Strategy::POD, pod());
-    let r = l.handle_delete(now(T), &DeleteOptions::default()).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert_eq!(l.record().resource_version, 2);
     assert_eq!(l.record().deletion_timestamp, ts(T + 30));
@@ -1059,7 +1102,11 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
         ..cascade.clone()
     };
     let mut l = lifecycle(Strategy::POD, pod());
-    let r = l.handle_delete(now(T), &dry).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(dry.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome.http_status(&dry), 202);
     assert_eq!(l.record(), &pod());
 
@@ -1087,8 +1134,16 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
     let full = with_finalizers(pod(), &["a.io/1", "a.io/2", "a.io/3", "a.io/4"]);
     assert_eq!(error(&full, &policy(Propagation::Foreground)), 413);
     let mut l = lifecycle(Strategy::POD, pod());
-    let _ = l.handle_delete(now(T), &grace(0)).unwrap();
-    let missing = l.handle_delete(now(T), &cascade).expect_err("gone");
+    let _ = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
+    let missing = l
+        .handle(now(T), Input::Delete(cascade.clone()))
+        .delete()
+        .unwrap()
+        .expect_err("gone");
     assert_eq!(missing.http_status(), 404);
     // Updates answer the same way.
     let add = FinalizerChange::Add(name("a.io/5"));
@@ -1098,7 +1153,11 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
             .http_status(),
         413
     );
-    let gone = l.handle_finalizer_update(now(T), &add).expect_err("gone");
+    let gone = l
+        .handle(now(T), Input::FinalizerUpdate(add.clone()))
+        .update()
+        .unwrap()
+        .expect_err("gone");
     assert_eq!(gone.http_status(), 404);
 }
 
@@ -1106,20 +1165,37 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
 fn r35_removal_is_announced_only_when_the_record_is_removed() {
     // The AfterDelete equivalent: Action::Remove.
     let mut l = lifecycle(Strategy::POD, with_finalizers(pod(), &["example.com/x"]));
-    let _ = l.handle_delete(now(T), &DeleteOptions::default()).unwrap();
+    let _ = l
+        .handle(now(T), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(drain(&mut l), [Action::RemoveEndpoints]);
     // Pending re-delete: nothing.
-    let r = l.handle_delete(now(T + 1), &grace(60)).unwrap();
+    let r = l
+        .handle(now(T + 1), Input::Delete(grace(60)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Pending);
     assert_eq!(drain(&mut l), []);
     // Grace 0 with a finalizer: kept, no removal.
-    let r = l.handle_delete(now(T + 2), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T + 2), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert!(l.is_stored());
     assert_eq!(drain(&mut l), []);
     // The last finalizer goes: now the removal is announced.
     let out = l
-        .handle_finalizer_update(now(T + 3), &FinalizerChange::Remove(name("example.com/x")))
+        .handle(
+            now(T + 3),
+            Input::FinalizerUpdate(FinalizerChange::Remove(name("example.com/x"))),
+        )
+        .update()
+        .unwrap()
         .unwrap();
     assert!(matches!(out, UpdateOutcome::Deleted { .. }));
     let actions = drain(&mut l);
@@ -1444,7 +1520,9 @@ fn r40_background_on_the_only_orphan_finalizer_deletes_at_once() {
     let stored = with_finalizers(generic(), &[FINALIZER_ORPHAN]);
     let mut l = lifecycle(Strategy::GENERIC, stored.clone());
     let r = l
-        .handle_delete(now(T), &policy(Propagation::Background))
+        .handle(now(T), Input::Delete(policy(Propagation::Background)))
+        .delete()
+        .unwrap()
         .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert_eq!(l.record(), &stored);
@@ -1534,13 +1612,19 @@ fn r42_dry_run_checks_everything_and_changes_nothing() {
     // Validation still applies.
     let invalid = dry(policy(Propagation::Unrecognized));
     assert_eq!(
-        l.handle_delete(now(T), &invalid),
+        l.handle(now(T), Input::Delete(invalid.clone()))
+            .delete()
+            .unwrap(),
         Err(DeleteError::Invalid(
             InvalidOptions::UnrecognizedPropagationPolicy
         ))
     );
     // The answer equals the real decision; nothing is applied.
-    let r = l.handle_delete(now(T), &dry(grace(10))).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(dry(grace(10))))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert!(r.dry_run);
     let real = decide_pod(&pod(), &grace(10), wall(T));
     assert_eq!(r.outcome, real.outcome);
@@ -1560,7 +1644,11 @@ fn r43_dry_run_that_would_keep_shows_the_would_be_state() {
         propagation_policy: Some(Propagation::Orphan),
         ..DeleteOptions::default()
     };
-    let r = l.handle_delete(now(T), &options).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert!(r.dry_run);
     let would = decide_pod(l.record(), &options, wall(T)).record;
@@ -1580,14 +1668,22 @@ fn r44_dry_run_that_would_remove_reports_deleted_but_keeps_the_record() {
         dry_run: true,
         ..grace(10)
     };
-    let r = l.handle_delete(now(T), &options).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.dry_run);
     assert!(l.is_stored());
     assert_eq!(l.phase(), Phase::Live);
     assert_eq!(l.poll_action(), None);
     // The real delete afterwards still finds it.
-    let r = l.handle_delete(now(T), &grace(10)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(10)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert_eq!(l.phase(), Phase::Deleted);
 }
@@ -1625,10 +1721,18 @@ fn r45_removing_the_last_finalizer_deletes_only_when_no_grace_is_left() {
         Strategy::GENERIC,
         with_finalizers(generic(), &["example.com/x"]),
     );
-    let r = l.handle_delete(now(T), &DeleteOptions::default()).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert!(l.is_stored());
-    let out = l.handle_finalizer_update(now(T + 1), &x).unwrap();
+    let out = l
+        .handle(now(T + 1), Input::FinalizerUpdate(x.clone()))
+        .update()
+        .unwrap()
+        .unwrap();
     assert_eq!(out, UpdateOutcome::Deleted { force: false });
     assert_eq!(l.phase(), Phase::Deleted);
 }
@@ -1774,7 +1878,11 @@ fn r90_shortening_after_a_huge_grace_is_exact_then_clamped() {
 #[test]
 fn d4_grace_zero_on_a_scheduled_running_pod_is_flagged_force() {
     let mut l = lifecycle(Strategy::POD, pod());
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
     assert!(!r.dry_run);
@@ -1790,14 +1898,26 @@ fn d4_grace_zero_on_a_scheduled_running_pod_is_flagged_force() {
         dry_run: true,
         ..grace(0)
     };
-    let r = l.handle_delete(now(T), &dry).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(dry.clone()))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert!(r.force);
     assert_eq!(l.phase(), Phase::Live);
 
     // Shortening a graceful delete to 0 before the agent confirmed: force.
     let mut l = lifecycle(Strategy::POD, pod());
-    let _ = l.handle_delete(now(T), &DeleteOptions::default()).unwrap();
-    let r = l.handle_delete(now(T + 5), &grace(0)).unwrap();
+    let _ = l
+        .handle(now(T), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
+        .unwrap();
+    let r = l
+        .handle(now(T + 5), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(r.force);
     assert_eq!(l.record().deletion_timestamp, ts(T + 5));
@@ -1810,7 +1930,11 @@ fn d4_grace_zero_with_nothing_running_is_not_force() {
     let mut unscheduled = pod();
     unscheduled.scheduled = false;
     let mut l = lifecycle(Strategy::POD, unscheduled);
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Deleted);
     assert!(!r.force);
     assert_eq!(drain(&mut l), [Action::Remove { force: false }]);
@@ -1819,17 +1943,29 @@ fn d4_grace_zero_with_nothing_running_is_not_force() {
     let mut done = pod();
     done.phase = PodPhase::Succeeded;
     let mut l = lifecycle(Strategy::POD, done);
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert!(!r.force);
 
     // A non-graceful type has no workload.
     let mut l = lifecycle(Strategy::GENERIC, generic());
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert!(!r.force);
 
     // Kept records are never force.
     let mut l = lifecycle(Strategy::POD, with_finalizers(pod(), &["x"]));
-    let r = l.handle_delete(now(T), &grace(0)).unwrap();
+    let r = l
+        .handle(now(T), Input::Delete(grace(0)))
+        .delete()
+        .unwrap()
+        .unwrap();
     assert_eq!(r.outcome, DeleteOutcome::Graceful);
     assert!(!r.force);
     assert_eq!(l.record().deletion_grace_period_seconds, Some(0));

@@ -15,10 +15,11 @@ use embassy_futures::yield_now;
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 use embassy_sync::channel::Channel;
 use embassy_time::{Duration, MockDriver};
-use grace_core::driver::{Answer, Driver, DriverError, Firmware, Input, InputKind, Reply};
+use grace_core::driver::{Answer, Command, Driver, DriverError, Firmware};
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Id, Lifecycle, Name, Record, SharedTable, Strategy, Table,
 };
+use grace_core::{Input, Reply, UnknownContainer};
 
 type Lc = Lifecycle<2, 1>;
 
@@ -26,6 +27,7 @@ type Lc = Lifecycle<2, 1>;
 static CLOCK: Mutex<()> = Mutex::new(());
 
 #[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant, reason = "a test log, read by pattern")]
 enum Event {
     /// A lifecycle stored, and whether it owed actions then.
     Persist {
@@ -81,7 +83,7 @@ impl Firmware<2, 1> for Recorder {
         Ok(())
     }
 
-    async fn answered(&mut self, _: &Input, answer: Answer) -> Result<(), ()> {
+    async fn answered(&mut self, answer: Answer) -> Result<(), ()> {
         self.events.push(Event::Answered { ms: ms(), answer });
         Ok(())
     }
@@ -124,7 +126,7 @@ fn performed(events: &[Event]) -> Vec<(u64, Action)> {
 fn d4_driver_finishes_a_force_deleted_kill_before_forgetting_it() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
-    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 4> = Channel::new();
     let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 4> =
         Driver::new(Table::new(), inputs.receiver());
     let id = driver.table().insert(pod("web")).expect("room");
@@ -134,21 +136,21 @@ fn d4_driver_finishes_a_force_deleted_kill_before_forgetting_it() {
         advance(1_000).await;
         // A force delete at t = 1000: the record goes, the kill has not started.
         inputs
-            .send(Input::Delete {
+            .send(Command::new(
                 id,
-                options: DeleteOptions::with_grace(0),
-            })
+                Input::Delete(DeleteOptions::with_grace(0)),
+            ))
             .await;
         settle().await;
         advance(500).await;
         // The agent sees it at 1500: SIGTERM, SIGKILL 2 s later (D4, R62).
-        inputs.send(Input::AgentSync(id)).await;
+        inputs.send(Command::new(id, Input::AgentSync)).await;
         settle().await;
         advance(2_000).await;
         advance(1).await;
         advance(99).await;
         inputs
-            .send(Input::ContainerExited { id, container: 0 })
+            .send(Command::new(id, Input::container_exited(0)))
             .await;
         settle().await;
     };
@@ -186,7 +188,7 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
     static TABLE: SharedTable<4, 2, 1> = SharedTable::new();
-    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 4> = Channel::new();
     let id = TABLE
         .with(|t| t.insert(pod("db")).ok())
         .expect("not busy")
@@ -197,22 +199,22 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
 
     let script = async {
         inputs
-            .send(Input::Delete {
+            .send(Command::new(
                 id,
-                options: DeleteOptions::with_grace(3),
-            })
+                Input::Delete(DeleteOptions::with_grace(3)),
+            ))
             .await;
-        inputs.send(Input::AgentSync(id)).await;
+        inputs.send(Command::new(id, Input::AgentSync)).await;
         settle().await;
         // A dry run changes nothing: nothing is persisted for it.
         let mut dry = DeleteOptions::with_grace(1);
         dry.dry_run = true;
-        inputs.send(Input::Delete { id, options: dry }).await;
+        inputs.send(Command::new(id, Input::Delete(dry))).await;
         settle().await;
         advance(2_999).await;
         advance(1).await;
         inputs
-            .send(Input::ContainerExited { id, container: 0 })
+            .send(Command::new(id, Input::container_exited(0)))
             .await;
         settle().await;
     };
@@ -246,7 +248,7 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
             Event::Answered {
                 answer:
                     Answer {
-                        reply: Reply::Delete(Ok(r)),
+                        reply: Ok(Reply::Delete(Ok(r))),
                         ..
                     },
                 ..
@@ -270,7 +272,7 @@ fn driver_persists_each_change_before_its_actions_and_answers() {
 fn r62_driver_reports_the_stop_signal_sent_so_sigkill_stays_two_seconds_after_it() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
-    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 4> = Channel::new();
     let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 4> =
         Driver::new(Table::new(), inputs.receiver());
     let id = driver.table().insert(pod("slow")).expect("room");
@@ -281,12 +283,12 @@ fn r62_driver_reports_the_stop_signal_sent_so_sigkill_stays_two_seconds_after_it
     };
     let script = async {
         inputs
-            .send(Input::Delete {
+            .send(Command::new(
                 id,
-                options: DeleteOptions::with_grace(2),
-            })
+                Input::Delete(DeleteOptions::with_grace(2)),
+            ))
             .await;
-        inputs.send(Input::AgentSync(id)).await;
+        inputs.send(Command::new(id, Input::AgentSync)).await;
         settle().await;
         // The stop signal was decided at 0 (SIGKILL due at 2 000) but went
         // out at 300: not killed 2 s after the decision ...
@@ -313,7 +315,7 @@ fn r62_driver_reports_the_stop_signal_sent_so_sigkill_stays_two_seconds_after_it
 fn driver_expires_due_objects_earliest_deadline_first() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
-    let inputs: Channel<NoopRawMutex, Input, 8> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 8> = Channel::new();
     let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 8> =
         Driver::new(Table::new(), inputs.receiver());
     // The first slot gets the later deadline.
@@ -323,12 +325,12 @@ fn driver_expires_due_objects_earliest_deadline_first() {
     let script = async {
         for (id, grace) in [(late, 5), (early, 3)] {
             inputs
-                .send(Input::Delete {
+                .send(Command::new(
                     id,
-                    options: DeleteOptions::with_grace(grace),
-                })
+                    Input::Delete(DeleteOptions::with_grace(grace)),
+                ))
                 .await;
-            inputs.send(Input::AgentSync(id)).await;
+            inputs.send(Command::new(id, Input::AgentSync)).await;
         }
         settle().await;
         // The board was busy: both deadlines have passed when it looks.
@@ -354,21 +356,15 @@ fn driver_expires_due_objects_earliest_deadline_first() {
 fn driver_answers_name_the_object_and_input_they_answer() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
-    let inputs: Channel<NoopRawMutex, Input, 8> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 8> = Channel::new();
     let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 8> =
         Driver::new(Table::new(), inputs.receiver());
     let a = driver.table().insert(pod("a")).expect("room");
     let b = driver.table().insert(pod("b")).expect("room");
     let sent = [
-        Input::Delete {
-            id: a,
-            options: DeleteOptions::with_grace(5),
-        },
-        Input::AgentSync(b),
-        Input::ContainerExited {
-            id: b,
-            container: 3,
-        },
+        Command::new(a, Input::Delete(DeleteOptions::with_grace(5))),
+        Command::new(b, Input::AgentSync),
+        Command::new(b, Input::container_exited(3)),
     ];
     let mut firmware = Recorder::default();
     let script = async {
@@ -382,7 +378,7 @@ fn driver_answers_name_the_object_and_input_they_answer() {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::Answered { answer, .. } => Some(*answer),
+            Event::Answered { answer, .. } => Some(answer.clone()),
             _ => None,
         })
         .collect();
@@ -393,18 +389,18 @@ fn driver_answers_name_the_object_and_input_they_answer() {
             assert!(!answer.answers(other), "{answer:?} also for {other:?}");
         }
     }
-    assert_eq!(answers[0].id, a);
-    assert_eq!(answers[0].input, InputKind::Delete);
-    assert!(matches!(answers[0].reply, Reply::Delete(Ok(_))));
-    assert_eq!(answers[2].input, InputKind::ContainerExited(3));
-    assert!(matches!(answers[2].reply, Reply::Agent(Err(_))));
+    assert_eq!(answers[0].command.id, a);
+    assert!(matches!(answers[0].command.input, Input::Delete(_)));
+    assert!(matches!(answers[0].reply, Ok(Reply::Delete(Ok(_)))));
+    assert_eq!(answers[2].command.input, Input::container_exited(3));
+    assert_eq!(answers[2].reply, Ok(Reply::Handled(Err(UnknownContainer))));
 }
 
 #[test]
 fn driver_insert_persists_an_object_before_its_first_input() {
     let _clock = CLOCK.lock().unwrap_or_else(|e| e.into_inner());
     MockDriver::get().reset();
-    let inputs: Channel<NoopRawMutex, Input, 4> = Channel::new();
+    let inputs: Channel<NoopRawMutex, Command, 4> = Channel::new();
     let mut driver: Driver<'_, Table<4, 2, 1>, _, 4, 2, 1, 4> =
         Driver::new(Table::new(), inputs.receiver());
     let mut firmware = Recorder::default();
@@ -422,7 +418,7 @@ fn driver_insert_persists_an_object_before_its_first_input() {
     // An input that changes nothing (the node was never lost) writes
     // nothing more; the table's reply says so, no copy is compared.
     let script = async {
-        inputs.send(Input::NodeReady(id)).await;
+        inputs.send(Command::new(id, Input::NodeReady)).await;
         settle().await;
     };
     let _ = embassy_futures::block_on(select(driver.run(&mut firmware), script));

@@ -8,6 +8,7 @@
 #[path = "../../examples/embedded/src/world.rs"]
 mod world;
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Lifecycle, Name, Now, Phase, Record, Strategy, Table,
 };
@@ -54,7 +55,10 @@ fn d4_example_finishes_a_force_deleted_kill_before_freeing_the_slot() {
     let options = DeleteOptions::with_grace(FORCED.grace);
     assert!(
         table
-            .handle_delete(at(0), id, &options)
+            .handle(at(0), id, Input::Delete(options.clone()))
+            .expect("known")
+            .delete()
+            .expect("a delete's reply")
             .expect("accepted")
             .force
     );
@@ -83,8 +87,10 @@ fn d4_example_finishes_a_force_deleted_kill_before_freeing_the_slot() {
         {
             pod.event = None;
             let _ = match what {
-                Event::AgentSync => table.handle_agent_sync(at(ms), id).expect("known"),
-                Event::Exit => table.handle_container_exited(at(ms), id, 0).expect("known"),
+                Event::AgentSync => table.handle(at(ms), id, Input::AgentSync).expect("known"),
+                Event::Exit => table
+                    .handle(at(ms), id, Input::container_exited(0))
+                    .expect("known"),
             };
             settle(&mut table, &mut pod, ms, &mut log);
         }

@@ -36,7 +36,7 @@ mod serde_feature {
 
     #[test]
     fn lifecycle_mid_kill_round_trips_with_its_deadlines() {
-        use grace_core::{Action, ContainerSpec, Lifecycle, Now, Strategy};
+        use grace_core::{Action, ContainerSpec, Input, Lifecycle, Now, Strategy};
         let hooked = ContainerSpec {
             pre_stop: true,
             ..ContainerSpec::default()
@@ -44,8 +44,11 @@ mod serde_feature {
         let mut pod: Lifecycle<4, 2> =
             Lifecycle::new(Strategy::POD, Record::new(name("uid-1")), &[hooked]).expect("fits");
         let at = Now::from_unix_millis;
-        let _ = pod.handle_delete(at(1_000_000), &DeleteOptions::with_grace(10));
-        let _ = pod.handle_agent_sync(at(1_000_000));
+        let _ = pod
+            .handle(at(1_000_000), Input::Delete(DeleteOptions::with_grace(10)))
+            .delete()
+            .unwrap();
+        let _ = pod.handle(at(1_000_000), Input::AgentSync).handled();
         assert_eq!(pod.poll_action(), Some(Action::RemoveEndpoints));
         // One action still owed when the state is saved.
         let json = serde_json::to_string(&pod).expect("serializes");
@@ -78,7 +81,7 @@ mod serde_feature {
 
     /// A pod that owes several outputs across its containers, none taken.
     fn pod_owing_outputs() -> grace_core::Lifecycle<4, 4> {
-        use grace_core::{ContainerSpec, Lifecycle, Now, Strategy};
+        use grace_core::{ContainerSpec, Input, Lifecycle, Now, Strategy};
         let app = ContainerSpec::default();
         let hooked = ContainerSpec {
             pre_stop: true,
@@ -91,9 +94,14 @@ mod serde_feature {
         )
         .expect("fits");
         let at = Now::from_unix_millis;
-        let _ = pod.handle_delete(at(1_000_000), &DeleteOptions::with_grace(10));
-        let _ = pod.handle_agent_sync(at(1_000_000));
-        let _ = pod.handle_container_exited(at(1_000_100), 2);
+        let _ = pod
+            .handle(at(1_000_000), Input::Delete(DeleteOptions::with_grace(10)))
+            .delete()
+            .unwrap();
+        let _ = pod.handle(at(1_000_000), Input::AgentSync).handled();
+        let _ = pod
+            .handle(at(1_000_100), Input::container_exited(2))
+            .container();
         pod
     }
 

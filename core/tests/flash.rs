@@ -13,6 +13,7 @@
 use std::collections::BTreeMap;
 
 use embassy_futures::block_on;
+use grace_core::Input;
 use grace_core::flash::{FlashStore, UidKey};
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, Id, Instant, Lifecycle, Name, Now, Record, Stage,
@@ -188,18 +189,21 @@ fn script(run: &mut Run) -> Result<(), ()> {
             Step::Delete(uid, grace) => {
                 let id = id_of(&table, uid).expect("in the table");
                 table
-                    .handle_delete(now, id, &DeleteOptions::with_grace(grace))
+                    .handle(now, id, Input::Delete(DeleteOptions::with_grace(grace)))
                     .map(|_| ())
                     .map_err(|_| ())
             }
             Step::Sync(uid) => {
                 let id = id_of(&table, uid).expect("in the table");
-                table.handle_agent_sync(now, id).map(|_| ()).map_err(|_| ())
+                table
+                    .handle(now, id, Input::AgentSync)
+                    .map(|_| ())
+                    .map_err(|_| ())
             }
             Step::Exit(uid) => {
                 let id = id_of(&table, uid).expect("in the table");
                 table
-                    .handle_container_exited(now, id, 0)
+                    .handle(now, id, Input::container_exited(0))
                     .map(|_| ())
                     .map_err(|_| ())
             }
@@ -226,7 +230,7 @@ fn script(run: &mut Run) -> Result<(), ()> {
             }
         }
         for id in killed {
-            let _ = table.handle_container_exited(now, id, 0);
+            let _ = table.handle(now, id, Input::container_exited(0));
             let uid = table.get(id).expect("present").record().uid.clone();
             let state = table.get(id).expect("present").clone();
             let uid = UIDS
@@ -282,7 +286,7 @@ fn check_restart(done: &[Op], cut: Option<&Op>, flash: Flash, label: &str) {
             let mut l = l.clone();
             if deleting(&l) || l.agent().killing {
                 for i in 0..l.containers().len() {
-                    let _ = l.handle_container_exited(boot, i);
+                    let _ = l.handle(boot, Input::container_exited(i)).container();
                 }
             }
             l
@@ -333,7 +337,7 @@ fn check_restart(done: &[Op], cut: Option<&Op>, flash: Flash, label: &str) {
     // ends (the final delete, R75); the finalizer's record stays.
     let ids: Vec<Id> = table.iter().map(|(id, _)| id).collect();
     for id in ids {
-        let _ = table.handle_agent_sync(boot, id);
+        let _ = table.handle(boot, id, Input::AgentSync);
         while table.poll_action().is_some() {}
         let l = table.get(id).expect("present");
         let uid = l.record().uid.as_str().to_owned();
@@ -357,9 +361,12 @@ fn age(flash: Flash, objects: usize) -> Flash {
     for n in 0..objects {
         let mut l = pod(&format!("old-{n}"));
         block_on(store.store(&l)).expect("room");
-        let _ = l.handle_delete(at(0), &DeleteOptions::with_grace(5));
+        let _ = l
+            .handle(at(0), Input::Delete(DeleteOptions::with_grace(5)))
+            .delete()
+            .unwrap();
         block_on(store.store(&l)).expect("room");
-        let _ = l.handle_agent_sync(at(10));
+        let _ = l.handle(at(10), Input::AgentSync).handled();
         block_on(store.store(&l)).expect("room");
         block_on(store.erase(&l.record().uid)).expect("erased");
     }
@@ -512,12 +519,16 @@ fn d6_flash_store_keeps_small_names_across_a_restart() {
     let mut web = small_pod("web");
     let mut gone = small_pod("gone");
     block_on(store.store(&live)).expect("stored");
-    web.handle_delete(at(0), &DeleteOptions::with_grace(30))
+    web.handle(at(0), Input::Delete(DeleteOptions::with_grace(30)))
+        .delete()
+        .unwrap()
         .expect("deleted");
-    web.handle_agent_sync(at(10));
+    web.handle(at(10), Input::AgentSync).handled();
     block_on(store.store(&web)).expect("stored");
     block_on(store.store(&gone)).expect("stored");
-    gone.handle_delete(at(20), &DeleteOptions::with_grace(0))
+    gone.handle(at(20), Input::Delete(DeleteOptions::with_grace(0)))
+        .delete()
+        .unwrap()
         .expect("deleted");
     block_on(store.erase(&gone.record().uid)).expect("erased");
 

@@ -17,6 +17,7 @@
 //!
 //! The deterministic tests at the end pin the extreme values by name.
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome, FINALIZER_FOREGROUND,
     FINALIZER_ORPHAN, FinalizerChange, FinalizerListError, Finalizers, GcPolicy, Handled, Instant,
@@ -24,7 +25,7 @@ use grace_core::{
     Record, Strategy as DeleteStrategy, Timestamp, TooManyContainers, UnknownContainer,
     UpdateError, WallTime,
 };
-use grace_testkit::checker::{self, Answer, Checker, Clock, Input as Fed, Invariant, Reply, Step};
+use grace_testkit::checker::{self, Checker, Clock, Invariant, Reply, Step};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -163,61 +164,33 @@ enum Event {
     NearEndOfWall(u64),
 }
 
-/// What one step fed in and what came out.
+/// What one step fed in (`None`: only the clocks moved) and what came
+/// out.
 struct Applied {
-    fed: Fed,
+    fed: Option<Input>,
     reply: Reply<F>,
-    options: Option<DeleteOptions>,
 }
 
 fn apply(lc: &mut Lc, clock: &mut Clock, event: &Event) -> Applied {
-    let mut options = None;
-    let now = clock.now();
-    let (fed, reply) = match event {
-        Event::Delete(spec) => {
-            let opts = spec.options(lc.record());
-            let before = lc.clone();
-            let response = lc.handle_delete(now, &opts);
-            let reply = Reply::Delete(response.map(|r| Answer::new(r, &before, lc, &opts, now)));
-            options = Some(opts);
-            (Fed::Delete, reply)
-        }
-        Event::AddFinalizer(f) => (
-            Fed::FinalizerUpdate,
-            Reply::Update(lc.handle_finalizer_update(now, &FinalizerChange::Add(name(f)))),
-        ),
-        Event::RemoveFinalizer(f) => (
-            Fed::FinalizerUpdate,
-            Reply::Update(lc.handle_finalizer_update(now, &FinalizerChange::Remove(name(f)))),
-        ),
-        Event::AgentSync => (Fed::AgentSync, Reply::Handled(lc.handle_agent_sync(now))),
-        Event::Evict(grace) => (
-            Fed::Evict { grace: *grace },
-            Reply::Handled(lc.handle_evict(now, *grace)),
-        ),
-        Event::PreStopFinished(i) => (
-            Fed::PreStopFinished(*i),
-            Reply::Container(lc.handle_pre_stop_finished(now, *i)),
-        ),
-        Event::ContainerExited(i) => (
-            Fed::ContainerExited(*i),
-            Reply::Container(lc.handle_container_exited(now, *i)),
-        ),
-        Event::NodeLost => (Fed::Node, Reply::Handled(lc.handle_node_lost(now))),
-        Event::NodeReady => (Fed::Node, Reply::Handled(lc.handle_node_ready(now))),
-        Event::NodeFenced => (Fed::Node, Reply::Handled(lc.handle_node_fenced(now))),
-        Event::HandleTimeout => {
-            let due_before = lc.poll_timeout();
-            lc.handle_timeout(now);
-            (Fed::Timeout { due_before }, Reply::Nothing)
-        }
+    let fed = match event {
+        Event::Delete(spec) => Some(Input::Delete(spec.options(lc.record()))),
+        Event::AddFinalizer(f) => Some(Input::FinalizerUpdate(FinalizerChange::Add(name(f)))),
+        Event::RemoveFinalizer(f) => Some(Input::FinalizerUpdate(FinalizerChange::Remove(name(f)))),
+        Event::AgentSync => Some(Input::AgentSync),
+        Event::Evict(grace) => Some(Input::evict(*grace)),
+        Event::PreStopFinished(i) => Some(Input::pre_stop_finished(*i)),
+        Event::ContainerExited(i) => Some(Input::container_exited(*i)),
+        Event::NodeLost => Some(Input::NodeLost),
+        Event::NodeReady => Some(Input::NodeReady),
+        Event::NodeFenced => Some(Input::NodeFenced),
+        Event::HandleTimeout => Some(Input::Timeout),
         Event::AdvanceMillis(ms) => {
             clock.advance(*ms);
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Event::AdvanceSeconds(s) => {
             clock.advance(s.saturating_mul(1000));
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Event::ToDeadline {
             offset_ms,
@@ -226,17 +199,11 @@ fn apply(lc: &mut Lc, clock: &mut Clock, event: &Event) -> Applied {
             if let Some(deadline) = lc.poll_timeout() {
                 clock.advance_to_mono(i128::from(deadline.as_millis()) + i128::from(*offset_ms));
             }
-            if *then_handle {
-                let due_before = lc.poll_timeout();
-                lc.handle_timeout(clock.now());
-                (Fed::Timeout { due_before }, Reply::Nothing)
-            } else {
-                (Fed::Clock, Reply::Nothing)
-            }
+            then_handle.then_some(Input::Timeout)
         }
         Event::NearEndOfMono(n) => {
             clock.advance_to_mono(i128::from(u64::MAX - n));
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Event::NearEndOfWall(n) => {
             let target = i128::from(i64::MAX) - i128::from(*n);
@@ -244,14 +211,14 @@ fn apply(lc: &mut Lc, clock: &mut Clock, event: &Event) -> Applied {
             if delta > 0 {
                 clock.advance(u64::try_from(delta).unwrap_or(u64::MAX));
             }
-            (Fed::Clock, Reply::Nothing)
+            None
         }
     };
-    Applied {
-        fed,
-        reply,
-        options,
-    }
+    let reply = match &fed {
+        Some(input) => checker::feed(lc, clock.now(), input),
+        None => Reply::Nothing,
+    };
+    Applied { fed, reply }
 }
 
 /// Drives a lifecycle through `events` and runs the shared checker after
@@ -269,11 +236,7 @@ fn run(setup: &Setup, events: &[Event], wanted: &[Invariant]) -> Result<(), Test
     let mut checker = Checker::new(&lc);
     for (n, event) in events.iter().enumerate() {
         let before = lc.clone();
-        let Applied {
-            fed,
-            reply,
-            options,
-        } = apply(&mut lc, &mut clock, event);
+        let Applied { fed, reply } = apply(&mut lc, &mut clock, event);
         let actions = match checker::drain(&mut lc) {
             Ok(actions) => actions,
             Err(actions) => {
@@ -283,8 +246,7 @@ fn run(setup: &Setup, events: &[Event], wanted: &[Invariant]) -> Result<(), Test
             }
         };
         let step = Step {
-            input: fed,
-            options: options.as_ref(),
+            input: fed.as_ref(),
             now: clock.now(),
             before: &before,
             after: &lc,
@@ -564,7 +526,9 @@ fn grace_i64_max_saturates_without_panic() {
         Instant::from_millis(1_000),
     );
     let response = lc
-        .handle_delete(now, &DeleteOptions::with_grace(i64::MAX))
+        .handle(now, Input::Delete(DeleteOptions::with_grace(i64::MAX)))
+        .delete()
+        .unwrap()
         .expect("accepted");
     assert_eq!(response.outcome, DeleteOutcome::Graceful);
     // D2: the timestamp saturates at 9999-12-31T23:59:59Z; the grace is the one asked.
@@ -573,7 +537,7 @@ fn grace_i64_max_saturates_without_panic() {
         Some(Timestamp::from_unix_seconds(MAX_TIMESTAMP_SECONDS))
     );
     assert_eq!(lc.record().deletion_grace_period_seconds, Some(i64::MAX));
-    assert_eq!(lc.handle_agent_sync(now), Handled::Applied);
+    assert_eq!(lc.handle(now, Input::AgentSync).handled(), Handled::Applied);
     assert_eq!(lc.agent().remembered_grace, i64::MAX);
     assert_eq!(
         drain(&mut lc),
@@ -590,7 +554,9 @@ fn grace_i64_max_saturates_without_panic() {
         Instant::from_millis(11_000),
     );
     let response = lc
-        .handle_delete(later, &DeleteOptions::with_grace(5))
+        .handle(later, Input::Delete(DeleteOptions::with_grace(5)))
+        .delete()
+        .unwrap()
         .expect("accepted");
     assert_eq!(response.outcome, DeleteOutcome::Graceful);
     assert_eq!(
@@ -600,7 +566,10 @@ fn grace_i64_max_saturates_without_panic() {
     assert_eq!(lc.record().deletion_grace_period_seconds, Some(1));
     // D5: the agent takes it at once; the signal was sent, so SIGKILL at
     // now + max(1, 2) s (R62).
-    assert_eq!(lc.handle_agent_sync(later), Handled::Applied);
+    assert_eq!(
+        lc.handle(later, Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(lc.agent().remembered_grace, 1);
     assert_eq!(lc.poll_timeout(), Some(Instant::from_millis(13_000)));
 }
@@ -610,7 +579,9 @@ fn grace_i64_min_reads_as_one_second() {
     let mut lc = pod(&[app()]);
     let now = Now::from_unix_millis(1_700_000_000_000);
     let _ = lc
-        .handle_delete(now, &DeleteOptions::with_grace(i64::MIN))
+        .handle(now, Input::Delete(DeleteOptions::with_grace(i64::MIN)))
+        .delete()
+        .unwrap()
         .expect("accepted");
     // R9: negative means 1.
     assert_eq!(lc.record().deletion_grace_period_seconds, Some(1));
@@ -619,7 +590,10 @@ fn grace_i64_min_reads_as_one_second() {
         Some(Timestamp::from_unix_seconds(1_700_000_001))
     );
     // R52, R54: an eviction with i64::MIN only shortens, to 1 s.
-    assert_eq!(lc.handle_evict(now, i64::MIN), Handled::Applied);
+    assert_eq!(
+        lc.handle(now, Input::evict(i64::MIN)).handled(),
+        Handled::Applied
+    );
     assert_eq!(lc.agent().remembered_grace, 1);
 }
 
@@ -637,9 +611,14 @@ fn instant_at_end_of_time_does_not_wrap() {
         )
     };
     let _ = lc
-        .handle_delete(at(start), &DeleteOptions::default())
+        .handle(at(start), Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
         .expect("accepted");
-    assert_eq!(lc.handle_agent_sync(at(start)), Handled::Applied);
+    assert_eq!(
+        lc.handle(at(start), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(
         drain(&mut lc),
         [
@@ -652,13 +631,13 @@ fn instant_at_end_of_time_does_not_wrap() {
     );
     // The hook's cut-off saturates at the end of time instead of wrapping.
     assert_eq!(lc.poll_timeout(), Some(Instant::MAX));
-    lc.handle_timeout(at(u64::MAX - 1));
+    let _ = lc.handle(at(u64::MAX - 1), Input::Timeout);
     assert_eq!(drain(&mut lc), []);
-    lc.handle_timeout(at(u64::MAX));
+    let _ = lc.handle(at(u64::MAX), Input::Timeout);
     assert_eq!(drain(&mut lc), [Action::SendStopSignal { container: 0 }]);
     // SIGKILL saturates too, and is due no earlier than the signal.
     assert_eq!(lc.poll_timeout(), Some(Instant::MAX));
-    lc.handle_timeout(at(u64::MAX));
+    let _ = lc.handle(at(u64::MAX), Input::Timeout);
     assert_eq!(drain(&mut lc), [Action::SendKill { container: 0 }]);
     assert_eq!(lc.poll_timeout(), None);
 }
@@ -669,13 +648,19 @@ fn wall_clock_at_end_of_i64_does_not_overflow() {
         for grace in [i64::MIN, -1, 0, 1, 30, i64::MAX] {
             let mut lc = pod(&[app()]);
             let now = Now::new(WallTime::from_unix_millis(wall), Instant::ZERO);
-            let response = lc.handle_delete(now, &DeleteOptions::with_grace(grace));
+            let response = lc
+                .handle(now, Input::Delete(DeleteOptions::with_grace(grace)))
+                .delete()
+                .unwrap();
             let floor = WallTime::from_unix_millis(wall).floor_to_timestamp();
             let _ = response.expect("accepted");
             let ts = lc.record().deletion_timestamp.expect("set");
             assert!(ts >= floor, "{wall} {grace}: {ts} before {floor}");
             // A shortening at the same instant never moves it later.
-            let _ = lc.handle_delete(now, &DeleteOptions::with_grace(0));
+            let _ = lc
+                .handle(now, Input::Delete(DeleteOptions::with_grace(0)))
+                .delete()
+                .unwrap();
             assert!(lc.record().deletion_timestamp.expect("kept") <= ts.max(floor));
         }
     }
@@ -695,7 +680,12 @@ fn full_finalizer_collection_is_typed_error() {
     let now = Now::from_unix_millis(1_700_000_000_000);
     // Adding one more finalizer to a full list.
     assert_eq!(
-        lc.handle_finalizer_update(now, &FinalizerChange::Add(name("example.com/d"))),
+        lc.handle(
+            now,
+            Input::FinalizerUpdate(FinalizerChange::Add(name("example.com/d")))
+        )
+        .update()
+        .unwrap(),
         Err(UpdateError::TooManyFinalizers)
     );
     // Orphan propagation needs room for the `orphan` finalizer (R37, R39).
@@ -704,13 +694,17 @@ fn full_finalizer_collection_is_typed_error() {
         ..DeleteOptions::default()
     };
     assert_eq!(
-        lc.handle_delete(now, &orphan),
+        lc.handle(now, Input::Delete(orphan.clone()))
+            .delete()
+            .unwrap(),
         Err(DeleteError::TooManyFinalizers)
     );
     assert_eq!(lc, before, "a refused request changes nothing");
     // Without the extra finalizer the delete goes through and the record stays (invariant 4).
     let response = lc
-        .handle_delete(now, &DeleteOptions::with_grace(0))
+        .handle(now, Input::Delete(DeleteOptions::with_grace(0)))
+        .delete()
+        .unwrap()
         .expect("accepted");
     assert_eq!(response.outcome, DeleteOutcome::Graceful);
     assert!(lc.is_stored());
@@ -731,8 +725,14 @@ fn invalid_container_index_is_typed_error() {
     let mut lc = pod(&[app()]);
     let now = Now::from_unix_millis(0);
     for i in [1, C, usize::MAX] {
-        assert_eq!(lc.handle_container_exited(now, i), Err(UnknownContainer));
-        assert_eq!(lc.handle_pre_stop_finished(now, i), Err(UnknownContainer));
+        assert_eq!(
+            lc.handle(now, Input::container_exited(i)).container(),
+            Err(UnknownContainer)
+        );
+        assert_eq!(
+            lc.handle(now, Input::pre_stop_finished(i)).container(),
+            Err(UnknownContainer)
+        );
     }
 }
 
@@ -775,13 +775,18 @@ fn container_exit_without_an_agent_is_ignored_after_removal() {
     let mut lc = Lifecycle::<F, C>::new(DeleteStrategy::POD, record, &[spec]).expect("fits");
     let now = Now::from_unix_millis(1_700_000_000_000);
     let response = lc
-        .handle_delete(now, &DeleteOptions::default())
+        .handle(now, Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap()
         .expect("accepted");
     assert_eq!(response.outcome, DeleteOutcome::Deleted);
     assert!(!response.force, "nothing of an unscheduled pod runs (R19)");
     assert_eq!(drain(&mut lc), [Action::Remove { force: false }]);
     let before = lc.clone();
-    assert_eq!(lc.handle_container_exited(now, 0), Ok(Handled::Ignored));
+    assert_eq!(
+        lc.handle(now, Input::container_exited(0)).container(),
+        Ok(Handled::Ignored)
+    );
     assert_eq!(drain(&mut lc), []);
     assert_eq!(lc, before);
 }

@@ -45,10 +45,10 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 
 use grace_core::{
     Action, ContainerSpec, DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled,
-    Instant, Lifecycle, Link, Name, Now, Phase, Record, Stage, Strategy, UnknownContainer,
+    Input, Instant, Lifecycle, Link, Name, Now, Phase, Record, Stage, Strategy, UnknownContainer,
     UpdateError, UpdateOutcome, WallTime,
 };
-use grace_testkit::checker::{self, Answer, Checker, Input, Invariant, Step};
+use grace_testkit::checker::{self, Answer, Checker, Invariant, Step};
 
 /// Finalizer capacity: one is all the model uses.
 const F: usize = 1;
@@ -166,26 +166,40 @@ struct Effects {
 /// checked too.
 type Machine = fn(&mut Lc, Now, Event) -> Effects;
 
-/// The real machine: the core's handlers, then `poll_action` until dry.
+/// The lifecycle's input for `event`; `None` for the time steps, which
+/// never reach the machine.
+fn core_input(event: Event) -> Option<Input> {
+    Some(match event {
+        Event::Delete(grace) => Input::Delete(delete_options(grace)),
+        Event::RemoveFinalizer => Input::FinalizerUpdate(FinalizerChange::Remove(name(FINALIZER))),
+        Event::AgentSync => Input::AgentSync,
+        Event::Evict(g) => Input::evict(g),
+        Event::PreStopFinished(i) => Input::pre_stop_finished(i),
+        Event::ContainerExited(i) => Input::container_exited(i),
+        Event::HandleTimeout => Input::Timeout,
+        Event::NodeLost => Input::NodeLost,
+        Event::NodeReady => Input::NodeReady,
+        Event::NodeFenced => Input::NodeFenced,
+        Event::Advance(_) | Event::ToDeadline => return None,
+    })
+}
+
+/// The real machine: the core's handler, then `poll_action` until dry.
 fn real_machine(lc: &mut Lc, now: Now, event: Event) -> Effects {
-    let reply = match event {
-        Event::Delete(grace) => Reply::Delete(lc.handle_delete(now, &delete_options(grace))),
-        Event::RemoveFinalizer => Reply::Update(
-            lc.handle_finalizer_update(now, &FinalizerChange::Remove(name(FINALIZER))),
-        ),
-        Event::AgentSync => Reply::Handled(lc.handle_agent_sync(now)),
-        Event::Evict(g) => Reply::Handled(lc.handle_evict(now, g)),
-        Event::PreStopFinished(i) => Reply::Container(lc.handle_pre_stop_finished(now, i)),
-        Event::ContainerExited(i) => Reply::Container(lc.handle_container_exited(now, i)),
-        Event::HandleTimeout => {
-            lc.handle_timeout(now);
+    let reply = match core_input(event) {
+        None => Reply::Nothing,
+        Some(Input::Timeout) => {
+            let _ = lc.handle(now, Input::Timeout);
             Reply::Nothing
         }
-        Event::NodeLost => Reply::Handled(lc.handle_node_lost(now)),
-        Event::NodeReady => Reply::Handled(lc.handle_node_ready(now)),
-        Event::NodeFenced => Reply::Handled(lc.handle_node_fenced(now)),
-        // Time inputs never reach the machine.
-        Event::Advance(_) | Event::ToDeadline => Reply::Nothing,
+        Some(input @ (Input::PreStopFinished(_) | Input::ContainerExited(_))) => {
+            Reply::Container(lc.handle(now, input).container())
+        }
+        Some(input) => match lc.handle(now, input) {
+            grace_core::Reply::Delete(r) => Reply::Delete(r),
+            grace_core::Reply::Update(r) => Reply::Update(r),
+            other => Reply::Handled(other.handled()),
+        },
     };
     let mut actions = Vec::new();
     while let Some(action) = lc.poll_action() {
@@ -488,22 +502,10 @@ fn check(
             format!("poll_action does not run dry: {:?}", fx.actions),
         );
     }
-    let options = match event {
-        Event::Delete(grace) => Some(delete_options(grace)),
+    let input = core_input(event);
+    let options = match &input {
+        Some(Input::Delete(options)) => Some(options.clone()),
         _ => None,
-    };
-    let input = match event {
-        Event::Delete(_) => Input::Delete,
-        Event::RemoveFinalizer => Input::FinalizerUpdate,
-        Event::AgentSync => Input::AgentSync,
-        Event::Evict(grace) => Input::Evict { grace },
-        Event::PreStopFinished(i) => Input::PreStopFinished(i),
-        Event::ContainerExited(i) => Input::ContainerExited(i),
-        Event::HandleTimeout => Input::Timeout {
-            due_before: b.poll_timeout(),
-        },
-        Event::NodeLost | Event::NodeReady | Event::NodeFenced => Input::Node,
-        Event::Advance(_) | Event::ToDeadline => Input::Clock,
     };
     // No dry runs here: a delete's response refers to the record itself.
     let reply = match fx.reply {
@@ -517,8 +519,7 @@ fn check(
         Reply::Container(r) => checker::Reply::Container(r),
     };
     let step = Step {
-        input,
-        options: options.as_ref(),
+        input: input.as_ref(),
         now,
         before: b,
         after: a,

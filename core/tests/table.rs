@@ -3,6 +3,7 @@
 //! operation sequences both must hand out the same actions for the same
 //! objects, in the same order, and report the same next deadline.
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, FinalizerChange, Id, Instant, Lifecycle, Name, Now,
     Record, SharedTable, Strategy as DeleteStrategy, Table, TableFull, UnknownId,
@@ -141,72 +142,72 @@ proptest! {
                     model.ready.retain(|i| *i != id);
                     prop_assert_eq!(got, want);
                     prop_assert!(table.get(id).is_none());
-                    prop_assert_eq!(table.handle_agent_sync(now, id), Err(UnknownId));
+                    prop_assert_eq!(table.handle(now, id, Input::AgentSync), Err(UnknownId));
                 }
                 Op::Delete(k, grace) => {
                     let id = pick(k);
                     let options = DeleteOptions { grace_period_seconds: grace, ..DeleteOptions::default() };
-                    let got = table.handle_delete(now, id, &options);
-                    match model.get_mut(id).map(|l| l.handle_delete(now, &options)) {
-                        Some(want) => prop_assert_eq!(got.map_err(|e| e.to_string()), want.map_err(|e| e.to_string())),
+                    let got = table.handle(now, id, Input::Delete(options.clone()));
+                    match model.get_mut(id).map(|l| l.handle(now, Input::Delete(options.clone()))) {
+                        Some(want) => prop_assert_eq!(got, Ok(want)),
                         None => prop_assert!(got.is_err()),
                     }
                     model.touched(id);
                 }
                 Op::Sync(k) => {
                     let id = pick(k);
-                    let got = table.handle_agent_sync(now, id).ok();
-                    let want = model.get_mut(id).map(|l| l.handle_agent_sync(now));
+                    let got = table.handle(now, id, Input::AgentSync).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::AgentSync));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::Evict(k, g) => {
                     let id = pick(k);
-                    let got = table.handle_evict(now, id, g).ok();
-                    let want = model.get_mut(id).map(|l| l.handle_evict(now, g));
+                    let got = table.handle(now, id, Input::evict(g)).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::evict(g)));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::HookDone(k, c) => {
                     let id = pick(k);
-                    let got = table.handle_pre_stop_finished(now, id, c).ok();
-                    let want = model.get_mut(id).and_then(|l| l.handle_pre_stop_finished(now, c).ok());
+                    let got = table.handle(now, id, Input::pre_stop_finished(c)).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::pre_stop_finished(c)));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::Exit(k, c) => {
                     let id = pick(k);
-                    let got = table.handle_container_exited(now, id, c).ok();
-                    let want = model.get_mut(id).and_then(|l| l.handle_container_exited(now, c).ok());
+                    let got = table.handle(now, id, Input::container_exited(c)).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::container_exited(c)));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::DropFinalizer(k) => {
                     let id = pick(k);
                     let change = FinalizerChange::Remove(name("example.com/hold"));
-                    let got = table.handle_finalizer_update(now, id, &change).ok();
-                    let want = model.get_mut(id).and_then(|l| l.handle_finalizer_update(now, &change).ok());
+                    let got = table.handle(now, id, Input::FinalizerUpdate(change.clone())).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::FinalizerUpdate(change.clone())));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::NodeLost(k) => {
                     let id = pick(k);
-                    let got = table.handle_node_lost(now, id).ok();
-                    let want = model.get_mut(id).map(|l| l.handle_node_lost(now));
+                    let got = table.handle(now, id, Input::NodeLost).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::NodeLost));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::NodeReady(k) => {
                     let id = pick(k);
-                    let got = table.handle_node_ready(now, id).ok();
-                    let want = model.get_mut(id).map(|l| l.handle_node_ready(now));
+                    let got = table.handle(now, id, Input::NodeReady).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::NodeReady));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
                 Op::Fence(k) => {
                     let id = pick(k);
-                    let got = table.handle_node_fenced(now, id).ok();
-                    let want = model.get_mut(id).map(|l| l.handle_node_fenced(now));
+                    let got = table.handle(now, id, Input::NodeFenced).ok();
+                    let want = model.get_mut(id).map(|l| l.handle(now, Input::NodeFenced));
                     prop_assert_eq!(got, want);
                     model.touched(id);
                 }
@@ -275,8 +276,10 @@ fn next_deadline_is_the_earliest_of_all_objects() {
     for grace in [30, 5, 12] {
         let id = table.insert(pod(1 << 5)).expect("room");
         let options = DeleteOptions::with_grace(grace);
-        let _ = table.handle_delete(start, id, &options).expect("accepted");
-        let _ = table.handle_agent_sync(start, id).expect("known");
+        let _ = table
+            .handle(start, id, Input::Delete(options.clone()))
+            .expect("accepted");
+        let _ = table.handle(start, id, Input::AgentSync).expect("known");
         ids.push(id);
     }
     while table.poll_action().is_some() {}
@@ -336,8 +339,8 @@ fn handle_timeouts_at_the_end_of_time_leaves_nothing_due() {
     let pod = Lifecycle::new(DeleteStrategy::POD, record, &[sidecar, app]).expect("fits");
     let id = table.insert(pod).expect("room");
     let late = Now::new(now_at(0).wall, Instant::from_millis(u64::MAX - 1_000));
-    let _ = table.handle_delete(late, id, &DeleteOptions::default());
-    let _ = table.handle_agent_sync(late, id);
+    let _ = table.handle(late, id, Input::Delete(DeleteOptions::default()));
+    let _ = table.handle(late, id, Input::AgentSync);
     while table.poll_action().is_some() {}
     let end = Now::new(now_at(0).wall, Instant::MAX);
     table.handle_timeouts(end);
@@ -355,7 +358,10 @@ fn d4_remove_finished_keeps_a_force_deleted_kill_until_it_ends() {
     let id = table.insert(pod(1 << 5)).expect("room");
     let start = now_at(0);
     let response = table
-        .handle_delete(start, id, &DeleteOptions::with_grace(0))
+        .handle(start, id, Input::Delete(DeleteOptions::with_grace(0)))
+        .expect("known")
+        .delete()
+        .expect("a delete's reply")
         .expect("accepted");
     assert!(response.force);
     let mut actions = Vec::new();
@@ -369,7 +375,9 @@ fn d4_remove_finished_keeps_a_force_deleted_kill_until_it_ends() {
     // Removing on `Remove` would drop the kill: `remove_finished` does not.
     assert!(table.remove_finished(id).is_none());
     assert!(table.get(id).is_some());
-    let _ = table.handle_agent_sync(now_at(100), id).expect("known");
+    let _ = table
+        .handle(now_at(100), id, Input::AgentSync)
+        .expect("known");
     assert_eq!(
         table.poll_action(),
         Some((id, Action::SendStopSignal { container: 0 }))
@@ -381,7 +389,7 @@ fn d4_remove_finished_keeps_a_force_deleted_kill_until_it_ends() {
         Some((id, Action::SendKill { container: 0 }))
     );
     let _ = table
-        .handle_container_exited(now_at(2_150), id, 0)
+        .handle(now_at(2_150), id, Input::container_exited(0))
         .expect("known");
     assert!(table.remove_finished(id).is_none(), "an action is owed");
     assert_eq!(

@@ -7,6 +7,7 @@
 //! the record `δ` = 500 ms later. Instants are milliseconds after `T` on both
 //! clocks (wall for the API, monotonic for the agent).
 
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, DeleteOutcome, DeleteResponse, Handled, Instant,
     Lifecycle, Name, Now, Phase, Record, Stage, Strategy, Timestamp, WallTime,
@@ -68,14 +69,17 @@ fn next(p: &Pod) -> Option<i64> {
 fn advance(p: &mut Pod) -> (i64, Vec<Action>) {
     let deadline = p.poll_timeout().expect("a deadline is pending");
     let wall = i64::try_from(deadline.as_millis()).unwrap_or(i64::MAX);
-    p.handle_timeout(Now::new(WallTime::from_unix_millis(wall), deadline));
+    let _ = p.handle(
+        Now::new(WallTime::from_unix_millis(wall), deadline),
+        Input::Timeout,
+    );
     (rel(deadline), drain(p))
 }
 
 /// A timeout call 1 ms before the next deadline does nothing.
 fn nothing_before_next(p: &mut Pod) {
     let ms = next(p).expect("a deadline is pending") - 1;
-    p.handle_timeout(at(ms));
+    let _ = p.handle(at(ms), Input::Timeout);
     assert_eq!(drain(p), [], "nothing is due at {ms} ms");
 }
 
@@ -84,7 +88,10 @@ fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse {
         grace_period_seconds: grace,
         ..DeleteOptions::default()
     };
-    p.handle_delete(at(ms), &options).expect("delete accepted")
+    p.handle(at(ms), Input::Delete(options.clone()))
+        .delete()
+        .unwrap()
+        .expect("delete accepted")
 }
 
 /// Asserts the stored record: `ts` as seconds after `T`, dgps, generation.
@@ -158,7 +165,10 @@ fn timeline_1_default_delete_app_exits_on_sigterm() {
     assert_eq!(p.poll_timeout(), None, "nothing counts down the timestamp");
 
     // Kubelet at T+δ: G = 30, SIGTERM now, SIGKILL due at T+δ+30.
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     phases.see(&p);
     assert_eq!(p.phase(), Phase::Terminating);
     assert_eq!(p.agent().remembered_grace, 30);
@@ -174,7 +184,8 @@ fn timeline_1_default_delete_app_exits_on_sigterm() {
     // Exit at T+δ+4: the final delete (grace 0, uid) clamps ts to now
     // (T+4.5 → T+4), writes dgps 0, then removes.
     assert_eq!(
-        p.handle_container_exited(at(DELTA + 4_000), 0),
+        p.handle(at(DELTA + 4_000), Input::container_exited(0))
+            .container(),
         Ok(Handled::Applied)
     );
     phases.see(&p);
@@ -199,14 +210,18 @@ fn timeline_2_pre_stop_ten_seconds_app_ignores_sigterm() {
     assert_record(&p, Some(30), Some(30), 2);
     assert_eq!(drain(&mut p), [Action::RemoveEndpoints]);
 
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     phases.see(&p);
     assert_eq!(drain(&mut p), [pre_stop(0, 30)]);
     assert_eq!(next(&p), Some(DELTA + 30_000), "hook cut-off");
 
     // The hook returns after 10 s.
     assert_eq!(
-        p.handle_pre_stop_finished(at(DELTA + 10_000), 0),
+        p.handle(at(DELTA + 10_000), Input::pre_stop_finished(0))
+            .container(),
         Ok(Handled::Applied)
     );
     assert_eq!(drain(&mut p), [term(0)]);
@@ -222,7 +237,8 @@ fn timeline_2_pre_stop_ten_seconds_app_ignores_sigterm() {
 
     // The killed process is reaped; the final delete removes the record.
     assert_eq!(
-        p.handle_container_exited(at(DELTA + 30_100), 0),
+        p.handle(at(DELTA + 30_100), Input::container_exited(0))
+            .container(),
         Ok(Handled::Applied)
     );
     phases.see(&p);
@@ -243,7 +259,10 @@ fn timeline_3_pre_stop_hangs() {
     phases.see(&p);
     assert_eq!(drain(&mut p), [Action::RemoveEndpoints]);
 
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     phases.see(&p);
     assert_eq!(drain(&mut p), [pre_stop(0, 30)]);
 
@@ -256,7 +275,8 @@ fn timeline_3_pre_stop_hangs() {
     assert_record(&p, Some(30), Some(30), 2);
 
     assert_eq!(
-        p.handle_container_exited(at(DELTA + 32_200), 0),
+        p.handle(at(DELTA + 32_200), Input::container_exited(0))
+            .container(),
         Ok(Handled::Applied)
     );
     phases.see(&p);
@@ -287,7 +307,10 @@ fn timeline_4_force_delete() {
     );
 
     // The agent sees the record gone (dgps 0) ⇒ G = 1.
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(p.agent().remembered_grace, 1);
     assert_eq!(drain(&mut p), [pre_stop(0, 1)]);
     nothing_before_next(&mut p);
@@ -295,7 +318,8 @@ fn timeline_4_force_delete() {
     nothing_before_next(&mut p);
     assert_eq!(advance(&mut p), (DELTA + 3_000, vec![kill(0)]));
     assert_eq!(
-        p.handle_container_exited(at(DELTA + 3_100), 0),
+        p.handle(at(DELTA + 3_100), Input::container_exited(0))
+            .container(),
         Ok(Handled::Applied)
     );
     assert_eq!(drain(&mut p), [gone(0)], "no second removal");
@@ -322,7 +346,10 @@ fn timeline_5_shortened_after_ten_seconds() {
     assert_record(&p, Some(30), Some(30), 2);
     assert_eq!(drain(&mut p), [Action::RemoveEndpoints]);
 
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     phases.see(&p);
     assert_eq!(drain(&mut p), [term(0)]);
     assert_eq!(next(&p), Some(DELTA + 30_000));
@@ -338,7 +365,10 @@ fn timeline_5_shortened_after_ten_seconds() {
     assert_eq!(next(&p), Some(DELTA + 30_000), "the agent has not seen it");
 
     // The kubelet sees it at T+10.25.
-    assert_eq!(p.handle_agent_sync(at(10_250)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(10_250), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(p.agent().remembered_grace, 1);
     assert_eq!(drain(&mut p), [], "SIGTERM is not sent again");
     assert_eq!(next(&p), Some(12_250));
@@ -346,7 +376,7 @@ fn timeline_5_shortened_after_ten_seconds() {
     assert_eq!(advance(&mut p), (12_250, vec![kill(0)]));
 
     assert_eq!(
-        p.handle_container_exited(at(12_400), 0),
+        p.handle(at(12_400), Input::container_exited(0)).container(),
         Ok(Handled::Applied)
     );
     phases.see(&p);
@@ -364,14 +394,20 @@ fn timeline_5_shortened_while_pre_stop_runs() {
     let mut phases = Phases::start(&p);
     let _ = delete(&mut p, 0, None);
     phases.see(&p);
-    assert_eq!(p.handle_agent_sync(at(DELTA)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(DELTA), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     phases.see(&p);
     assert_eq!(drain(&mut p), [Action::RemoveEndpoints, pre_stop(0, 30)]);
     assert_eq!(next(&p), Some(DELTA + 30_000));
 
     let _ = delete(&mut p, 10_000, Some(5));
     assert_record(&p, Some(10), Some(1), 2);
-    assert_eq!(p.handle_agent_sync(at(10_250)), Handled::Applied);
+    assert_eq!(
+        p.handle(at(10_250), Input::AgentSync).handled(),
+        Handled::Applied
+    );
     assert_eq!(drain(&mut p), [], "the hook is not started again");
     assert_eq!(
         p.containers()[0].stage(),
@@ -382,7 +418,7 @@ fn timeline_5_shortened_while_pre_stop_runs() {
     assert_eq!(advance(&mut p), (11_250, vec![term(0)]));
     assert_eq!(advance(&mut p), (13_250, vec![kill(0)]));
     assert_eq!(
-        p.handle_container_exited(at(13_300), 0),
+        p.handle(at(13_300), Input::container_exited(0)).container(),
         Ok(Handled::Applied)
     );
     phases.see(&p);

@@ -2,6 +2,7 @@
 //! [`crate::reference`], field by field. Any difference panics.
 
 use arbitrary::Arbitrary;
+use grace_core::Input as CoreInput;
 use grace_core::{
     Action, Conflict, Container, ContainerSpec, DeleteError, DeleteOptions, DeleteOutcome,
     FinalizerChange, Handled, Instant, InvalidOptions, Lifecycle, Name, Now, Record, Strategy,
@@ -238,11 +239,11 @@ pub fn compare_kill(k: &KubeletInput) {
     let (g0, started) = match k.evict {
         Some(o) => (
             model::effective_grace(0, None, Some(o.0), k.tgps.map(|g| g.0)).0,
-            pod.handle_evict(at(start), o.0),
+            pod.handle(at(start), CoreInput::evict(o.0)).handled(),
         ),
         None => (
             model::effective_grace(0, k.dgps.map(|g| g.0), None, k.tgps.map(|g| g.0)).0,
-            pod.handle_agent_sync(at(start)),
+            pod.handle(at(start), CoreInput::AgentSync).handled(),
         ),
     };
     assert_eq!(started, Handled::Applied, "the kill starts");
@@ -309,12 +310,16 @@ pub fn compare_kill(k: &KubeletInput) {
         now = now.max(next);
         if hook_returns == Some(now) {
             hook_returns = None;
-            let _ = pod.handle_pre_stop_finished(at(now), 0);
+            let _ = pod
+                .handle(at(now), CoreInput::pre_stop_finished(0))
+                .container();
         } else if exits == Some(now) {
             exits = None;
-            let _ = pod.handle_container_exited(at(now), 0);
+            let _ = pod
+                .handle(at(now), CoreInput::container_exited(0))
+                .container();
         } else {
-            pod.handle_timeout(at(now));
+            let _ = pod.handle(at(now), CoreInput::Timeout);
         }
     }
     let got = (got_budget, got_signal, got_kill);

@@ -5,8 +5,8 @@
 //! the states before and after.
 
 use arbitrary::Arbitrary;
-use grace_core::{DeleteOptions, FinalizerChange, Lifecycle, Name};
-use grace_testkit::checker::{self, Answer, Checker, Clock, Input as Fed, Reply, Step};
+use grace_core::{DeleteOptions, FinalizerChange, Input as CoreInput, Lifecycle, Name};
+use grace_testkit::checker::{self, Checker, Clock, Reply, Step};
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
 
@@ -85,11 +85,11 @@ pub enum Op {
     },
 }
 
-/// What one step fed in and what came back.
+/// What one step fed in (`None`: only the clocks moved) and what came
+/// back.
 struct Applied {
-    fed: Fed,
+    fed: Option<CoreInput>,
     reply: Reply<F>,
-    options: Option<DeleteOptions>,
 }
 
 fn container(index: u8) -> usize {
@@ -97,98 +97,60 @@ fn container(index: u8) -> usize {
 }
 
 fn apply(lc: &mut Lc, clock: &mut Clock, op: &Op) -> Applied {
-    let mut options = None;
-    let now = clock.now();
-    let mut delete = |lc: &mut Lc, o: DeleteOptions| {
-        let before = lc.clone();
-        let r = lc.handle_delete(now, &o);
-        let reply = Reply::Delete(r.map(|r| Answer::new(r, &before, lc, &o, now)));
-        options = Some(o);
-        (Fed::Delete, reply)
-    };
-    let (fed, reply) = match op {
-        Op::Delete(spec) => {
-            let o = spec.options(lc.record(), clock.wall);
-            delete(lc, o)
-        }
-        Op::DeleteRaw(o) => delete(lc, o.clone()),
-        Op::AddFinalizer(n) => (
-            Fed::FinalizerUpdate,
-            Reply::Update(lc.handle_finalizer_update(now, &FinalizerChange::Add(n.clone()))),
-        ),
-        Op::RemoveFinalizer(sel) => {
-            let n = sel.resolve(lc.record());
-            (
-                Fed::FinalizerUpdate,
-                Reply::Update(lc.handle_finalizer_update(now, &FinalizerChange::Remove(n))),
-            )
-        }
-        Op::AgentSync => (Fed::AgentSync, Reply::Handled(lc.handle_agent_sync(now))),
-        Op::Evict { grace } => (
-            Fed::Evict { grace: grace.0 },
-            Reply::Handled(lc.handle_evict(now, grace.0)),
-        ),
-        Op::PreStopDone { container: i } => (
-            Fed::PreStopFinished(container(*i)),
-            Reply::Container(lc.handle_pre_stop_finished(now, container(*i))),
-        ),
-        Op::Exit { container: i } => (
-            Fed::ContainerExited(container(*i)),
-            Reply::Container(lc.handle_container_exited(now, container(*i))),
-        ),
-        Op::NodeLost => (Fed::Node, Reply::Handled(lc.handle_node_lost(now))),
-        Op::NodeReady => (Fed::Node, Reply::Handled(lc.handle_node_ready(now))),
-        Op::Fence => (Fed::Node, Reply::Handled(lc.handle_node_fenced(now))),
-        Op::Timeout => {
-            let due_before = lc.poll_timeout();
-            lc.handle_timeout(now);
-            (Fed::Timeout { due_before }, Reply::Nothing)
-        }
+    let fed = match op {
+        Op::Delete(spec) => Some(CoreInput::Delete(spec.options(lc.record(), clock.wall))),
+        Op::DeleteRaw(o) => Some(CoreInput::Delete(o.clone())),
+        Op::AddFinalizer(n) => Some(CoreInput::FinalizerUpdate(FinalizerChange::Add(n.clone()))),
+        Op::RemoveFinalizer(sel) => Some(CoreInput::FinalizerUpdate(FinalizerChange::Remove(
+            sel.resolve(lc.record()),
+        ))),
+        Op::AgentSync => Some(CoreInput::AgentSync),
+        Op::Evict { grace } => Some(CoreInput::evict(grace.0)),
+        Op::PreStopDone { container: i } => Some(CoreInput::pre_stop_finished(container(*i))),
+        Op::Exit { container: i } => Some(CoreInput::container_exited(container(*i))),
+        Op::NodeLost => Some(CoreInput::NodeLost),
+        Op::NodeReady => Some(CoreInput::NodeReady),
+        Op::Fence => Some(CoreInput::NodeFenced),
+        Op::Timeout => Some(CoreInput::Timeout),
         Op::Advance { ms } => {
             clock.advance(u64::from(*ms));
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Op::AdvanceSeconds { s } => {
             clock.advance(u64::from(*s) * 1000);
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Op::AdvanceRaw { ms } => {
             clock.advance(*ms);
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Op::ToDeadline { offset_ms, handle } => {
             if let Some(d) = lc.poll_timeout() {
                 clock.advance_to_mono(i128::from(d.as_millis()) + i128::from(*offset_ms));
             }
-            if *handle {
-                let due_before = lc.poll_timeout();
-                lc.handle_timeout(clock.now());
-                (Fed::Timeout { due_before }, Reply::Nothing)
-            } else {
-                (Fed::Clock, Reply::Nothing)
-            }
+            handle.then_some(CoreInput::Timeout)
         }
         Op::NearEndOfMono { back_ms } => {
             clock.advance_to_mono(i128::from(u64::MAX) - i128::from(*back_ms));
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Op::NearEndOfWall { back_ms } => {
             let delta = i128::from(i64::MAX) - i128::from(*back_ms) - i128::from(clock.wall);
             if delta > 0 {
                 clock.advance(u64::try_from(delta).unwrap_or(u64::MAX));
             }
-            (Fed::Clock, Reply::Nothing)
+            None
         }
         Op::WallJump { ms } => {
             clock.wall = clock.wall.saturating_add(*ms);
-            (Fed::Clock, Reply::Nothing)
+            None
         }
     };
-    Applied {
-        fed,
-        reply,
-        options,
-    }
+    let reply = match &fed {
+        Some(input) => checker::feed(lc, clock.now(), input),
+        None => Reply::Nothing,
+    };
+    Applied { fed, reply }
 }
 
 /// Runs one input, checking every invariant after every step.
@@ -204,18 +166,13 @@ pub fn run(input: &Input) {
     let mut checker = Checker::new(&lc);
     for (n, op) in input.ops.iter().take(MAX_OPS).enumerate() {
         let before = lc.clone();
-        let Applied {
-            fed,
-            reply,
-            options,
-        } = apply(&mut lc, &mut clock, op);
+        let Applied { fed, reply } = apply(&mut lc, &mut clock, op);
         let actions = match checker::drain(&mut lc) {
             Ok(actions) => actions,
             Err(actions) => panic!("step {n}: {op:?}: poll_action does not run dry: {actions:?}"),
         };
         let step = Step {
-            input: fed,
-            options: options.as_ref(),
+            input: fed.as_ref(),
             now: clock.now(),
             before: &before,
             after: &lc,

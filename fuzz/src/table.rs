@@ -6,6 +6,7 @@
 //! for the same objects in the same order.
 
 use arbitrary::Arbitrary;
+use grace_core::Input as CoreInput;
 use grace_core::{FinalizerChange, Id, Lifecycle, Name, Now, Table, TableFull};
 
 use crate::input::{DeleteSpec, FinalizerSel, Grace, MonoMs, ObjectSpec, WallMs};
@@ -162,14 +163,12 @@ pub fn run(input: &Input) {
                     Some(r) => spec.options(r, clock.wall),
                     None => spec.options(&grace_core::Record::<F>::new(Name::new()), clock.wall),
                 };
-                let got = table.handle_delete(now, id, &options);
-                let want = model.get_mut(id).map(|l| l.handle_delete(now, &options));
+                let got = table.handle(now, id, CoreInput::Delete(options.clone()));
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::Delete(options.clone())));
                 match want {
-                    Some(want) => same!(
-                        got.map_err(|e| e.to_string()),
-                        want.map_err(|e| e.to_string()),
-                        "delete"
-                    ),
+                    Some(want) => same!(got, Ok(want), "delete"),
                     None => {
                         if got.is_ok() {
                             fail("delete on an unknown id succeeded".into());
@@ -180,45 +179,51 @@ pub fn run(input: &Input) {
             }
             Op::Sync(k) => {
                 let Some(id) = pick(*k, &model) else { continue };
-                let got = table.handle_agent_sync(now, id).ok();
-                let want = model.get_mut(id).map(|l| l.handle_agent_sync(now));
+                let got = table.handle(now, id, CoreInput::AgentSync).ok();
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::AgentSync));
                 same!(got, want, "agent sync");
                 model.touched(id);
             }
             Op::Evict(k, g) => {
                 let Some(id) = pick(*k, &model) else { continue };
-                let got = table.handle_evict(now, id, g.0).ok();
-                let want = model.get_mut(id).map(|l| l.handle_evict(now, g.0));
+                let got = table.handle(now, id, CoreInput::evict(g.0)).ok();
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::evict(g.0)));
                 same!(got, want, "evict");
                 model.touched(id);
             }
             Op::HookDone(k, c) => {
                 let Some(id) = pick(*k, &model) else { continue };
                 let c = container(*c);
-                let got = table.handle_pre_stop_finished(now, id, c).ok();
+                let got = table.handle(now, id, CoreInput::pre_stop_finished(c)).ok();
                 let want = model
                     .get_mut(id)
-                    .and_then(|l| l.handle_pre_stop_finished(now, c).ok());
+                    .map(|l| l.handle(now, CoreInput::pre_stop_finished(c)));
                 same!(got, want, "pre-stop finished");
                 model.touched(id);
             }
             Op::Exit(k, c) => {
                 let Some(id) = pick(*k, &model) else { continue };
                 let c = container(*c);
-                let got = table.handle_container_exited(now, id, c).ok();
+                let got = table.handle(now, id, CoreInput::container_exited(c)).ok();
                 let want = model
                     .get_mut(id)
-                    .and_then(|l| l.handle_container_exited(now, c).ok());
+                    .map(|l| l.handle(now, CoreInput::container_exited(c)));
                 same!(got, want, "container exited");
                 model.touched(id);
             }
             Op::AddFinalizer(k, name) => {
                 let Some(id) = pick(*k, &model) else { continue };
                 let change = FinalizerChange::Add(name.clone());
-                let got = table.handle_finalizer_update(now, id, &change).ok();
+                let got = table
+                    .handle(now, id, CoreInput::FinalizerUpdate(change.clone()))
+                    .ok();
                 let want = model
                     .get_mut(id)
-                    .and_then(|l| l.handle_finalizer_update(now, &change).ok());
+                    .map(|l| l.handle(now, CoreInput::FinalizerUpdate(change.clone())));
                 same!(got, want, "add finalizer");
                 model.touched(id);
             }
@@ -229,31 +234,39 @@ pub fn run(input: &Input) {
                     None => Name::new(),
                 };
                 let change = FinalizerChange::Remove(name);
-                let got = table.handle_finalizer_update(now, id, &change).ok();
+                let got = table
+                    .handle(now, id, CoreInput::FinalizerUpdate(change.clone()))
+                    .ok();
                 let want = model
                     .get_mut(id)
-                    .and_then(|l| l.handle_finalizer_update(now, &change).ok());
+                    .map(|l| l.handle(now, CoreInput::FinalizerUpdate(change.clone())));
                 same!(got, want, "remove finalizer");
                 model.touched(id);
             }
             Op::NodeLost(k) => {
                 let Some(id) = pick(*k, &model) else { continue };
-                let got = table.handle_node_lost(now, id).ok();
-                let want = model.get_mut(id).map(|l| l.handle_node_lost(now));
+                let got = table.handle(now, id, CoreInput::NodeLost).ok();
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::NodeLost));
                 same!(got, want, "node lost");
                 model.touched(id);
             }
             Op::NodeReady(k) => {
                 let Some(id) = pick(*k, &model) else { continue };
-                let got = table.handle_node_ready(now, id).ok();
-                let want = model.get_mut(id).map(|l| l.handle_node_ready(now));
+                let got = table.handle(now, id, CoreInput::NodeReady).ok();
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::NodeReady));
                 same!(got, want, "node ready");
                 model.touched(id);
             }
             Op::Fence(k) => {
                 let Some(id) = pick(*k, &model) else { continue };
-                let got = table.handle_node_fenced(now, id).ok();
-                let want = model.get_mut(id).map(|l| l.handle_node_fenced(now));
+                let got = table.handle(now, id, CoreInput::NodeFenced).ok();
+                let want = model
+                    .get_mut(id)
+                    .map(|l| l.handle(now, CoreInput::NodeFenced));
                 same!(got, want, "node fenced");
                 model.touched(id);
             }
@@ -335,7 +348,8 @@ pub fn run(input: &Input) {
 #[cfg(test)]
 mod tests {
     use grace_core::{
-        ContainerSpec, Instant, Lifecycle, Name, Now, Record, Strategy, Table, WallTime,
+        ContainerSpec, Input as CoreInput, Instant, Lifecycle, Name, Now, Record, Strategy, Table,
+        WallTime,
     };
 
     /// Finding F1 (fuzz/README.md, fixed): at the very end of the monotonic
@@ -367,7 +381,9 @@ mod tests {
             let pod = Lifecycle::new(Strategy::POD, record, &spec).unwrap();
             let id = table.insert(pod).unwrap();
             assert_eq!(
-                table.handle_evict(start, id, 30),
+                table
+                    .handle(start, id, CoreInput::evict(30))
+                    .map(grace_core::Reply::handled),
                 Ok(grace_core::Handled::Applied)
             );
         }

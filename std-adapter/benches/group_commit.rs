@@ -12,6 +12,7 @@
 
 use std::time::Instant as StdInstant;
 
+use grace_core::Input;
 use grace_core::{DeleteOptions, Name, Now, Record, Strategy};
 use grace_std::runtime::{KillRecord, ObjectLifecycle};
 use grace_std::store::{RedbStore, Revision, Store, StoredContainer, StoredObject, Write};
@@ -35,8 +36,11 @@ fn object(i: usize) -> StoredObject {
     )
     .expect("fits");
     let now = Now::from_unix_millis(1_700_000_000_000);
-    let _ = lifecycle.handle_delete(now, &DeleteOptions::with_grace(30));
-    let _ = lifecycle.handle_agent_sync(now);
+    let _ = lifecycle
+        .handle(now, Input::Delete(DeleteOptions::with_grace(30)))
+        .delete()
+        .unwrap();
+    let _ = lifecycle.handle(now, Input::AgentSync).handled();
     let record = KillRecord {
         epoch: "bench".into(),
         lifecycle,

@@ -29,6 +29,7 @@
 
 use std::time::{Duration, Instant};
 
+use grace_core::Input;
 use grace_core::{ContainerSpec, DeleteOptions, Name, Now, Record, Strategy};
 use grace_std::runtime::{KillRecord, ObjectLifecycle, ROUND};
 use grace_std::store::{
@@ -228,15 +229,20 @@ fn deletion(run: &str, i: usize) -> Deletion {
         stage
     };
     let mut stages = vec![object.clone()];
-    let _ = lifecycle.handle_delete(at(0), &DeleteOptions::with_grace(30));
+    let _ = lifecycle
+        .handle(at(0), Input::Delete(DeleteOptions::with_grace(30)))
+        .delete()
+        .unwrap();
     stages.push(snapshot(&lifecycle)); // delete accepted, endpoints owed
     while lifecycle.poll_action().is_some() {}
     stages.push(snapshot(&lifecycle)); // endpoints removed
-    let _ = lifecycle.handle_agent_sync(at(1));
+    let _ = lifecycle.handle(at(1), Input::AgentSync).handled();
     stages.push(snapshot(&lifecycle)); // SIGTERM owed
     while lifecycle.poll_action().is_some() {}
     stages.push(snapshot(&lifecycle)); // SIGTERM sent
-    let _ = lifecycle.handle_container_exited(at(3), 0);
+    let _ = lifecycle
+        .handle(at(3), Input::container_exited(0))
+        .container();
     stages.push(snapshot(&lifecycle)); // exited; the final delete owed
     assert_eq!(stages.len(), WRITES_PER_OBJECT - 1);
     Deletion {

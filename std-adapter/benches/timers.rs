@@ -42,6 +42,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration as StdDuration;
 
+use grace_core::Input;
 use grace_core::{Action, ContainerSpec, DeleteOptions, Duration, Name, Now, Record, Strategy};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{ActionError, Actuator, KillRecord, ObjectLifecycle, Recovery, Runtime};
@@ -253,8 +254,11 @@ fn terminating(i: usize) -> ObjectLifecycle {
     let mut lifecycle: ObjectLifecycle =
         ObjectLifecycle::new(Strategy::POD, record, &[ContainerSpec::default()]).expect("fits");
     let now = now_at(StdDuration::ZERO);
-    let _ = lifecycle.handle_delete(now, &DeleteOptions::with_grace(grace_for(i)));
-    let _ = lifecycle.handle_agent_sync(now);
+    let _ = lifecycle
+        .handle(now, Input::Delete(DeleteOptions::with_grace(grace_for(i))))
+        .delete()
+        .unwrap();
+    let _ = lifecycle.handle(now, Input::AgentSync).handled();
     while lifecycle.poll_action().is_some() {}
     lifecycle
 }
@@ -334,7 +338,7 @@ impl Object {
     #[inline(never)]
     fn timeout<S: Store>(&mut self, shared: &Shared<S>, now: Now) {
         let before = self.lifecycle.clone();
-        self.lifecycle.handle_timeout(now);
+        let _ = self.lifecycle.handle(now, Input::Timeout);
         if self.lifecycle == before {
             return;
         }
@@ -414,7 +418,7 @@ fn bare_tasks(n: usize) -> Measured {
     let counted = Rc::clone(&kills);
     let (bytes_per_object, cpu, wall, allocations) =
         tasks(n, terminating, move |lifecycle, now| {
-            lifecycle.handle_timeout(now);
+            let _ = lifecycle.handle(now, Input::Timeout);
             while let Some(action) = lifecycle.poll_action() {
                 if matches!(action, Action::SendKill { .. }) {
                     counted.set(counted.get() + 1);

@@ -19,6 +19,7 @@
 //! delete (D4) and [fencing](fence_node) (D7, R82) remove records
 //! without it.
 
+use grace_core::Input;
 use grace_core::{
     DeleteError, DeleteOptions, FinalizerChange, Now, UpdateError, UpdateOutcome, decide_delete,
 };
@@ -120,7 +121,9 @@ pub fn delete<S: Store + ?Sized>(
 ) -> Result<DeleteAnswer, RuntimeError> {
     decide(store, name, |_, lifecycle| {
         let response = lifecycle
-            .handle_delete(now, options)
+            .handle(now, Input::Delete(options.clone()))
+            .delete()
+            .unwrap_or(Err(DeleteError::NotFound))
             .map_err(RuntimeError::Delete)?;
         let record = if response.dry_run {
             // Nothing changes: the same decision, not applied (R42).
@@ -155,7 +158,9 @@ pub fn update_finalizers<S: Store + ?Sized>(
 ) -> Result<UpdateOutcome, RuntimeError> {
     decide(store, name, |object, lifecycle| {
         let outcome = lifecycle
-            .handle_finalizer_update(now, change)
+            .handle(now, Input::FinalizerUpdate(change.clone()))
+            .update()
+            .unwrap_or(Err(UpdateError::NotFound))
             .map_err(RuntimeError::Update)?;
         let write = match outcome {
             UpdateOutcome::Deleted { .. } => Decided::Remove,
@@ -226,7 +231,7 @@ pub fn fence_node<S: Store + ?Sized>(
             if object.node.as_deref() != Some(node) {
                 return Ok((Decided::Nothing, ()));
             }
-            let _ = lifecycle.handle_node_fenced(now);
+            let _ = lifecycle.handle(now, Input::NodeFenced).handled();
             let write = if lifecycle.is_stored() {
                 Decided::Update(Box::new(lifecycle.record().clone()))
             } else {

@@ -19,9 +19,9 @@ use std::fmt;
 
 use grace_core::{
     Action, DeleteError, DeleteOptions, DeleteOutcome, DeleteResponse, FINALIZER_FOREGROUND,
-    FINALIZER_ORPHAN, GcPolicy, Handled, Instant, Kind, Lifecycle, MIN_STOP_SECONDS, Name, Now,
-    Phase, Propagation, Record, Stage, Strategy, UnknownContainer, UpdateError, UpdateOutcome,
-    WallTime, decide_delete,
+    FINALIZER_ORPHAN, GcPolicy, Handled, Input, Instant, Kind, Lifecycle, MIN_STOP_SECONDS, Name,
+    Now, Phase, Propagation, Record, Reply as CoreReply, Stage, Strategy, UnknownContainer,
+    UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::convert::{to_opts, to_type};
@@ -135,7 +135,7 @@ impl<const F: usize> Answer<F> {
 #[derive(Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum Reply<const F: usize> {
-    /// A clock step or `handle_timeout`: no answer.
+    /// A clock step or `Input::Timeout`: no answer.
     Nothing,
     /// A delete request's answer.
     Delete(Result<Answer<F>, DeleteError>),
@@ -147,41 +147,11 @@ pub enum Reply<const F: usize> {
     Container(Result<Handled, UnknownContainer>),
 }
 
-/// What a step fed in, as far as the invariants need to know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Input {
-    /// A delete request (its options are [`Step::options`]).
-    Delete,
-    /// A finalizer added or removed.
-    FinalizerUpdate,
-    /// The agent's sync.
-    AgentSync,
-    /// An eviction with this grace.
-    Evict {
-        /// The eviction's grace, seconds.
-        grace: i64,
-    },
-    /// A pre-stop hook finished, for this container index.
-    PreStopFinished(usize),
-    /// A container exited, this container index.
-    ContainerExited(usize),
-    /// Node lost, ready or fenced.
-    Node,
-    /// `handle_timeout`, with the deadline `poll_timeout` gave just before.
-    Timeout {
-        /// `poll_timeout()` just before the call.
-        due_before: Option<Instant>,
-    },
-    /// Only the clocks moved.
-    Clock,
-}
-
 /// One step, as the checker sees it.
 pub struct Step<'a, const F: usize, const C: usize> {
-    /// What was fed in.
-    pub input: Input,
-    /// The delete options sent, for a delete.
-    pub options: Option<&'a DeleteOptions>,
+    /// What was fed in: the lifecycle's own [`Input`], or `None` when only
+    /// the clocks moved.
+    pub input: Option<&'a Input>,
     /// The time after the step.
     pub now: Now,
     /// The lifecycle before the step.
@@ -192,6 +162,48 @@ pub struct Step<'a, const F: usize, const C: usize> {
     pub reply: &'a Reply<F>,
     /// Everything `poll_action` returned after the step, in order.
     pub actions: &'a [Action],
+}
+
+impl<const F: usize, const C: usize> Step<'_, F, C> {
+    /// The delete options sent, for a delete.
+    pub fn options(&self) -> Option<&DeleteOptions> {
+        match self.input {
+            Some(Input::Delete(options)) => Some(options),
+            _ => None,
+        }
+    }
+
+    /// A timeout that came before the deadline the lifecycle gave.
+    fn early_timeout(&self) -> bool {
+        matches!(self.input, Some(Input::Timeout))
+            && self.before.poll_timeout().is_none_or(|t| t > self.now.mono)
+    }
+}
+
+/// Feeds `input` to `lc` at `now`, answered as the checker reads it.
+pub fn feed<const F: usize, const C: usize>(
+    lc: &mut Lifecycle<F, C>,
+    now: Now,
+    input: &Input,
+) -> Reply<F> {
+    let before = lc.clone();
+    match lc.handle(now, input.clone()) {
+        CoreReply::Delete(response) => {
+            let options = match input {
+                Input::Delete(options) => options.clone(),
+                _ => DeleteOptions::default(),
+            };
+            Reply::Delete(response.map(|r| Answer::new(r, &before, lc, &options, now)))
+        }
+        CoreReply::Update(r) => Reply::Update(r),
+        reply => match input {
+            Input::Timeout => Reply::Nothing,
+            Input::PreStopFinished(_) | Input::ContainerExited(_) | Input::StopSignalSent(_) => {
+                Reply::Container(reply.container())
+            }
+            _ => Reply::Handled(reply.handled()),
+        },
+    }
 }
 
 /// The invariants, each of which a violation names.
@@ -234,7 +246,7 @@ pub enum Invariant {
     /// inputs and early timeouts change nothing; a valid container index is
     /// never refused.
     RefusalsChangeNothing,
-    /// After `handle_timeout(now)` no deadline is left at or before `now`
+    /// After `Input::Timeout` at `now` no deadline is left at or before `now`
     /// (except at the very end of time, where deadlines saturate to `now`).
     Timeouts,
     /// D4: finished only when nothing may run, and then removed, owing
@@ -545,7 +557,7 @@ impl<const C: usize> Checker<C> {
         }
         let record = s.before.record();
         let expected = match (s.input, s.reply) {
-            (Input::AgentSync, Reply::Handled(Handled::Applied)) => {
+            (Some(Input::AgentSync), Reply::Handled(Handled::Applied)) => {
                 if !s.before.is_stored() || record.deletion_timestamp.is_some() {
                     self.deletion_seen = true;
                 }
@@ -559,7 +571,12 @@ impl<const C: usize> Checker<C> {
                     .0
                 })
             }
-            (Input::Evict { grace }, Reply::Handled(Handled::Applied)) => {
+            (
+                Some(&Input::Evict {
+                    grace_period_seconds: grace,
+                }),
+                Reply::Handled(Handled::Applied),
+            ) => {
                 self.evicted = true;
                 Some(
                     model::effective_grace(
@@ -807,7 +824,7 @@ impl<const C: usize> Checker<C> {
         if removed {
             // What the record held going in, unless this very input removed
             // it (R45): the removed record may show less than it held.
-            if s.input != Input::FinalizerUpdate
+            if !matches!(s.input, Some(Input::FinalizerUpdate(_)))
                 && let Some(n) = s
                     .before
                     .record()
@@ -857,13 +874,13 @@ impl<const C: usize> Checker<C> {
             .iter()
             .map(|n| n.as_str().to_string())
             .collect();
-        if s.input == Input::FinalizerUpdate {
+        if matches!(s.input, Some(Input::FinalizerUpdate(_))) {
             return violation(
                 I,
                 format!("invariant 4: removed by an update while held by {names:?}"),
             );
         }
-        if !delete_drops_gc_finalizers(&self.strategy, s.options) {
+        if !delete_drops_gc_finalizers(&self.strategy, s.options()) {
             return violation(
                 I,
                 format!("invariant 4: removed while held by {names:?}, which this request keeps"),
@@ -871,7 +888,7 @@ impl<const C: usize> Checker<C> {
         }
         // The request that removed it: this step's delete, or the agent's
         // (or fencing's) final delete (R75, R82), grace 0.
-        let options = match s.options {
+        let options = match s.options() {
             Some(o) => o.clone(),
             None => DeleteOptions::with_grace(0),
         };
@@ -978,7 +995,11 @@ impl<const C: usize> Checker<C> {
             Reply::Update(Err(e)) => Some(format!("refused update ({e:?})")),
             Reply::Container(Err(UnknownContainer)) => {
                 let index = match s.input {
-                    Input::PreStopFinished(i) | Input::ContainerExited(i) => i,
+                    Some(
+                        Input::PreStopFinished(i)
+                        | Input::ContainerExited(i)
+                        | Input::StopSignalSent(i),
+                    ) => i.get(),
                     _ => 0,
                 };
                 if index < s.before.containers().len() {
@@ -1000,11 +1021,7 @@ impl<const C: usize> Checker<C> {
             )
             .then(|| "ignored input".into())
         });
-        let early = matches!(
-            s.input,
-            Input::Timeout { due_before } if due_before.is_none_or(|t| t > s.now.mono)
-        );
-        let why = why.or_else(|| early.then(|| "early timeout".into()));
+        let why = why.or_else(|| s.early_timeout().then(|| "early timeout".into()));
         if let Some(why) = why
             && (s.after != s.before || !s.actions.is_empty())
         {
@@ -1015,7 +1032,7 @@ impl<const C: usize> Checker<C> {
 
     /// [`Invariant::Timeouts`].
     fn timeouts<const F: usize>(&mut self, s: &Step<'_, F, C>) -> Result<(), Violation> {
-        if !matches!(s.input, Input::Timeout { .. }) {
+        if !matches!(s.input, Some(Input::Timeout)) {
             return Ok(());
         }
         if let Some(t) = s.after.poll_timeout()
@@ -1089,7 +1106,7 @@ mod tests {
     /// Feeds `input` (already applied: `before` -> `after`) with `actions`.
     fn check(
         checker: &mut Checker<1>,
-        input: Input,
+        input: Option<&Input>,
         now: Now,
         before: &Lc,
         after: &Lc,
@@ -1098,7 +1115,6 @@ mod tests {
     ) -> Vec<Invariant> {
         let step = Step {
             input,
-            options: None,
             now,
             before,
             after,
@@ -1118,13 +1134,11 @@ mod tests {
         let mut lc = pod();
         let mut checker = Checker::new(&lc);
         let before = lc.clone();
-        let options = DeleteOptions::default();
-        let response = lc.handle_delete(at(0), &options);
-        let reply = Reply::Delete(response.map(|r| Answer::new(r, &before, &lc, &options, at(0))));
+        let delete = Input::Delete(DeleteOptions::default());
+        let reply = feed(&mut lc, at(0), &delete);
         let actions = drain(&mut lc).expect("runs dry");
         let step = Step {
-            input: Input::Delete,
-            options: Some(&options),
+            input: Some(&delete),
             now: at(0),
             before: &before,
             after: &lc,
@@ -1133,12 +1147,12 @@ mod tests {
         };
         assert_eq!(checker.check(&step), []);
         let before = lc.clone();
-        let reply = Reply::Handled(lc.handle_agent_sync(at(1_000)));
+        let reply = feed(&mut lc, at(1_000), &Input::AgentSync);
         let actions = drain(&mut lc).expect("runs dry");
         assert!(actions.contains(&Action::SendStopSignal { container: 0 }));
         let broken = check(
             &mut checker,
-            Input::AgentSync,
+            Some(&Input::AgentSync),
             at(1_000),
             &before,
             &lc,
@@ -1154,7 +1168,7 @@ mod tests {
         let (mut checker, lc) = signalled();
         let broken = check(
             &mut checker,
-            Input::Clock,
+            None,
             at(2_000),
             &lc,
             &lc,
@@ -1169,7 +1183,7 @@ mod tests {
         let (mut checker, lc) = signalled();
         let broken = check(
             &mut checker,
-            Input::Clock,
+            None,
             at(1_500),
             &lc,
             &lc,
@@ -1184,7 +1198,7 @@ mod tests {
         let (mut checker, lc) = signalled();
         let broken = check(
             &mut checker,
-            Input::Clock,
+            None,
             at(1_500),
             &lc,
             &lc,
@@ -1204,14 +1218,14 @@ mod tests {
     #[test]
     fn an_early_timeout_that_changes_the_lifecycle_is_caught() {
         let (mut checker, lc) = signalled();
-        let due_before = lc.poll_timeout();
         let mut after = lc.clone();
         after
-            .handle_container_exited(at(1_200), 0)
+            .handle(at(1_200), Input::container_exited(0))
+            .container()
             .expect("container 0 exists");
         let broken = check(
             &mut checker,
-            Input::Timeout { due_before },
+            Some(&Input::Timeout),
             at(1_200),
             &lc,
             &after,
@@ -1229,7 +1243,7 @@ mod tests {
         let (mut checker, lc) = signalled();
         let broken = check(
             &mut checker,
-            Input::Clock,
+            None,
             at(1_500),
             &lc,
             &pod(),

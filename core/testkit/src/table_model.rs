@@ -4,6 +4,7 @@
 //! The `table` property test and the `table` fuzz target drive a real
 //! `Table` and this model with the same inputs and compare every answer.
 
+use grace_core::Input;
 use grace_core::{Action, Id, Instant, Lifecycle, Now};
 
 /// How many due objects one [`TableModel::handle_timeouts`] handles before
@@ -71,7 +72,7 @@ impl<const F: usize, const C: usize> TableModel<F, C> {
                 .min();
             let Some((_, _, id)) = due else { return };
             if let Some(l) = self.get_mut(id) {
-                l.handle_timeout(now);
+                let _ = l.handle(now, Input::Timeout);
                 // At the end of time deadlines saturate to `now`: the next
                 // round handles the object again, one stage further.
                 let left = l.poll_timeout();

@@ -34,9 +34,9 @@ use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::channel::Channel;
 use embassy_time::{Duration, Instant as Clock, Timer};
 use embassy_time_queue_utils::Queue;
-use grace_core::driver::{Answer, Driver, Firmware, Input, Reply};
+use grace_core::driver::{Answer, Command, Driver, Firmware};
 use grace_core::{
-    Action, ContainerSpec, DeleteOptions, Id, InlineName, Lifecycle, Phase, Record,
+    Action, ContainerSpec, DeleteOptions, Id, InlineName, Input, Lifecycle, Phase, Record, Reply,
     SMALL_NAME_CAPACITY, SharedTable, Strategy,
 };
 
@@ -48,7 +48,7 @@ const L: usize = SMALL_NAME_CAPACITY;
 /// driver task and whoever inserts objects.
 static TABLE: SharedTable<4, 2, 1, L> = SharedTable::new();
 /// The driver's inputs, from tasks and from interrupt handlers.
-static INPUTS: Channel<CriticalSectionRawMutex, Input, 8> = Channel::new();
+static INPUTS: Channel<CriticalSectionRawMutex, Command, 8> = Channel::new();
 /// Signals from the firmware to the workloads: (pod index, SIGKILL?).
 static SIGNALS: Channel<CriticalSectionRawMutex, (usize, bool), 4> = Channel::new();
 /// The pods' ids, set once at start (the interrupt reads `valve`'s).
@@ -165,7 +165,10 @@ unsafe fn DefaultHandler(irqn: i16) {
         info!("t={=u64} ms uart: delete pod valve --grace-period=0", ms());
         let options = DeleteOptions::with_grace(0);
         // From an interrupt: never wait; a full channel drops the command.
-        if INPUTS.try_send(Input::Delete { id, options }).is_err() {
+        if INPUTS
+            .try_send(Command::new(id, Input::Delete(options)))
+            .is_err()
+        {
             error!("t={=u64} ms uart: input channel full", ms());
         }
     }
@@ -242,9 +245,9 @@ impl Firmware<2, 1, L> for Board {
         Ok(())
     }
 
-    async fn answered(&mut self, input: &Input, answer: Answer) -> Result<(), ()> {
-        if let (Input::Delete { .. }, Reply::Delete(result)) = (input, answer.reply) {
-            let name = NAMES[self.pod(answer.id)];
+    async fn answered(&mut self, answer: Answer) -> Result<(), ()> {
+        if let Ok(Reply::Delete(result)) = answer.reply {
+            let name = NAMES[self.pod(answer.command.id)];
             match result {
                 Ok(r) => info!(
                     "t={=u64} ms {=str}: delete answered {}, force {=bool}",
@@ -298,10 +301,7 @@ async fn console_and_agent(ids: [Id; 2]) {
     info!("t={=u64} ms console: delete pod web --grace-period=2", ms());
     let options = DeleteOptions::with_grace(2);
     INPUTS
-        .send(Input::Delete {
-            id: ids[WEB],
-            options,
-        })
+        .send(Command::new(ids[WEB], Input::Delete(options)))
         .await;
     Timer::at(Clock::from_millis(AGENT_AT_MS)).await;
     for (pod, id) in ids.into_iter().enumerate() {
@@ -310,7 +310,7 @@ async fn console_and_agent(ids: [Id; 2]) {
             ms(),
             NAMES[pod]
         );
-        INPUTS.send(Input::AgentSync(id)).await;
+        INPUTS.send(Command::new(id, Input::AgentSync)).await;
     }
 }
 
@@ -348,11 +348,8 @@ async fn workloads(ids: [Id; 2]) {
         };
         if let Some(pod) = exited {
             info!("t={=u64} ms {=str}: process exits", ms(), NAMES[pod]);
-            let input = Input::ContainerExited {
-                id: ids[pod],
-                container: 0,
-            };
-            INPUTS.send(input).await;
+            let command = Command::new(ids[pod], Input::container_exited(0));
+            INPUTS.send(command).await;
         }
     }
 }

@@ -27,6 +27,7 @@ use cortex_m_rt::{entry, exception};
 use cortex_m_semihosting::debug;
 use defmt::{error, info};
 use defmt_semihosting as _; // the global logger: defmt frames to QEMU's stdout
+use grace_core::Input;
 use grace_core::{
     Action, ContainerSpec, DeleteOptions, InlineName, Instant, Lifecycle, Now, Record,
     SMALL_NAME_CAPACITY, SharedTable, Strategy, WallTime,
@@ -172,11 +173,11 @@ fn main() -> ! {
             match pod.event.take() {
                 Some((_, Event::AgentSync)) => {
                     info!("t={=u64} ms {=str}: agent sees the deletion", ms, name);
-                    let _ = (TABLE.with(|t| t.handle_agent_sync(now, id))).or_fail();
+                    let _ = (TABLE.with(|t| t.handle(now, id, Input::AgentSync))).or_fail();
                 }
                 Some((_, Event::Exit)) => {
                     info!("t={=u64} ms {=str}: process exits", ms, name);
-                    let _ = ((TABLE.with(|t| t.handle_container_exited(now, id, 0))).or_fail())
+                    let _ = ((TABLE.with(|t| t.handle(now, id, Input::container_exited(0)))).or_fail())
                         .or_fail();
                 }
                 None => {}
@@ -245,7 +246,7 @@ fn delete(now: Now, pods: &mut [Pod], i: usize) {
     let options = DeleteOptions::with_grace(pod.spec.grace);
     // The response is small; the object as written is the table's record.
     let at = ((TABLE.with(|t| {
-        t.handle_delete(now, id, &options).map(|_| {
+        t.handle(now, id, Input::Delete(options.clone())).map(|_| {
             t.get(id)
                 .and_then(|l| l.record().deletion_timestamp)
                 .map_or(-1, |ts| ts.as_unix_seconds())

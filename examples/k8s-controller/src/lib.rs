@@ -26,6 +26,7 @@ use grace_core::{
     Action as GraceAction, ContainerSpec, DeleteOptions, Instant, Lifecycle, Now, Phase, PodPhase,
     Stage, Strategy, WallTime,
 };
+use grace_core::{DeleteError, Input};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{self, Event, finalizer};
@@ -177,13 +178,17 @@ async fn cleanup<W: Workload>(
             .map_err(|e| Error::Lifecycle(e.to_string()))?,
         None => start(worker, now)?,
     };
-    lifecycle.handle_timeout(now);
+    let _ = lifecycle.handle(now, Input::Timeout);
     let stage = lifecycle.containers().first().map(|c| c.stage());
     if matches!(stage, Some(Stage::PreStop { .. })) && ctx.workload.pre_stop_done(&name) {
-        let _ = lifecycle.handle_pre_stop_finished(now, 0);
+        let _ = lifecycle
+            .handle(now, Input::pre_stop_finished(0))
+            .container();
     }
     if !matches!(stage, Some(Stage::Stopped)) && ctx.workload.stopped(&name) {
-        let _ = lifecycle.handle_container_exited(now, 0);
+        let _ = lifecycle
+            .handle(now, Input::container_exited(0))
+            .container();
     }
     let mut removed = false;
     while let Some(action) = lifecycle.poll_action() {
@@ -242,8 +247,10 @@ fn start(worker: &Worker, now: Now) -> Result<WorkerLifecycle, Error> {
     let mut lifecycle = WorkerLifecycle::new(Strategy::POD, record, &[container])
         .map_err(|e| Error::Lifecycle(format!("{e:?}")))?;
     let _ = lifecycle
-        .handle_delete(now, &DeleteOptions::default())
+        .handle(now, Input::Delete(DeleteOptions::default()))
+        .delete()
+        .unwrap_or(Err(DeleteError::NotFound))
         .map_err(|e| Error::Lifecycle(e.to_string()))?;
-    let _ = lifecycle.handle_agent_sync(now);
+    let _ = lifecycle.handle(now, Input::AgentSync).handled();
     Ok(lifecycle)
 }

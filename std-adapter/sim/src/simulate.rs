@@ -9,6 +9,7 @@
 //! deadlines, then the scenario's input — so a process that exits at the
 //! instant its SIGKILL is due is not killed.
 
+use grace_core::Input;
 use grace_core::{
     Action, Container, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now,
     Phase, UpdateError, UpdateOutcome, WallTime, decide_delete,
@@ -209,14 +210,20 @@ impl<'a> Simulator<'a> {
         for i in 0..self.world.len() {
             if self.world[i].exit_at == Some(at) {
                 self.world[i] = World::default();
-                let _ = self.machine.handle_container_exited(now, i);
+                let _ = self
+                    .machine
+                    .handle(now, Input::container_exited(i))
+                    .container();
                 self.drain(at);
             }
         }
         for i in 0..self.world.len() {
             if self.world[i].hook_done_at == Some(at) {
                 self.world[i].hook_done_at = None;
-                let _ = self.machine.handle_pre_stop_finished(now, i);
+                let _ = self
+                    .machine
+                    .handle(now, Input::pre_stop_finished(i))
+                    .container();
                 self.drain(at);
             }
         }
@@ -225,7 +232,7 @@ impl<'a> Simulator<'a> {
             .poll_timeout()
             .is_some_and(|t| self.to_unix_ms(t) <= at)
         {
-            self.machine.handle_timeout(now);
+            let _ = self.machine.handle(now, Input::Timeout);
             self.drain(at);
         }
     }
@@ -323,15 +330,24 @@ impl<'a> Simulator<'a> {
         match &event.kind {
             ScenarioEventKind::Delete(request) => self.delete(now, request, &mut entry),
             ScenarioEventKind::AgentSync => {
-                entry.outcome = handled(self.machine.handle_agent_sync(now));
+                entry.outcome = handled(self.machine.handle(now, Input::AgentSync).handled());
             }
             ScenarioEventKind::Evict {
                 grace_period_seconds,
             } => {
-                entry.outcome = handled(self.machine.handle_evict(now, *grace_period_seconds));
+                entry.outcome = handled(
+                    self.machine
+                        .handle(now, Input::evict(*grace_period_seconds))
+                        .handled(),
+                );
             }
             ScenarioEventKind::Finalizer(change) => {
-                match self.machine.handle_finalizer_update(now, change) {
+                match self
+                    .machine
+                    .handle(now, Input::FinalizerUpdate(change.clone()))
+                    .update()
+                    .unwrap_or(Err(UpdateError::NotFound))
+                {
                     Ok(UpdateOutcome::Deleted { force }) => {
                         entry.outcome = Outcome::Deleted;
                         entry.force = force;
@@ -349,19 +365,23 @@ impl<'a> Simulator<'a> {
                 if let Some(w) = self.world.get_mut(*container) {
                     *w = World::default();
                 }
-                entry.outcome = match self.machine.handle_container_exited(now, *container) {
+                entry.outcome = match self
+                    .machine
+                    .handle(now, Input::container_exited(*container))
+                    .container()
+                {
                     Ok(h) => handled(h),
                     Err(_) => Outcome::Ignored,
                 };
             }
             ScenarioEventKind::NodeLost => {
-                entry.outcome = handled(self.machine.handle_node_lost(now))
+                entry.outcome = handled(self.machine.handle(now, Input::NodeLost).handled())
             }
             ScenarioEventKind::NodeReady => {
-                entry.outcome = handled(self.machine.handle_node_ready(now))
+                entry.outcome = handled(self.machine.handle(now, Input::NodeReady).handled())
             }
             ScenarioEventKind::NodeFenced => {
-                entry.outcome = handled(self.machine.handle_node_fenced(now));
+                entry.outcome = handled(self.machine.handle(now, Input::NodeFenced).handled());
                 if was_stored && !self.machine.is_stored() {
                     entry.outcome = Outcome::Deleted;
                 }
@@ -393,13 +413,24 @@ impl<'a> Simulator<'a> {
                 dry_run: true,
                 ..request.options.clone()
             };
-            let verdict = match self.machine.clone().handle_delete(now, &probe) {
+            let verdict = match self
+                .machine
+                .clone()
+                .handle(now, Input::Delete(probe.clone()))
+                .delete()
+                .unwrap_or(Err(DeleteError::NotFound))
+            {
                 Err(e) => Err(e),
                 Ok(_) => Err(DeleteError::Conflict(grace_core::Conflict::ResourceVersion)),
             };
             return report_delete_error(verdict, entry);
         }
-        match self.machine.handle_delete(now, &request.options) {
+        match self
+            .machine
+            .handle(now, Input::Delete(request.options.clone()))
+            .delete()
+            .unwrap_or(Err(DeleteError::NotFound))
+        {
             Ok(response) => {
                 entry.outcome = match response.outcome {
                     DeleteOutcome::Graceful => Outcome::Graceful,

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use grace_core::Input;
 use grace_core::{Action, Duration, Now, Phase, Stage};
 
 use super::commit::Written;
@@ -185,7 +186,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let wall = self.clock.now().wall;
                     let _ = open
                         .lifecycle
-                        .handle_stop_signal_sent(Now::new(wall, sent), usize::from(container));
+                        .handle(
+                            Now::new(wall, sent),
+                            Input::stop_signal_sent(usize::from(container)),
+                        )
+                        .container();
                     continue;
                 }
                 // Sent by an earlier process that crashed before the store
@@ -200,7 +205,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     let wall = self.clock.now().wall;
                     let _ = open
                         .lifecycle
-                        .handle_stop_signal_sent(Now::new(wall, sent), usize::from(container));
+                        .handle(
+                            Now::new(wall, sent),
+                            Input::stop_signal_sent(usize::from(container)),
+                        )
+                        .container();
                     let uid = open.lifecycle.record().uid.as_str().to_owned();
                     self.objects.signal_sent(id, &uid, container, sent);
                     self.emit_id(now, id, Change::Action(action));
@@ -266,7 +275,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         );
         if let Some(open) = self.objects.opened(id)? {
             let c = usize::from(container);
-            let _ = open.lifecycle.handle_stop_signal_sent(sent, c);
+            let _ = open
+                .lifecycle
+                .handle(sent, Input::stop_signal_sent(c))
+                .container();
             // Kept by the actuator too, at once: a crash before the next
             // write must not send it again, nor count R62 from a second one.
             let sigkill_at = match open.lifecycle.containers().get(c).map(|c| c.stage()) {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use grace_core::{Action, Instant, Now};
+use grace_core::{Action, Input, Instant, Now};
 
 use super::commit::{RoundFailure, Written};
 use super::objects::Id;
@@ -135,7 +135,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                     continue;
                 }
                 let from = lifecycle.phase();
-                lifecycle.handle_timeout(now);
+                let _ = lifecycle.handle(now, Input::Timeout);
                 round.push((id, Some(from)));
                 befores.push(before);
                 slots.push(rt.push_write(writes, id, Written::Update).map_err(failed)?);
@@ -177,7 +177,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 let mut first_error = None;
                 for name in names {
                     let handled = self.input(&name, |l, now| {
-                        l.handle_timeout(now);
+                        let _ = l.handle(now, Input::Timeout);
                         Ok(())
                     });
                     if let Err(e) = handled {
@@ -217,9 +217,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             // is kept but the kills.
             let mut next = open.lifecycle.clone();
             for &(c, at) in &sent {
-                let _ = next.handle_stop_signal_sent(Now::new(now.wall, at), usize::from(c));
+                let _ = next
+                    .handle(Now::new(now.wall, at), Input::stop_signal_sent(usize::from(c)))
+                    .container();
             }
-            next.handle_timeout(now);
+            let _ = next.handle(now, Input::Timeout);
             let mut not_signalled = Vec::new();
             let mut kills = Vec::new();
             while let Some(action) = next.poll_action() {

@@ -7,6 +7,7 @@ use grace_core::{
     ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now, Record,
     UpdateError, UpdateOutcome, decide_delete,
 };
+use grace_core::{DeleteError, Input};
 
 use super::objects::Entry;
 use super::stored::{Spec, fresh};
@@ -71,7 +72,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A delete request (R1–R44, D4): the core's
-    /// [`Lifecycle::handle_delete`](grace_core::Lifecycle::handle_delete) on the named object, made durable.
+    /// [`Input::Delete`] on the named object, made durable.
     ///
     /// This is the API server's half, as in Kubernetes: a pod bound to a
     /// node is marked for deletion (and taken out of endpoints), and its
@@ -91,7 +92,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// An update of the finalizer list (R45, R46): the core's
-    /// [`Lifecycle::handle_finalizer_update`](grace_core::Lifecycle::handle_finalizer_update) on the named object.
+    /// [`Input::FinalizerUpdate`] on the named object.
     pub fn handle_finalizer_update(
         &mut self,
         name: &str,
@@ -167,22 +168,24 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// The agent observes the object (and starts or shortens its kill):
-    /// [`Lifecycle::handle_agent_sync`](grace_core::Lifecycle::handle_agent_sync).
+    /// [`Input::AgentSync`].
     pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
         self.input(name, agent_sync)
     }
 
-    /// An eviction override (R52, R73, R74): [`Lifecycle::handle_evict`](grace_core::Lifecycle::handle_evict).
+    /// An eviction override (R52, R73, R74): [`Input::Evict`].
     pub fn handle_evict(
         &mut self,
         name: &str,
         grace_period_seconds: i64,
     ) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| Ok(l.handle_evict(now, grace_period_seconds)))
+        self.input(name, |l, now| {
+            Ok(l.handle(now, Input::evict(grace_period_seconds)).handled())
+        })
     }
 
     /// A container's pre-stop hook returned:
-    /// [`Lifecycle::handle_pre_stop_finished`](grace_core::Lifecycle::handle_pre_stop_finished).
+    /// [`Input::PreStopFinished`].
     pub fn handle_pre_stop_finished(
         &mut self,
         name: &str,
@@ -192,7 +195,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     }
 
     /// A container's process exited:
-    /// [`Lifecycle::handle_container_exited`](grace_core::Lifecycle::handle_container_exited).
+    /// [`Input::ContainerExited`].
     pub fn handle_container_exited(
         &mut self,
         name: &str,
@@ -302,7 +305,9 @@ pub(super) fn delete(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<DeleteAnswer, RuntimeError> + '_ {
     move |l, now| {
         let response = l
-            .handle_delete(now, options)
+            .handle(now, Input::Delete(options.clone()))
+            .delete()
+            .unwrap_or(Err(DeleteError::NotFound))
             .map_err(RuntimeError::Delete)?;
         let record = if response.dry_run {
             // Nothing changed: the same decision, not applied (R42).
@@ -321,14 +326,16 @@ pub(super) fn finalizer_update(
     change: &FinalizerChange,
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<UpdateOutcome, RuntimeError> + '_ {
     move |l, now| {
-        l.handle_finalizer_update(now, change)
+        l.handle(now, Input::FinalizerUpdate(change.clone()))
+            .update()
+            .unwrap_or(Err(UpdateError::NotFound))
             .map_err(RuntimeError::Update)
     }
 }
 
 /// The agent observes the object.
 pub(super) fn agent_sync(l: &mut ObjectLifecycle, now: Now) -> Result<Handled, RuntimeError> {
-    Ok(l.handle_agent_sync(now))
+    Ok(l.handle(now, Input::AgentSync).handled())
 }
 
 /// A container's pre-stop hook returned (`object` names it in an error).
@@ -338,7 +345,8 @@ pub(super) fn pre_stop_finished(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
     let container = container.get();
     move |l, now| {
-        l.handle_pre_stop_finished(now, container)
+        l.handle(now, Input::pre_stop_finished(container))
+            .container()
             .map_err(|_| unknown_container(object, container))
     }
 }
@@ -350,7 +358,8 @@ pub(super) fn container_exited(
 ) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
     let container = container.get();
     move |l, now| {
-        l.handle_container_exited(now, container)
+        l.handle(now, Input::container_exited(container))
+            .container()
             .map_err(|_| unknown_container(object, container))
     }
 }

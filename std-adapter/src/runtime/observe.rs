@@ -30,7 +30,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// request decided by another API server, a removal, a new object.
     /// Reads the object; if it is newer than the runtime's own last write,
     /// the object's lifecycle takes it
-    /// ([`Lifecycle::handle_record_observed`](grace_core::Lifecycle::handle_record_observed))
+    /// ([`Lifecycle::observe_record`](grace_core::Lifecycle::observe_record))
     /// or a new object is tracked, and what that owes is carried out,
     /// written ahead as always. Callers follow the store's watch and call
     /// this for every name a change event names.
@@ -70,14 +70,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
             None => {
                 *entry.revision = None;
-                let _ = entry.lifecycle.handle_record_observed(now, None);
+                let _ = entry.lifecycle.observe_record(now, None);
                 Observed::Changed
             }
             Some((object, revision)) => {
-                match entry
-                    .lifecycle
-                    .handle_record_observed(now, Some(&object.record))
-                {
+                match entry.lifecycle.observe_record(now, Some(&object.record)) {
                     Ok(_) => {
                         entry.lifecycle.set_resource_version(revision.get());
                         *entry.revision = Some(*revision);
@@ -87,7 +84,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         // The old object is gone from the store; its
                         // workload is stopped before the new one is taken.
                         *entry.revision = None;
-                        let _ = entry.lifecycle.handle_record_observed(now, None);
+                        let _ = entry.lifecycle.observe_record(now, None);
                         Observed::Replaced
                     }
                 }

@@ -195,7 +195,7 @@ fn encode<T: Serialize + ?Sized>(
 
 #[cfg(test)]
 mod tests {
-    use grace_core::{ContainerSpec, DeleteOptions, Name, Now, Record, Strategy};
+    use grace_core::{ContainerSpec, DeleteOptions, Input, Name, Now, Record, Strategy};
 
     use super::*;
 
@@ -204,8 +204,11 @@ mod tests {
         let mut l =
             ObjectLifecycle::new(Strategy::POD, record, &[ContainerSpec::default()]).expect("fits");
         let now = Now::from_unix_millis(1_700_000_000_000);
-        let _ = l.handle_delete(now, &DeleteOptions::with_grace(30));
-        let _ = l.handle_agent_sync(now);
+        let _ = l
+            .handle(now, Input::Delete(DeleteOptions::with_grace(30)))
+            .delete()
+            .unwrap();
+        let _ = l.handle(now, Input::AgentSync).handled();
         l
     }
 

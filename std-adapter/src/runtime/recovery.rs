@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::mpsc;
 
+use grace_core::Input;
 use grace_core::{Now, Stage};
 
 use super::objects::Objects;
@@ -201,15 +202,17 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             // Another boot: the workload did not survive it, and the old
             // deadlines have no meaning on this clock.
             for i in 0..lifecycle.containers().len() {
-                let _ = lifecycle.handle_container_exited(now, i);
+                let _ = lifecycle
+                    .handle(now, Input::container_exited(i))
+                    .container();
             }
             if written_elsewhere {
-                let _ = lifecycle.handle_record_observed(now, Some(&meta));
+                let _ = lifecycle.observe_record(now, Some(&meta));
             }
             return Ok((lifecycle, true));
         }
         if written_elsewhere {
-            let _ = lifecycle.handle_record_observed(now, Some(&meta));
+            let _ = lifecycle.observe_record(now, Some(&meta));
         }
         if recovery == Recovery::ResetFullGrace
             && lifecycle.agent().killing
@@ -237,11 +240,13 @@ fn restart_kill(
     let agent = lifecycle.agent();
     let mut again = fresh(object, &stopped)?;
     again.set_resource_version(revision.get());
-    let _ = again.handle_agent_sync(now);
+    let _ = again.handle(now, Input::AgentSync).handled();
     if agent.evicted {
         // An eviction's kill starts again too, with the budget it had (the
         // record alone does not say it was ordered).
-        let _ = again.handle_evict(now, agent.remembered_grace);
+        let _ = again
+            .handle(now, Input::evict(agent.remembered_grace))
+            .handled();
     }
     Ok(again)
 }
