@@ -442,10 +442,7 @@ fn fail<T>(check: Check, detail: impl Into<String>) -> Result<T, Fail> {
 
 /// The options of the model's delete with `grace`.
 fn delete_options(grace: Option<i64>) -> DeleteOptions {
-    DeleteOptions {
-        grace_period_seconds: grace,
-        ..DeleteOptions::default()
-    }
+    DeleteOptions::default().with_grace_period(grace)
 }
 
 /// Applies one input to `before`, checks the transition, and returns the

@@ -145,7 +145,7 @@ proptest! {
                 }
                 Op::Delete(k, grace) => {
                     let id = pick(k);
-                    let options = DeleteOptions { grace_period_seconds: grace, ..DeleteOptions::default() };
+                    let options = DeleteOptions::default().with_grace_period(grace);
                     let got = table.handle_delete(now, id, &options);
                     match model.get_mut(id).map(|l| l.handle_delete(now, &options)) {
                         Some(want) => prop_assert_eq!(got.map_err(|e| e.to_string()), want.map_err(|e| e.to_string())),

@@ -80,10 +80,7 @@ fn nothing_before_next(p: &mut Pod) {
 }
 
 fn delete(p: &mut Pod, ms: i64, grace: Option<i64>) -> DeleteResponse {
-    let options = DeleteOptions {
-        grace_period_seconds: grace,
-        ..DeleteOptions::default()
-    };
+    let options = DeleteOptions::default().with_grace_period(grace);
     p.handle_delete(at(ms), &options).expect("delete accepted")
 }
 

@@ -270,10 +270,7 @@ fn check_delete_monotone(
     let record: Record<F> = object.record(now_ms);
     let now = WallTime::from_unix_millis(now_ms);
     let now_ts = now.floor_to_timestamp();
-    let with = |g: Option<i64>| DeleteOptions {
-        grace_period_seconds: g,
-        ..spec.options(&record, now_ms)
-    };
+    let with = |g: Option<i64>| spec.options(&record, now_ms).with_grace_period(g);
     let (oa, ob) = (with(a), with(Some(b)));
     let ra = decide_delete(&record, &object.strategy, &oa, now);
     let rb = decide_delete(&record, &object.strategy, &ob, now);

@@ -22,10 +22,7 @@ const OBJECTS: usize = 256;
 fn object(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
     let mut object = StoredObject::on_node(Record::new(uid), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     let mut record = object.record.clone();
     record.scheduled = true;
     let mut lifecycle = ObjectLifecycle::new(

@@ -203,13 +203,7 @@ fn deletion(run: &str, i: usize) -> Deletion {
         Record::new(Name::try_from(uid.as_str()).expect("short")),
         "node-a",
     );
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        pre_stop: None,
-        sidecar: false,
-        command: vec!["/bin/app".into(), "--port=8080".into()],
-        stop_signal: None,
-    }];
+    object.containers = vec![StoredContainer::new("app", ["/bin/app", "--port=8080"])];
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,
         object.record.clone(),

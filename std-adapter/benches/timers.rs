@@ -153,10 +153,7 @@ impl Actuator for CountKills {
 fn pod(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
     let mut object = StoredObject::on_node(Record::new(uid), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     object
 }
 

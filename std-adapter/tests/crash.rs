@@ -177,11 +177,10 @@ fn worker(dir: &Path) {
                 Record::new(Name::try_from(format!("uid-{n}").as_str()).expect("short")),
                 "node-a",
             );
-            object.containers = vec![StoredContainer {
-                name: "app".into(),
-                pre_stop: hook.then(|| "sleep infinity".into()),
-                ..StoredContainer::default()
-            }];
+            object.containers = vec![
+                StoredContainer::named("app")
+                    .with_pre_stop_hook(hook.then(|| "sleep infinity".into())),
+            ];
             rt.create(&n, object).expect("created");
             line(&format!("created {n}"));
         }

@@ -34,10 +34,7 @@ fn runtime() -> (Rt, Arc<ManualClock>) {
 }
 
 fn with(propagation: Propagation, grace: i64) -> DeleteOptions {
-    DeleteOptions {
-        propagation_policy: Some(propagation),
-        ..DeleteOptions::with_grace(grace)
-    }
+    DeleteOptions::with_grace(grace).with_propagation_policy(Some(propagation))
 }
 
 fn finalizers(object: &StoredObject) -> Vec<String> {
@@ -213,10 +210,7 @@ fn r36_gc_waits_for_the_deletion_and_leaves_a_live_object_alone() {
 fn r42_a_dry_run_cascade_leaves_nothing_for_the_gc() {
     let (mut rt, _) = runtime();
     rt.create("web", pod("u5", false)).expect("created");
-    let options = DeleteOptions {
-        dry_run: true,
-        ..with(Propagation::Orphan, 10)
-    };
+    let options = with(Propagation::Orphan, 10).with_dry_run(true);
     let _ = rt.handle_delete("web", &options).expect("accepted");
     assert!(rt.collect_garbage("web").expect("nothing").is_empty());
     let stored = rt.store().get("web").expect("read").expect("stored").0;

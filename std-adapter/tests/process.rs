@@ -16,13 +16,10 @@ fn object(command: &str, pre_stop: Option<&str>) -> StoredObject {
         Record::new(Name::try_from("uid-1").expect("short")),
         "node-a",
     );
-    o.containers = vec![StoredContainer {
-        name: "main".into(),
-        pre_stop: pre_stop.map(str::to_owned),
-        sidecar: false,
-        command: vec!["sh".into(), "-c".into(), command.into()],
-        stop_signal: None,
-    }];
+    o.containers = vec![
+        StoredContainer::new("main", ["sh", "-c", command])
+            .with_pre_stop_hook(pre_stop.map(str::to_owned)),
+    ];
     o
 }
 

@@ -166,13 +166,10 @@ fn a_refused_input_in_a_batch_writes_nothing_and_holds_back_no_other() {
     let dir = tempfile::tempdir().expect("dir");
     let (store, _, mut rt) = setup(&dir);
     let (_, b_revision) = store.stored("b").expect("stored");
-    let wrong_uid = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(Name::try_from("someone-else").expect("short")),
-            resource_version: None,
-        },
-        ..DeleteOptions::default()
-    };
+    let wrong_uid = DeleteOptions::default().with_preconditions(Preconditions {
+        uid: Some(Name::try_from("someone-else").expect("short")),
+        resource_version: None,
+    });
 
     store.log.lock().expect("ok").clear();
     let mut batch = rt.open_batch();
@@ -215,13 +212,10 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
     // creates it; the delete's uid precondition holds against the object
     // the create put in the batch.
     let object = StoredObject::unscheduled(Record::new(Name::try_from("uid-x").expect("short")));
-    let uid_x = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(Name::try_from("uid-x").expect("short")),
-            resource_version: None,
-        },
-        ..DeleteOptions::default()
-    };
+    let uid_x = DeleteOptions::default().with_preconditions(Preconditions {
+        uid: Some(Name::try_from("uid-x").expect("short")),
+        resource_version: None,
+    });
 
     let mut batch = rt.open_batch();
     let missing = batch.handle_delete("x", &uid_x);

@@ -72,10 +72,7 @@ impl World {
 
 fn pod(uid: &str, node: &str) -> StoredObject {
     let mut object = StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), node);
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     object
 }
 

@@ -37,20 +37,8 @@ fn full_obj(uid: &str) -> StoredObject {
         .expect("room");
     o.node = Some("node-a".into());
     o.containers = vec![
-        StoredContainer {
-            name: "app".into(),
-            pre_stop: Some("sleep 5".into()),
-            sidecar: false,
-            command: vec!["/bin/app".into(), "--port=80".into()],
-            stop_signal: None,
-        },
-        StoredContainer {
-            name: "log".into(),
-            pre_stop: None,
-            sidecar: true,
-            command: vec!["/bin/log".into()],
-            stop_signal: None,
-        },
+        StoredContainer::new("app", ["/bin/app", "--port=80"]).with_pre_stop("sleep 5"),
+        StoredContainer::new("log", ["/bin/log"]).as_sidecar(),
     ];
     // Opaque to the store: any bytes are kept as written.
     o.agent = Some(KillState::from_bytes(b"\x01kill state \x00\xff"));

@@ -110,16 +110,15 @@ pub fn delete_options(
         Cascade::Foreground => Propagation::Foreground,
         Cascade::Orphan => Propagation::Orphan,
     };
-    let options = DeleteOptions {
-        grace_period_seconds: (grace >= 0).then_some(grace),
-        preconditions: Preconditions {
+    let options = DeleteOptions::default()
+        .with_grace_period((grace >= 0).then_some(grace))
+        .with_preconditions(Preconditions {
             uid,
             resource_version,
-        },
-        propagation_policy: Some(propagation),
-        orphan_dependents: None,
-        dry_run: flags.dry_run,
-    };
+        })
+        .with_propagation_policy(Some(propagation))
+        .with_orphan_dependents(None)
+        .with_dry_run(flags.dry_run);
     Ok((options, warning))
 }
 

@@ -96,13 +96,7 @@ prop_compose! {
         orphan_dependents in proptest::option::of(any::<bool>()),
         dry_run in any::<bool>(),
     ) -> DeleteOptions {
-        DeleteOptions {
-            grace_period_seconds: grace,
-            preconditions: Preconditions { uid, resource_version: rv },
-            propagation_policy,
-            orphan_dependents,
-            dry_run,
-        }
+        DeleteOptions::default().with_grace_period(grace).with_preconditions(Preconditions { uid, resource_version: rv }).with_propagation_policy(propagation_policy).with_orphan_dependents(orphan_dependents).with_dry_run(dry_run)
     }
 }
 

@@ -766,16 +766,15 @@ fn delete_request(raw: RawDeleteOptions, field: &str) -> Result<DeleteRequest, S
         _ => Propagation::Unrecognized,
     });
     Ok(DeleteRequest {
-        options: DeleteOptions {
-            grace_period_seconds: raw.grace_period_seconds,
-            preconditions: Preconditions {
+        options: DeleteOptions::default()
+            .with_grace_period(raw.grace_period_seconds)
+            .with_preconditions(Preconditions {
                 uid,
                 resource_version,
-            },
-            propagation_policy,
-            orphan_dependents: raw.orphan_dependents,
-            dry_run: raw.dry_run.unwrap_or(false),
-        },
+            })
+            .with_propagation_policy(propagation_policy)
+            .with_orphan_dependents(raw.orphan_dependents)
+            .with_dry_run(raw.dry_run.unwrap_or(false)),
         unmatchable_resource_version: unmatchable,
     })
 }

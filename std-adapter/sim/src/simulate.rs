@@ -10,8 +10,8 @@
 //! instant its SIGKILL is due is not killed.
 
 use grace_core::{
-    Action, Container, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now,
-    Phase, UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Action, Container, DeleteError, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
+    UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::scenario::{
@@ -389,10 +389,7 @@ impl<'a> Simulator<'a> {
     fn delete(&mut self, now: Now, request: &DeleteRequest, entry: &mut EventEntry) {
         if request.unmatchable_resource_version.is_some() {
             // Validation and the uid precondition still come first (R4).
-            let probe = DeleteOptions {
-                dry_run: true,
-                ..request.options.clone()
-            };
+            let probe = request.options.clone().with_dry_run(true);
             let verdict = match self.machine.clone().handle_delete(now, &probe) {
                 Err(e) => Err(e),
                 Ok(_) => Err(DeleteError::Conflict(grace_core::Conflict::ResourceVersion)),

@@ -582,10 +582,7 @@ mod tests {
     fn object(uid: &str) -> StoredObject {
         let mut object =
             StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
-        object.containers = vec![crate::store::StoredContainer {
-            name: "app".into(),
-            ..Default::default()
-        }];
+        object.containers = vec![crate::store::StoredContainer::named("app")];
         object
     }
 

@@ -804,11 +804,7 @@ mod tests {
             StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
         object.record.resource_version = 42;
         object.node = Some("node-\"a\"".into());
-        object.containers = vec![StoredContainer {
-            name: "app".into(),
-            command: vec!["/bin/app".into()],
-            ..StoredContainer::default()
-        }];
+        object.containers = vec![StoredContainer::new("app", ["/bin/app"])];
         object.agent = Some(crate::store::KillState::from_bytes(
             b"\x01\x03\xc3\xa9\n\x00\"\\",
         ));

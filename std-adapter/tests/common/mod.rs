@@ -17,11 +17,9 @@ use grace_std::store::{StoredContainer, StoredObject};
 pub fn pod(uid: &str, pre_stop: bool) -> StoredObject {
     let mut object =
         StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        pre_stop: pre_stop.then(|| "sleep 100".into()),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![
+        StoredContainer::named("app").with_pre_stop_hook(pre_stop.then(|| "sleep 100".into())),
+    ];
     object
 }
 
