@@ -9,6 +9,15 @@
 //!
 //! `cargo bench -p grace-std --bench group_commit` (`GRACE_BENCH_N` to
 //! change the number of transitions per mode).
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::time::Instant as StdInstant;
 

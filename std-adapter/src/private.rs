@@ -283,7 +283,7 @@ fn resolve(path: &Path) -> Result<PathBuf, PrivateError> {
     };
     push_parts(&mut todo, &absolute);
     let mut done = PathBuf::from("/");
-    let mut links = 0;
+    let mut links = 0_u32;
     let mut missing = false;
     while let Some(part) = todo.pop() {
         if part == "/" {
@@ -308,7 +308,7 @@ fn resolve(path: &Path) -> Result<PathBuf, PrivateError> {
                         uid,
                     });
                 }
-                links += 1;
+                links = links.saturating_add(1);
                 if links > MAX_LINKS {
                     return Err(PrivateError::Io {
                         path: path.to_path_buf(),

@@ -7,6 +7,15 @@
 //! The child is this test binary itself, started with `GRACE_CRASH_DB` set
 //! and filtered to `crash_worker_entry_point`, which then plays the runtime
 //! and a small world of processes.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;

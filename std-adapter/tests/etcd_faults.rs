@@ -6,6 +6,15 @@
 //! the work, and starts it again on the same data dir and ports. The server
 //! is killed when the test ends, passed or failed (and, where `setpriv` is
 //! installed, by the kernel if the test thread dies first).
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 #![cfg(feature = "etcd")]
 
 mod common;

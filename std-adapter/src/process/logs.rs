@@ -332,7 +332,7 @@ impl ContainerLogs {
             .map(|p| self.dir.join(&**p))
             .collect();
         drop(tracked);
-        let mut adopted = 0;
+        let mut adopted = 0_usize;
         for log in files {
             let fifo = fifo_of(&log);
             let reader = match rustix::fs::open(
@@ -351,7 +351,7 @@ impl ContainerLogs {
             let alive = matches!(sink.pump(&mut buf), pump::Flow::Open);
             if alive {
                 self.pump()?.add(sink)?;
-                adopted += 1;
+                adopted = adopted.saturating_add(1);
             } else {
                 let _ = std::fs::remove_file(&fifo);
             }
