@@ -1,5 +1,8 @@
 //! Private files: a directory, and the files in it, that only their owner
-//! can change — what the agent keeps its store and socket in.
+//! can change — what [`ProcessActuator::with_state_dir`] keeps its
+//! workload table in, and the agent its store and socket.
+//!
+//! [`ProcessActuator::with_state_dir`]: crate::process::ProcessActuator::with_state_dir
 //!
 //! Whoever can write the agent's store or connect to its socket can run
 //! commands as the agent's user, so these must not depend on the process

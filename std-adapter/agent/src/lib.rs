@@ -242,7 +242,7 @@ pub(crate) fn open_actuator(
             log,
             "grace agent: orphans go to PID 1 (not a subreaper: AgentOptions::subreaper is off)"
         );
-    } else if let Err(e) = crate::process::orphans::become_subreaper() {
+    } else if let Err(e) = crate::process::become_subreaper() {
         let _ = writeln!(
             log,
             "grace agent: orphans go to PID 1 (not a subreaper: {e})"
@@ -281,11 +281,7 @@ pub(crate) fn open_actuator(
             "grace agent: unreadable workload record {}: its container is left as it is",
             path.display()
         );
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        unknown.extend(crate::process::table::WorkloadRecord::parse_file_name(name));
+        unknown.extend(crate::process::workload_of_record(path));
     }
     Ok((actuator, world, unknown))
 }
@@ -705,7 +701,7 @@ impl Started {
         remove_logs(&rt, &logs, &removed);
         // The workload records and logs still queued for removal go before
         // the agent does (one left by a crash is found at the next start).
-        crate::process::removal::flush();
+        crate::process::flush_removals();
         // No new connection, and those open are closed: the store is
         // closed once the runtime is dropped.
         if connections.stop(&socket) {

@@ -132,7 +132,7 @@ pub fn run(
     options
         .logs
         .remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
-    let check_every = options.lease_ttl / 3;
+    let check_every = options.lease_ttl.checked_div(3).unwrap_or_default();
     let logs = &options.logs;
     let result = serve(&mut rt, &inputs, &transitions, logs, log, |since_check| {
         if since_check < check_every {
@@ -149,7 +149,7 @@ pub fn run(
         }
     });
     log_transitions(&transitions, log);
-    crate::process::removal::flush();
+    crate::process::flush_removals();
     if result.as_ref().is_err_and(fenced) {
         // Orphans now: no deletion will ever stop them.
         rt.actuator().kill_all();
@@ -173,7 +173,7 @@ fn spawn_heartbeat(
     std::thread::spawn(move || {
         let mut lease = lease;
         loop {
-            std::thread::sleep(ttl / 3);
+            std::thread::sleep(ttl.checked_div(3).unwrap_or_default());
             match store.keep_alive(lease) {
                 Ok(()) => {}
                 Err(StoreError::NotFound { .. }) => {

@@ -168,7 +168,7 @@ fn run_in(out: &mut impl Write, dir: &Path, interrupted: &AtomicUsize) -> Result
     let store = RedbStore::open(&db)?;
     // Orphans of the workloads are reaped here at once (best effort: else
     // PID 1 reaps them).
-    let _ = grace_std::process::orphans::become_subreaper();
+    let _ = grace_std::process::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
     let result = show(out, &db, &mut rt, &world, interrupted);

@@ -216,7 +216,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
 
     // Orphans of the workloads are reaped here at once (best effort: else
     // PID 1 reaps them).
-    let _ = grace_std::process::orphans::become_subreaper();
+    let _ = grace_std::process::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let actuator = actuator
         .with_stop_signal(options.stop_signal)
