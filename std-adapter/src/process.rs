@@ -89,9 +89,6 @@ pub fn workload_of_record(path: &Path) -> Option<(String, usize, bool)> {
     WorkloadRecord::parse_file_name(name)
 }
 
-/// The longest wait for an owed SIGKILL, in milliseconds (a hundred years).
-const CENTURY_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
-
 /// How workloads are contained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Containment {
@@ -567,21 +564,13 @@ impl ProcessActuator {
                     },
                 );
             }
-            // A record's deadline is read from disk: one beyond any instant
-            // the clock can hold waits a century (the monotonic clock holds
-            // that much) rather than overflow.
-            let wait = sigkill_at
-                .saturating_duration_since(now)
-                .as_millis()
-                .min(CENTURY_MS);
-            let start = std::time::Instant::now();
-            kills.push((
-                start
-                    .checked_add(std::time::Duration::from_millis(wait))
-                    .unwrap_or(start),
-                group.clone(),
-                record.process.clone(),
-            ));
+            // A deadline beyond what the clock can hold never comes (D2):
+            // no SIGKILL is scheduled for it.
+            let wait = sigkill_at.saturating_duration_since(now).as_millis();
+            let due = std::time::Instant::now().checked_add(std::time::Duration::from_millis(wait));
+            if let Some(due) = due {
+                kills.push((due, group.clone(), record.process.clone()));
+            }
             done.push(OrphanStop::Stopping {
                 object,
                 container,

@@ -12,11 +12,15 @@
     clippy::indexing_slicing
 )]
 
+mod common;
+
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::workloads::{ProcessIdentity, WorkloadRecord};
 use grace_core::{Action, Name, Record};
-use grace_std::process::{ProcessActuator, WorldEvent};
+use grace_std::process::{OrphanStop, ProcessActuator, WorldEvent};
 use grace_std::runtime::Actuator;
 use grace_std::store::{StoredContainer, StoredObject};
 
@@ -439,4 +443,50 @@ fn the_open_files_limit_is_raised_for_thousands_of_workloads() {
             grace_std::process::WANTED_OPEN_FILES
         );
     }
+}
+
+/// D2 (huge values saturate): the largest SIGKILL deadline a workload
+/// record can hold. The adopted workload's object is gone; stopping it
+/// keeps that deadline and waits (no overflow, no early SIGKILL): the
+/// workload, a real process, still runs afterwards.
+#[test]
+fn d2_the_largest_sigkill_deadline_of_an_adopted_record_waits_without_overflow() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let table = tmp.path().join("workloads");
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .expect("sleep");
+    let process = ProcessIdentity::of(child.id()).expect("running");
+    common::workloads::write_record(
+        &table,
+        &WorkloadRecord {
+            object: "gone".into(),
+            container: 0,
+            hook: false,
+            process,
+            cgroup: None,
+            stop_signal_sent: Some(1),
+            sigkill_at: Some(u64::MAX),
+            marks_start: false,
+        },
+    );
+    let (mut actuator, _events, adoption) =
+        ProcessActuator::with_state_dir(&table).expect("the table opens");
+    assert_eq!(adoption.adopted, vec![("gone".to_owned(), 0, false)]);
+    let done = actuator.stop_orphans(|_| false, grace_core::Instant::from_millis(5));
+    assert!(
+        matches!(
+            done.as_slice(),
+            [OrphanStop::Stopping {
+                signalled_now: false,
+                ..
+            }]
+        ),
+        "{done:?}"
+    );
+    assert!(child.try_wait().expect("waits").is_none(), "not killed");
+    let _ = child.kill();
+    let _ = child.wait();
 }
