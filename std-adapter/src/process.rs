@@ -235,7 +235,7 @@ impl ProcessActuator {
     /// An actuator that keeps its workload table in `dir` and adopts every
     /// workload and hook of an earlier process found there still running
     /// (see the module docs). Workloads are contained in cgroups where a
-    /// writable cgroup v2 hierarchy exists ([`Cgroups::detect`]). Those
+    /// writable cgroup v2 hierarchy exists ([`Containment`]). Those
     /// found gone are reported on the receiver as exited, after every
     /// adoption.
     pub fn with_state_dir(
@@ -726,7 +726,7 @@ impl ProcessActuator {
 impl Drop for ProcessActuator {
     /// Removes the agent's cgroup directory if no workload is left in it
     /// (one with workloads stays for the next agent), after the workload
-    /// records still queued for removal ([`removal`]).
+    /// records still queued for removal ([`flush_removals`]).
     fn drop(&mut self) {
         if self.table.is_some() || self.cgroups.is_some() {
             removal::flush();

@@ -34,7 +34,8 @@
 //! opened, and of those an earlier agent left (read from the directory
 //! once, at the first adoption or removal): the logs of a removed object
 //! are found without reading the log directory. Removed objects'
-//! directories are deleted in the background ([`super::removal`]).
+//! directories are deleted in the background (see
+//! [`flush_removals`](super::flush_removals)).
 //!
 //! Files are created `0600` in `0700` directories: output is the
 //! workload's own business.
@@ -368,7 +369,7 @@ impl ContainerLogs {
     /// [`remove_object`](Self::remove_object) for many objects. Their
     /// directories are found among those tracked (no reading of the log
     /// directory, which holds one per object) and deleted in the
-    /// background ([`removal`]).
+    /// background ([`flush_removals`](super::flush_removals) waits for it).
     pub fn remove_objects<'a>(
         &self,
         removed: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
