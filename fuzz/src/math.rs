@@ -5,8 +5,8 @@
 
 use arbitrary::Arbitrary;
 use grace_core::{
-    DeleteOptions, Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Record, Timestamp, WallTime,
-    decide_delete, effective_grace, pod_grace_period,
+    Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Record, Timestamp, WallTime, decide_delete,
+    effective_grace, pod_grace_period,
 };
 
 use crate::input::{DeleteSpec, Grace, MAX_TS, MonoMs, ObjectSpec, WallMs};
