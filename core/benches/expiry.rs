@@ -11,6 +11,15 @@
 //! Also prints the bytes each tracked object costs.
 //!
 //! `cargo bench -p grace-core --bench expiry`
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::hint::black_box;
 use std::time::{Duration as StdDuration, Instant as StdInstant};

@@ -18,6 +18,15 @@
 //! action, touching no state).
 //!
 //! `cargo bench -p grace-core --bench transition`
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::hint::black_box;
 

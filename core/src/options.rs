@@ -70,6 +70,18 @@ pub struct Preconditions {
 /// `DeleteOptions`. `Default` is a request with no body (R1): every field
 /// unset, so the type's default grace applies. A caller that wants "now"
 /// asks for grace 0 (D3).
+///
+/// Fields may be added (the request has grown before): outside this crate
+/// build one from [`DeleteOptions::default`] or [`DeleteOptions::with_grace`]
+/// and the `with_*` methods.
+///
+/// ```
+/// use grace_core::{DeleteOptions, Propagation};
+/// let options = DeleteOptions::with_grace(30)
+///     .with_propagation_policy(Some(Propagation::Foreground))
+///     .with_dry_run(true);
+/// assert_eq!(options.grace_period_seconds, Some(30));
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -77,6 +89,7 @@ pub struct Preconditions {
     all(feature = "arbitrary", not(target_os = "none")),
     derive(arbitrary::Arbitrary)
 )]
+#[non_exhaustive]
 pub struct DeleteOptions {
     /// Requested grace in seconds. Any i64 is accepted: negative means 1
     /// ([R9]), huge values saturate ([D2]).
@@ -104,6 +117,41 @@ impl DeleteOptions {
             grace_period_seconds: Some(seconds),
             ..DeleteOptions::default()
         }
+    }
+
+    /// The same request with grace `seconds` (`None`: the type's default).
+    #[must_use]
+    pub fn with_grace_period(mut self, seconds: Option<i64>) -> Self {
+        self.grace_period_seconds = seconds;
+        self
+    }
+
+    /// The same request with these preconditions.
+    #[must_use]
+    pub fn with_preconditions(mut self, preconditions: Preconditions) -> Self {
+        self.preconditions = preconditions;
+        self
+    }
+
+    /// The same request with this propagation policy.
+    #[must_use]
+    pub fn with_propagation_policy(mut self, policy: Option<Propagation>) -> Self {
+        self.propagation_policy = policy;
+        self
+    }
+
+    /// The same request with the deprecated `orphanDependents`.
+    #[must_use]
+    pub fn with_orphan_dependents(mut self, orphan: Option<bool>) -> Self {
+        self.orphan_dependents = orphan;
+        self
+    }
+
+    /// The same request as a dry run (`true`) or not.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     /// `ValidateDeleteOptions` ([R5], [R6]). Grace values are never invalid.

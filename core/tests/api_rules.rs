@@ -9,6 +9,15 @@
 //! Kubernetes tests cited in core/RULES.md (`TestBeforeDelete`,
 //! `TestCheckGracefulDelete`, `TestMarkAsDeleting`,
 //! `TestDeletionFinalizersForGarbageCollection`, the `resttest` cases).
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use grace_core::Input;
 use grace_core::{
@@ -84,10 +93,7 @@ fn grace(g: i64) -> DeleteOptions {
 }
 
 fn policy(p: Propagation) -> DeleteOptions {
-    DeleteOptions {
-        propagation_policy: Some(p),
-        ..DeleteOptions::default()
-    }
+    DeleteOptions::default().with_propagation_policy(Some(p))
 }
 
 fn decide(
@@ -221,12 +227,10 @@ fn r4_invalid_beats_conflict_beats_pending() {
         uid: Some(name("someone-else")),
         resource_version: None,
     };
-    let invalid_and_conflicting = DeleteOptions {
-        preconditions: wrong_uid.clone(),
-        orphan_dependents: Some(true),
-        propagation_policy: Some(Propagation::Orphan),
-        ..DeleteOptions::default()
-    };
+    let invalid_and_conflicting = DeleteOptions::default()
+        .with_preconditions(wrong_uid.clone())
+        .with_orphan_dependents(Some(true))
+        .with_propagation_policy(Some(Propagation::Orphan));
     assert_eq!(
         decide_delete(
             &stored,
@@ -238,10 +242,7 @@ fn r4_invalid_beats_conflict_beats_pending() {
             InvalidOptions::OrphanDependentsWithPropagationPolicy
         ))
     );
-    let conflicting = DeleteOptions {
-        preconditions: wrong_uid,
-        ..DeleteOptions::default()
-    };
+    let conflicting = DeleteOptions::default().with_preconditions(wrong_uid);
     assert_eq!(
         decide_delete(&stored, &Strategy::POD, &conflicting, wall(T + 1)),
         Err(DeleteError::Conflict(Conflict::Uid))
@@ -259,11 +260,9 @@ fn r5_orphan_dependents_with_propagation_policy_is_invalid() {
             Propagation::Background,
             Propagation::Foreground,
         ] {
-            let options = DeleteOptions {
-                orphan_dependents: Some(orphan),
-                propagation_policy: Some(p),
-                ..DeleteOptions::default()
-            };
+            let options = DeleteOptions::default()
+                .with_orphan_dependents(Some(orphan))
+                .with_propagation_policy(Some(p));
             assert_eq!(
                 options.validate(),
                 Err(InvalidOptions::OrphanDependentsWithPropagationPolicy)
@@ -277,18 +276,13 @@ fn r5_orphan_dependents_with_propagation_policy_is_invalid() {
         }
     }
     // Each alone is fine.
-    let alone = DeleteOptions {
-        orphan_dependents: Some(false),
-        ..DeleteOptions::default()
-    };
+    let alone = DeleteOptions::default().with_orphan_dependents(Some(false));
     assert_eq!(alone.validate(), Ok(()));
     // An invalid request changes nothing in the lifecycle.
     let mut l = lifecycle(Strategy::POD, pod());
-    let bad = DeleteOptions {
-        orphan_dependents: Some(true),
-        propagation_policy: Some(Propagation::Background),
-        ..DeleteOptions::default()
-    };
+    let bad = DeleteOptions::default()
+        .with_orphan_dependents(Some(true))
+        .with_propagation_policy(Some(Propagation::Background));
     assert!(
         l.handle(now(T), Input::Delete(bad.clone()))
             .delete()
@@ -322,24 +316,18 @@ fn r6_unrecognized_policy_is_invalid_but_no_grace_value_is() {
 #[test]
 fn r7_uid_precondition_must_match() {
     let stored = pod();
-    let other = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(name("re-created-uid")),
-            resource_version: None,
-        },
-        ..grace(0)
-    };
+    let other = grace(0).with_preconditions(Preconditions {
+        uid: Some(name("re-created-uid")),
+        resource_version: None,
+    });
     assert_eq!(
         decide_delete(&stored, &Strategy::POD, &other, wall(T)),
         Err(DeleteError::Conflict(Conflict::Uid))
     );
-    let same = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(name(UID)),
-            resource_version: None,
-        },
-        ..grace(0)
-    };
+    let same = grace(0).with_preconditions(Preconditions {
+        uid: Some(name(UID)),
+        resource_version: None,
+    });
     let d = decide_pod(&stored, &same, wall(T));
     assert_written_then_removed(&d);
 }
@@ -348,24 +336,18 @@ fn r7_uid_precondition_must_match() {
 fn r7_resource_version_precondition_must_match() {
     let mut stored = pod();
     stored.resource_version = 7;
-    let stale = DeleteOptions {
-        preconditions: Preconditions {
-            uid: None,
-            resource_version: Some(6),
-        },
-        ..DeleteOptions::default()
-    };
+    let stale = DeleteOptions::default().with_preconditions(Preconditions {
+        uid: None,
+        resource_version: Some(6),
+    });
     assert_eq!(
         decide_delete(&stored, &Strategy::POD, &stale, wall(T)),
         Err(DeleteError::Conflict(Conflict::ResourceVersion))
     );
-    let fresh = DeleteOptions {
-        preconditions: Preconditions {
-            uid: None,
-            resource_version: Some(7),
-        },
-        ..DeleteOptions::default()
-    };
+    let fresh = DeleteOptions::default().with_preconditions(Preconditions {
+        uid: None,
+        resource_version: Some(7),
+    });
     let d = decide_pod(&stored, &fresh, wall(T));
     assert_kept_written(&d);
     assert_eq!(d.record.deletion_timestamp, ts(T + 30));
@@ -374,14 +356,12 @@ fn r7_resource_version_precondition_must_match() {
 #[test]
 fn r7_preconditions_are_checked_before_a_dry_run_answers() {
     let mut l = lifecycle(Strategy::POD, pod());
-    let options = DeleteOptions {
-        preconditions: Preconditions {
+    let options = DeleteOptions::default()
+        .with_preconditions(Preconditions {
             uid: Some(name("re-created-uid")),
             resource_version: None,
-        },
-        dry_run: true,
-        ..DeleteOptions::default()
-    };
+        })
+        .with_dry_run(true);
     assert_eq!(
         l.handle(now(T), Input::Delete(options.clone()))
             .delete()
@@ -395,13 +375,10 @@ fn r8_resource_version_precondition_survives_the_intermediate_write() {
     // Grace 0 writes (ts, dgps 0, generation) and then removes; the removal
     // must not fail on the resource version the write itself bumped.
     let mut l = lifecycle(Strategy::POD, pod());
-    let options = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(name(UID)),
-            resource_version: Some(1),
-        },
-        ..grace(0)
-    };
+    let options = grace(0).with_preconditions(Preconditions {
+        uid: Some(name(UID)),
+        resource_version: Some(1),
+    });
     let r = l
         .handle(now(T), Input::Delete(options.clone()))
         .delete()
@@ -434,10 +411,7 @@ fn r10_stored_negative_grace_reads_as_one_in_memory_only() {
 
     // Pending: nothing written, storage keeps -1.
     for req in [Some(1), Some(2), None] {
-        let options = DeleteOptions {
-            grace_period_seconds: req,
-            ..DeleteOptions::default()
-        };
+        let options = DeleteOptions::default().with_grace_period(req);
         let d = decide_pod(&stored, &options, wall(T));
         assert_pending(&d, &stored);
         assert_eq!(d.record.deletion_grace_period_seconds, Some(-1));
@@ -825,10 +799,7 @@ fn r25_first_deletion_bumps_positive_generation_only() {
 #[test]
 fn r26_pending_writes_nothing_and_keeps_finalizers() {
     let stored = with_finalizers(terminating(T + 30, Some(30)), &["example.com/x"]);
-    let options = DeleteOptions {
-        propagation_policy: Some(Propagation::Orphan),
-        ..DeleteOptions::default()
-    };
+    let options = DeleteOptions::default().with_propagation_policy(Some(Propagation::Orphan));
     let d = decide_pod(&stored, &options, wall(T + 1));
     assert_pending(&d, &stored);
     assert_eq!(list(&d.record.finalizers), ["example.com/x"]);
@@ -935,10 +906,7 @@ fn r30_non_graceful_without_finalizers_removes_the_unmodified_object() {
     // orphan_dependents=false removes the orphan finalizer; nothing is left,
     // so the stored object (still listing orphan) is what is removed.
     let stored = with_finalizers(generic(), &[FINALIZER_ORPHAN]);
-    let options = DeleteOptions {
-        orphan_dependents: Some(false),
-        ..DeleteOptions::default()
-    };
+    let options = DeleteOptions::default().with_orphan_dependents(Some(false));
     let d = decide(&stored, &Strategy::GENERIC, &options, wall(T));
     assert_removed_unwritten(&d, &stored);
     assert_eq!(list(&d.record.finalizers), [FINALIZER_ORPHAN]);
@@ -1070,18 +1038,9 @@ fn r33_response_carries_the_last_written_state() {
 
 #[test]
 fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
-    let cascade = DeleteOptions {
-        orphan_dependents: Some(false),
-        ..DeleteOptions::default()
-    };
-    let keep_dependents = DeleteOptions {
-        orphan_dependents: Some(true),
-        ..DeleteOptions::default()
-    };
-    let cascade_now = DeleteOptions {
-        grace_period_seconds: Some(0),
-        ..cascade.clone()
-    };
+    let cascade = DeleteOptions::default().with_orphan_dependents(Some(false));
+    let keep_dependents = DeleteOptions::default().with_orphan_dependents(Some(true));
+    let cascade_now = cascade.clone().with_grace_period(Some(0));
     let status = |stored: &Record<F>, options: &DeleteOptions| {
         decide_pod(stored, options, wall(T))
             .outcome
@@ -1097,10 +1056,7 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
     assert_eq!(status(&pod(), &keep_dependents), 200);
     assert_eq!(status(&pod(), &policy(Propagation::Foreground)), 200);
     // A dry run answers as the real request would.
-    let dry = DeleteOptions {
-        dry_run: true,
-        ..cascade.clone()
-    };
+    let dry = cascade.clone().with_dry_run(true);
     let mut l = lifecycle(Strategy::POD, pod());
     let r = l
         .handle(now(T), Input::Delete(dry.clone()))
@@ -1112,18 +1068,13 @@ fn r34_accepted_only_when_kept_and_orphan_dependents_is_false() {
 
     // Failures: 422 invalid, 409 conflict, 404 missing; the fixed
     // finalizer capacity (grace's own limit) is 413.
-    let invalid = DeleteOptions {
-        orphan_dependents: Some(false),
-        propagation_policy: Some(Propagation::Background),
-        ..DeleteOptions::default()
-    };
-    let conflict = DeleteOptions {
-        preconditions: Preconditions {
-            uid: Some(name("someone-else")),
-            resource_version: None,
-        },
-        ..DeleteOptions::default()
-    };
+    let invalid = DeleteOptions::default()
+        .with_orphan_dependents(Some(false))
+        .with_propagation_policy(Some(Propagation::Background));
+    let conflict = DeleteOptions::default().with_preconditions(Preconditions {
+        uid: Some(name("someone-else")),
+        resource_version: None,
+    });
     let error = |stored: &Record<F>, options: &DeleteOptions| {
         decide_delete(stored, &Strategy::POD, options, wall(T))
             .expect_err("refused")
@@ -1248,10 +1199,7 @@ fn r37_orphan_wanted_first_match_wins() {
         default_gc_policy: GcPolicy::Unsupported,
         ..Strategy::GENERIC
     };
-    let orphan_opt = |b: bool| DeleteOptions {
-        orphan_dependents: Some(b),
-        ..DeleteOptions::default()
-    };
+    let orphan_opt = |b: bool| DeleteOptions::default().with_orphan_dependents(Some(b));
 
     // Unsupported: never orphan, even when asked (and an existing one goes).
     assert_eq!(gc(&[], &unsupported, &orphan_opt(true)), None);
@@ -1333,10 +1281,7 @@ fn r38_foreground_wanted_and_the_default_is_background() {
         None
     );
     // orphanDependents set (any value) → no foreground.
-    let orphan_false = DeleteOptions {
-        orphan_dependents: Some(false),
-        ..DeleteOptions::default()
-    };
+    let orphan_false = DeleteOptions::default().with_orphan_dependents(Some(false));
     assert_eq!(gc(&[FINALIZER_FOREGROUND], &s, &orphan_false), Some(vec![]));
     // Other policies drop an existing foregroundDeletion.
     assert_eq!(
@@ -1494,11 +1439,9 @@ fn r37_r38_r39_gc_finalizers_match_the_rule_scans_for_every_small_case() {
                 };
                 for orphan_dependents in [None, Some(false), Some(true)] {
                     for propagation_policy in propagations {
-                        let options = DeleteOptions {
-                            orphan_dependents,
-                            propagation_policy,
-                            ..DeleteOptions::default()
-                        };
+                        let options = DeleteOptions::default()
+                            .with_orphan_dependents(orphan_dependents)
+                            .with_propagation_policy(propagation_policy);
                         let got = gc_finalizers(&existing, &strategy, &options)
                             .map(|f| f.map(|f| list(&f).iter().map(|s| s.to_string()).collect()));
                         assert_eq!(
@@ -1531,10 +1474,7 @@ fn r40_background_on_the_only_orphan_finalizer_deletes_at_once() {
     // A pod: the graceful path writes the list without orphan. With grace 0
     // that written state is removed; with the default grace it is kept.
     let stored = with_finalizers(pod(), &[FINALIZER_ORPHAN]);
-    let options = DeleteOptions {
-        propagation_policy: Some(Propagation::Background),
-        ..grace(0)
-    };
+    let options = grace(0).with_propagation_policy(Some(Propagation::Background));
     let d = decide_pod(&stored, &options, wall(T));
     assert_written_then_removed(&d);
     assert!(d.record.finalizers.is_empty());
@@ -1551,10 +1491,7 @@ fn r41_a_pending_pod_delete_cannot_change_gc_finalizers() {
     for options in [
         policy(Propagation::Background),
         policy(Propagation::Foreground),
-        DeleteOptions {
-            orphan_dependents: Some(false),
-            ..grace(60)
-        },
+        grace(60).with_orphan_dependents(Some(false)),
     ] {
         let d = decide_pod(&stored, &options, wall(T + 1));
         assert_pending(&d, &stored);
@@ -1567,10 +1504,7 @@ fn r41_a_delete_can_change_gc_finalizers_when_not_pending() {
     // Shortening a pod's grace: the finalizer change rides along, even though
     // the object is terminating (R46 does not apply to deletes).
     let stored = terminating(T + 30, Some(30));
-    let options = DeleteOptions {
-        propagation_policy: Some(Propagation::Orphan),
-        ..grace(10)
-    };
+    let options = grace(10).with_propagation_policy(Some(Propagation::Orphan));
     let d = decide_pod(&stored, &options, wall(T + 1));
     assert_kept_written(&d);
     assert_eq!(list(&d.record.finalizers), [FINALIZER_ORPHAN]);
@@ -1604,10 +1538,7 @@ fn r41_a_delete_can_change_gc_finalizers_when_not_pending() {
 
 #[test]
 fn r42_dry_run_checks_everything_and_changes_nothing() {
-    let dry = |options: DeleteOptions| DeleteOptions {
-        dry_run: true,
-        ..options
-    };
+    let dry = |options: DeleteOptions| options.with_dry_run(true);
     let mut l = lifecycle(Strategy::POD, pod());
     // Validation still applies.
     let invalid = dry(policy(Propagation::Unrecognized));
@@ -1639,11 +1570,9 @@ fn r42_dry_run_checks_everything_and_changes_nothing() {
 fn r43_dry_run_that_would_keep_shows_the_would_be_state() {
     // resttest testDeleteDryRunGracefulHasdefault.
     let mut l = lifecycle(Strategy::POD, pod());
-    let options = DeleteOptions {
-        dry_run: true,
-        propagation_policy: Some(Propagation::Orphan),
-        ..DeleteOptions::default()
-    };
+    let options = DeleteOptions::default()
+        .with_dry_run(true)
+        .with_propagation_policy(Some(Propagation::Orphan));
     let r = l
         .handle(now(T), Input::Delete(options.clone()))
         .delete()
@@ -1664,10 +1593,7 @@ fn r43_dry_run_that_would_keep_shows_the_would_be_state() {
 fn r44_dry_run_that_would_remove_reports_deleted_but_keeps_the_record() {
     // resttest testDeleteNoGraceful with dryRun.
     let mut l = lifecycle(Strategy::GENERIC, generic());
-    let options = DeleteOptions {
-        dry_run: true,
-        ..grace(10)
-    };
+    let options = grace(10).with_dry_run(true);
     let r = l
         .handle(now(T), Input::Delete(options.clone()))
         .delete()
@@ -1894,10 +1820,7 @@ fn d4_grace_zero_on_a_scheduled_running_pod_is_flagged_force() {
 
     // A dry run reports the same flag.
     let mut l = lifecycle(Strategy::POD, pod());
-    let dry = DeleteOptions {
-        dry_run: true,
-        ..grace(0)
-    };
+    let dry = grace(0).with_dry_run(true);
     let r = l
         .handle(now(T), Input::Delete(dry.clone()))
         .delete()

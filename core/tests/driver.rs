@@ -6,6 +6,15 @@
 //!
 //! One test per process matters here: the mock clock is global. The tests
 //! of this file share it, so they run one after another under a lock.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 #![cfg(feature = "embassy")]
 
 use std::sync::Mutex;

@@ -38,6 +38,15 @@
 //! liveness bug in the core, since fixed (see there).
 //!
 //! Run: `cargo test -p grace-core --test model_check -- --nocapture`.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::collections::HashMap;
 use std::fmt;
@@ -456,10 +465,7 @@ fn fail<T>(check: Check, detail: impl Into<String>) -> Result<T, Fail> {
 
 /// The options of the model's delete with `grace`.
 fn delete_options(grace: Option<i64>) -> DeleteOptions {
-    DeleteOptions {
-        grace_period_seconds: grace,
-        ..DeleteOptions::default()
-    }
+    DeleteOptions::default().with_grace_period(grace)
 }
 
 /// Applies one input to `before`, checks the transition, and returns the

@@ -169,16 +169,15 @@ impl DeleteSpec {
             Pre::Matching => Some(record.resource_version),
             Pre::Mismatching => Some(record.resource_version ^ 1),
         };
-        DeleteOptions {
-            grace_period_seconds: self.grace.resolve(record, now_ms),
-            preconditions: Preconditions {
+        DeleteOptions::default()
+            .with_grace_period(self.grace.resolve(record, now_ms))
+            .with_preconditions(Preconditions {
                 uid,
                 resource_version,
-            },
-            propagation_policy: self.propagation,
-            orphan_dependents: self.orphan_dependents,
-            dry_run: self.dry_run,
-        }
+            })
+            .with_propagation_policy(self.propagation)
+            .with_orphan_dependents(self.orphan_dependents)
+            .with_dry_run(self.dry_run)
     }
 }
 

@@ -5,8 +5,8 @@
 
 use arbitrary::Arbitrary;
 use grace_core::{
-    DeleteOptions, Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Record, Timestamp, WallTime,
-    decide_delete, effective_grace, pod_grace_period,
+    Duration, Instant, MAX_TIMESTAMP_SECONDS, Now, Record, Timestamp, WallTime, decide_delete,
+    effective_grace, pod_grace_period,
 };
 
 use crate::input::{DeleteSpec, Grace, MAX_TS, MonoMs, ObjectSpec, WallMs};
@@ -270,10 +270,7 @@ fn check_delete_monotone(
     let record: Record<F> = object.record(now_ms);
     let now = WallTime::from_unix_millis(now_ms);
     let now_ts = now.floor_to_timestamp();
-    let with = |g: Option<i64>| DeleteOptions {
-        grace_period_seconds: g,
-        ..spec.options(&record, now_ms)
-    };
+    let with = |g: Option<i64>| spec.options(&record, now_ms).with_grace_period(g);
     let (oa, ob) = (with(a), with(Some(b)));
     let ra = decide_delete(&record, &object.strategy, &oa, now);
     let rb = decide_delete(&record, &object.strategy, &ob, now);

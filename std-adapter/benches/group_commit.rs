@@ -9,6 +9,15 @@
 //!
 //! `cargo bench -p grace-std --bench group_commit` (`GRACE_BENCH_N` to
 //! change the number of transitions per mode).
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::time::Instant as StdInstant;
 
@@ -23,10 +32,7 @@ const OBJECTS: usize = 256;
 fn object(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
     let mut object = StoredObject::on_node(Record::new(uid), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     let mut record = object.record.clone();
     record.scheduled = true;
     let mut lifecycle = ObjectLifecycle::new(

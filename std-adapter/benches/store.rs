@@ -26,6 +26,15 @@
 //! `GRACE_BENCH_SINGLE` (256) with each write alone; `GRACE_BENCH_BATCH`
 //! caps the group size. Without the `etcd` feature or without
 //! `GRACE_ETCD_ENDPOINTS`, etcd is skipped with a message.
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::time::{Duration, Instant};
 
@@ -204,13 +213,7 @@ fn deletion(run: &str, i: usize) -> Deletion {
         Record::new(Name::try_from(uid.as_str()).expect("short")),
         "node-a",
     );
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        pre_stop: None,
-        sidecar: false,
-        command: vec!["/bin/app".into(), "--port=8080".into()],
-        stop_signal: None,
-    }];
+    object.containers = vec![StoredContainer::new("app", ["/bin/app", "--port=8080"])];
     let mut lifecycle = ObjectLifecycle::new(
         Strategy::POD,
         object.record.clone(),

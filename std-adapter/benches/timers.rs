@@ -36,6 +36,15 @@
 //! `GRACE_BENCH_ONLY=grace|same|bare|grace-redb|same-redb` runs one side
 //! alone, for profilers; `GRACE_BENCH_REDB=0` skips the redb sides;
 //! `GRACE_BENCH_CPU=off` for valgrind, see [`cpu`]).
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::alloc::System;
 use std::cell::{Cell, RefCell};
@@ -154,10 +163,7 @@ impl Actuator for CountKills {
 fn pod(i: usize) -> StoredObject {
     let uid = Name::try_from(format!("uid-{i}").as_str()).expect("short");
     let mut object = StoredObject::on_node(Record::new(uid), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     object
 }
 

@@ -76,9 +76,9 @@ fn drive(
     world: &Receiver<WorldEvent>,
     done: impl Fn(&App) -> bool,
 ) -> Result<(), Box<dyn Error>> {
-    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+    let started = std::time::Instant::now();
     while !done(runtime) {
-        if std::time::Instant::now() > give_up {
+        if started.elapsed() > Duration::from_secs(10) {
             return Err("not done within 10 s".into());
         }
         let now = runtime.clock().now().mono;
@@ -100,9 +100,9 @@ fn drive(
 
 /// Whether web-0's container has been sent its stop signal.
 fn stopping(runtime: &App) -> bool {
-    runtime
-        .lifecycle("web-0")
-        .is_some_and(|pod| matches!(pod.containers()[0].stage(), Stage::Stopping { .. }))
+    runtime.lifecycle("web-0").is_some_and(|pod| {
+        (pod.containers().first()).is_some_and(|app| matches!(app.stage(), Stage::Stopping { .. }))
+    })
 }
 
 /// Runs both lives of the program.

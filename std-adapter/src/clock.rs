@@ -69,7 +69,7 @@ impl Clock for SystemClock {
         let wall = match SystemTime::now().duration_since(UNIX_EPOCH) {
             Ok(since) => i64::try_from(since.as_millis()).unwrap_or(i64::MAX),
             // Before 1970: a negative unix time, not an error.
-            Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, |ms| -ms),
+            Err(e) => i64::try_from(e.duration().as_millis()).map_or(i64::MIN, i64::saturating_neg),
         };
         let boot = clock_gettime(ClockId::Boottime);
         let secs = u64::try_from(boot.tv_sec).unwrap_or(0);

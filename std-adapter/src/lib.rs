@@ -5,7 +5,9 @@
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
 //! the garbage collector's step for objects without dependents ([`gc`])
-//! and files and directories private to this user ([`private`]).
+//! and files and directories private to this user ([`private`]: the
+//! process actuator's state directory is checked with it, as programs on
+//! top check their own data directories).
 //!
 //! The node agent (its socket protocol, request dispatch, access control)
 //! is a crate of its own, `grace-agent`, and the `grace` command line

@@ -1,5 +1,8 @@
 //! Private files: a directory, and the files in it, that only their owner
-//! can change — what the agent keeps its store and socket in.
+//! can change — what [`ProcessActuator::with_state_dir`] keeps its
+//! workload table in, and the agent its store and socket.
+//!
+//! [`ProcessActuator::with_state_dir`]: crate::process::ProcessActuator::with_state_dir
 //!
 //! Whoever can write the agent's store or connect to its socket can run
 //! commands as the agent's user, so these must not depend on the process
@@ -283,7 +286,7 @@ fn resolve(path: &Path) -> Result<PathBuf, PrivateError> {
     };
     push_parts(&mut todo, &absolute);
     let mut done = PathBuf::from("/");
-    let mut links = 0;
+    let mut links = 0_u32;
     let mut missing = false;
     while let Some(part) = todo.pop() {
         if part == "/" {
@@ -308,7 +311,7 @@ fn resolve(path: &Path) -> Result<PathBuf, PrivateError> {
                         uid,
                     });
                 }
-                links += 1;
+                links = links.saturating_add(1);
                 if links > MAX_LINKS {
                     return Err(PrivateError::Io {
                         path: path.to_path_buf(),

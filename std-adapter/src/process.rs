@@ -4,12 +4,12 @@
 //! Each container's command runs in a process group of its own, so that a
 //! signal reaches everything it started (grandchildren included); where a
 //! writable cgroup v2 hierarchy exists and a state directory is given, each
-//! also runs in a cgroup of its own ([`cgroup`]), which holds even what
+//! also runs in a cgroup of its own, which holds even what
 //! left the group. The stop signal goes to the whole group together with
 //! SIGCONT (a stopped process could not act on it otherwise); SIGKILL goes
 //! to the whole group and cgroup. A pre-stop hook runs as `sh -c CMD` in a
 //! group (and cgroup) of its own and is killed when its budget is spent
-//! (when the stop signal is due). One thread ([`reaper`]) watches every
+//! (when the stop signal is due). One thread watches every
 //! process through a pidfd, reaps children, kills what is left of a group
 //! whose leader exited and reports the exit as a [`WorldEvent`] once the
 //! group is empty, which the caller feeds back to the runtime
@@ -18,12 +18,12 @@
 //! stopped only when all of it is.
 //!
 //! With a state directory ([`ProcessActuator::with_state_dir`]) every
-//! workload and hook is written to a table ([`table`]) before it may run
+//! workload and hook is written to a table in that directory before it may run
 //! its command: it is started behind a gate (`sh` waiting for one line on
 //! its stdin, which it gets once the record is durable; if the agent dies
 //! first it reads end of file and exits without running anything). A
 //! restarted agent adopts from the table every process still there on
-//! this boot with the same pid *and* start time ([`identity`]), and goes
+//! this boot with the same pid *and* start time, and goes
 //! on watching it; a record is removed only once its process group (or
 //! cgroup) is empty.
 //!
@@ -35,21 +35,25 @@
 //! caller that is cancelled or crashes never turns into an early SIGKILL
 //! (containerd cri#1098).
 
-pub mod cgroup;
+// What the actuator is made of: private to it. Its public surface is
+// `ProcessActuator`, what it reports and is configured with, the logs
+// (`logs`), and the few process-wide calls below.
+mod cgroup;
 mod child_exits;
-pub mod group;
-pub mod identity;
+mod group;
+mod identity;
 pub mod logs;
-pub mod orphans;
+mod orphans;
 mod output;
-pub mod reaper;
-pub mod removal;
-pub mod table;
+mod reaper;
+mod removal;
+mod table;
 
 /// What the processes did, for the runtime: the runtime's [`WorldEvent`]
 /// (an exit's `code` is `None` for a process adopted after a restart, which
 /// is not the agent's child).
 pub use crate::runtime::WorldEvent;
+pub use orphans::become_subreaper;
 pub use output::Output;
 
 use std::collections::HashMap;
@@ -68,6 +72,22 @@ use group::Group;
 use identity::ProcessIdentity;
 use reaper::{Reaper, WatchedProcess};
 use table::{WorkloadRecord, WorkloadTable};
+
+/// Waits until every file and directory this process queued for removal
+/// in the background is gone (workload records, logs of removed objects,
+/// cgroups of exited workloads): for a program about to exit. One that
+/// does not wait loses nothing: the next start finds what is left.
+pub fn flush_removals() {
+    removal::flush();
+}
+
+/// The `(object, container, hook)` a workload table file stands for, read
+/// from its name alone: what an unreadable record
+/// ([`Adoption::unreadable`]) was about.
+pub fn workload_of_record(path: &Path) -> Option<(String, usize, bool)> {
+    let name = path.file_name()?.to_str()?;
+    WorkloadRecord::parse_file_name(name)
+}
 
 /// How workloads are contained.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,7 +235,7 @@ impl ProcessActuator {
     /// An actuator that keeps its workload table in `dir` and adopts every
     /// workload and hook of an earlier process found there still running
     /// (see the module docs). Workloads are contained in cgroups where a
-    /// writable cgroup v2 hierarchy exists ([`Cgroups::detect`]). Those
+    /// writable cgroup v2 hierarchy exists ([`Containment`]). Those
     /// found gone are reported on the receiver as exited, after every
     /// adoption.
     pub fn with_state_dir(
@@ -544,12 +564,13 @@ impl ProcessActuator {
                     },
                 );
             }
+            // A deadline beyond what the clock can hold never comes (D2):
+            // no SIGKILL is scheduled for it.
             let wait = sigkill_at.saturating_duration_since(now).as_millis();
-            kills.push((
-                std::time::Instant::now() + std::time::Duration::from_millis(wait),
-                group.clone(),
-                record.process.clone(),
-            ));
+            let due = std::time::Instant::now().checked_add(std::time::Duration::from_millis(wait));
+            if let Some(due) = due {
+                kills.push((due, group.clone(), record.process.clone()));
+            }
             done.push(OrphanStop::Stopping {
                 object,
                 container,
@@ -705,7 +726,7 @@ impl ProcessActuator {
 impl Drop for ProcessActuator {
     /// Removes the agent's cgroup directory if no workload is left in it
     /// (one with workloads stays for the next agent), after the workload
-    /// records still queued for removal ([`removal`]).
+    /// records still queued for removal ([`flush_removals`]).
     fn drop(&mut self) {
         if self.table.is_some() || self.cgroups.is_some() {
             removal::flush();

@@ -7,6 +7,15 @@
 //! The child is this test binary itself, started with `GRACE_CRASH_DB` set
 //! and filtered to `crash_worker_entry_point`, which then plays the runtime
 //! and a small world of processes.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -177,11 +186,10 @@ fn worker(dir: &Path) {
                 Record::new(Name::try_from(format!("uid-{n}").as_str()).expect("short")),
                 "node-a",
             );
-            object.containers = vec![StoredContainer {
-                name: "app".into(),
-                pre_stop: hook.then(|| "sleep infinity".into()),
-                ..StoredContainer::default()
-            }];
+            object.containers = vec![
+                StoredContainer::named("app")
+                    .with_pre_stop_hook(hook.then(|| "sleep infinity".into())),
+            ];
             rt.create(&n, object).expect("created");
             line(&format!("created {n}"));
         }

@@ -6,6 +6,15 @@
 //! the work, and starts it again on the same data dir and ports. The server
 //! is killed when the test ends, passed or failed (and, where `setpriv` is
 //! installed, by the kernel if the test thread dies first).
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 #![cfg(feature = "etcd")]
 
 mod common;
@@ -562,11 +571,9 @@ impl Agent {
             let name = object_name(i);
             let uid = Name::try_from(first_uid(i).as_str()).expect("short");
             let mut object = StoredObject::on_node(Record::new(uid), "node-a");
-            object.containers = vec![StoredContainer {
-                name: "app".into(),
-                pre_stop: p.hook.then(|| "drain".into()),
-                ..StoredContainer::default()
-            }];
+            object.containers = vec![
+                StoredContainer::named("app").with_pre_stop_hook(p.hook.then(|| "drain".into())),
+            ];
             self.rt.create(&name, object).expect("created");
             let answer = self
                 .rt
@@ -739,10 +746,7 @@ fn recreate_freed_names(api: &EtcdStore, deleted: std::ops::Range<usize>) -> Vec
     for &i in &freed {
         let mut object = obj(&second_uid(i));
         object.node = Some("node-a".into());
-        object.containers = vec![StoredContainer {
-            name: "app".into(),
-            ..StoredContainer::default()
-        }];
+        object.containers = vec![StoredContainer::named("app")];
         api.create(&object_name(i), object)
             .expect("the name is free");
     }

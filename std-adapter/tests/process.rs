@@ -2,12 +2,25 @@
 //! ignore SIGTERM and leave marker files. What is checked is what a process
 //! can observe: which signal reached whom, that a hook is cut off, that
 //! nothing is left running.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
+mod common;
+
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use common::workloads::{ProcessIdentity, WorkloadRecord};
 use grace_core::{Action, Name, Record};
-use grace_std::process::{ProcessActuator, WorldEvent};
+use grace_std::process::{OrphanStop, ProcessActuator, WorldEvent};
 use grace_std::runtime::Actuator;
 use grace_std::store::{StoredContainer, StoredObject};
 
@@ -16,13 +29,10 @@ fn object(command: &str, pre_stop: Option<&str>) -> StoredObject {
         Record::new(Name::try_from("uid-1").expect("short")),
         "node-a",
     );
-    o.containers = vec![StoredContainer {
-        name: "main".into(),
-        pre_stop: pre_stop.map(str::to_owned),
-        sidecar: false,
-        command: vec!["sh".into(), "-c".into(), command.into()],
-        stop_signal: None,
-    }];
+    o.containers = vec![
+        StoredContainer::new("main", ["sh", "-c", command])
+            .with_pre_stop_hook(pre_stop.map(str::to_owned)),
+    ];
     o
 }
 
@@ -433,4 +443,50 @@ fn the_open_files_limit_is_raised_for_thousands_of_workloads() {
             grace_std::process::WANTED_OPEN_FILES
         );
     }
+}
+
+/// D2 (huge values saturate): the largest SIGKILL deadline a workload
+/// record can hold. The adopted workload's object is gone; stopping it
+/// keeps that deadline and waits (no overflow, no early SIGKILL): the
+/// workload, a real process, still runs afterwards.
+#[test]
+fn d2_the_largest_sigkill_deadline_of_an_adopted_record_waits_without_overflow() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let table = tmp.path().join("workloads");
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .process_group(0)
+        .spawn()
+        .expect("sleep");
+    let process = ProcessIdentity::of(child.id()).expect("running");
+    common::workloads::write_record(
+        &table,
+        &WorkloadRecord {
+            object: "gone".into(),
+            container: 0,
+            hook: false,
+            process,
+            cgroup: None,
+            stop_signal_sent: Some(1),
+            sigkill_at: Some(u64::MAX),
+            marks_start: false,
+        },
+    );
+    let (mut actuator, _events, adoption) =
+        ProcessActuator::with_state_dir(&table).expect("the table opens");
+    assert_eq!(adoption.adopted, vec![("gone".to_owned(), 0, false)]);
+    let done = actuator.stop_orphans(|_| false, grace_core::Instant::from_millis(5));
+    assert!(
+        matches!(
+            done.as_slice(),
+            [OrphanStop::Stopping {
+                signalled_now: false,
+                ..
+            }]
+        ),
+        "{done:?}"
+    );
+    assert!(child.try_wait().expect("waits").is_none(), "not killed");
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -5,6 +5,15 @@
 //!
 //! The store here is the in-memory one shared between "processes" of one
 //! test; tests/multi_agent.rs runs the same with real agents on etcd.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 mod common;
 
@@ -72,10 +81,7 @@ impl World {
 
 fn pod(uid: &str, node: &str) -> StoredObject {
     let mut object = StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), node);
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![StoredContainer::named("app")];
     object
 }
 

@@ -4,6 +4,15 @@
 //! for) for `EtcdStore` on a fresh prefix of the server named by
 //! `GRACE_ETCD_ENDPOINTS`; then the tests only a durable store can pass
 //! (restart, crash, lock, corruption).
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -37,20 +46,8 @@ fn full_obj(uid: &str) -> StoredObject {
         .expect("room");
     o.node = Some("node-a".into());
     o.containers = vec![
-        StoredContainer {
-            name: "app".into(),
-            pre_stop: Some("sleep 5".into()),
-            sidecar: false,
-            command: vec!["/bin/app".into(), "--port=80".into()],
-            stop_signal: None,
-        },
-        StoredContainer {
-            name: "log".into(),
-            pre_stop: None,
-            sidecar: true,
-            command: vec!["/bin/log".into()],
-            stop_signal: None,
-        },
+        StoredContainer::new("app", ["/bin/app", "--port=80"]).with_pre_stop("sleep 5"),
+        StoredContainer::new("log", ["/bin/log"]).as_sidecar(),
     ];
     // Opaque to the store: any bytes are kept as written.
     o.agent = Some(KillState::from_bytes(b"\x01kill state \x00\xff"));

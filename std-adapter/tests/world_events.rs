@@ -1,6 +1,15 @@
 //! A custom actuator reports back what happened in its world through the
 //! public API ([`WorldEvent`], [`Runtime::handle_world_event`]), as the
 //! built-in process actuator does, and the lifecycle moves on from it.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 mod common;
 

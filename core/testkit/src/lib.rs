@@ -10,6 +10,15 @@
 //!   onto it);
 //! - [`table_model`]: a `Table` restated as a list of lifecycles (the
 //!   `table` property test and the `table` fuzz target compare with it).
+// The test kit serves tests, which report by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 pub mod checker;
 pub mod convert;

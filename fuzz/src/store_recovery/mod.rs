@@ -206,12 +206,10 @@ impl NewObject {
         object.containers = self.specs[..count]
             .iter()
             .enumerate()
-            .map(|(i, c)| StoredContainer {
-                name: format!("c{i}"),
-                pre_stop: c.pre_stop.then(|| "true".into()),
-                sidecar: c.sidecar,
-                command: Vec::new(),
-                stop_signal: None,
+            .map(|(i, c)| {
+                StoredContainer::named(format!("c{i}"))
+                    .with_pre_stop_hook(c.pre_stop.then(|| "true".into()))
+                    .with_sidecar(c.sidecar)
             })
             .collect();
         object

@@ -637,10 +637,7 @@ mod tests {
         let core: Request = serde_json::from_str(
             &serde_json::to_string(&Request::Delete {
                 name: "web".into(),
-                options: DeleteOptions {
-                    grace_period_seconds: Some(0),
-                    ..DeleteOptions::default()
-                },
+                options: DeleteOptions::default().with_grace_period(Some(0)),
             })
             .expect("serializes"),
         )

@@ -445,10 +445,7 @@ mod tests {
     fn delete(name: &str, preconditions: Preconditions) -> Request {
         Request::Delete {
             name: name.into(),
-            options: DeleteOptions {
-                preconditions,
-                ..DeleteOptions::with_grace(30)
-            },
+            options: DeleteOptions::with_grace(30).with_preconditions(preconditions),
         }
     }
 

@@ -117,7 +117,8 @@ impl Outage {
             }
         });
         failing.attempts = failing.attempts.saturating_add(1);
-        failing.next = now + failing.delay;
+        // The delay is at most LAST_RETRY: the clock holds that.
+        failing.next = now.checked_add(failing.delay).unwrap_or(now);
         failing.delay = failing.delay.saturating_mul(2).min(LAST_RETRY);
         let since = SystemTime::now()
             .checked_sub(now.saturating_duration_since(failing.since))

@@ -102,7 +102,7 @@ pub(crate) fn wind_down<S: Store>(
 ) {
     let removed = log_transitions(transitions, log);
     remove_logs(rt, logs, &removed);
-    crate::process::removal::flush();
+    crate::process::flush_removals();
 }
 
 /// How long an agent loop may wait for input: until the runtime's next

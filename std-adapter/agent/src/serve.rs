@@ -308,12 +308,12 @@ fn connection(
         READ_BUFFER,
         Deadline {
             stream,
-            until: Instant::now() + REQUEST_TIMEOUT,
+            until: request_deadline(),
         },
     );
     let mut pending: VecDeque<Pending> = VecDeque::new();
     loop {
-        reader.get_mut().until = Instant::now() + REQUEST_TIMEOUT;
+        reader.get_mut().until = request_deadline();
         let Some(request) = read_request(&mut reader, MAX_REQUEST_BYTES) else {
             let _ = answer(&mut writer, &mut pending);
             return;
@@ -525,4 +525,11 @@ fn hung_up(stream: &UnixStream) -> bool {
         && fds
             .iter()
             .any(|fd| fd.revents().intersects(PollFlags::HUP | PollFlags::ERR))
+}
+
+/// When a request begun now must have arrived ([`REQUEST_TIMEOUT`] from
+/// now; now itself if the clock could not hold that, which it can).
+fn request_deadline() -> Instant {
+    let now = Instant::now();
+    now.checked_add(REQUEST_TIMEOUT).unwrap_or(now)
 }

@@ -144,7 +144,7 @@ fn open_actuator(
             log,
             "grace agent: orphans go to PID 1 (not a subreaper: AgentOptions::subreaper is off)"
         );
-    } else if let Err(e) = crate::process::orphans::become_subreaper() {
+    } else if let Err(e) = crate::process::become_subreaper() {
         let _ = writeln!(
             log,
             "grace agent: orphans go to PID 1 (not a subreaper: {e})"
@@ -183,11 +183,7 @@ fn open_actuator(
             "grace agent: unreadable workload record {}: its container is left as it is",
             path.display()
         );
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        unknown.extend(crate::process::table::WorkloadRecord::parse_file_name(name));
+        unknown.extend(crate::process::workload_of_record(path));
     }
     Ok((actuator, world, unknown))
 }

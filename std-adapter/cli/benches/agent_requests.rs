@@ -16,6 +16,15 @@
 //! `GRACE_BENCH_ROUNDS` (3) how many runs of each kind, alternating,
 //! `GRACE_BENCH_CLIENTS` (`1,8,64`) the client counts; the store lives in
 //! `$TMPDIR` (default `/tmp`).
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};

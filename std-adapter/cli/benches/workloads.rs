@@ -16,6 +16,15 @@
 //! `sleep 1000` with SIGTERM ignored (`sh -c "trap '' TERM; exec sleep
 //! 1000"`), so that every workload lives until its SIGKILL at the end of
 //! its grace. The data directory lives in `$TMPDIR` (default `/tmp`).
+// A benchmark is not library code: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

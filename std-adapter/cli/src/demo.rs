@@ -168,7 +168,7 @@ fn run_in(out: &mut impl Write, dir: &Path, interrupted: &AtomicUsize) -> Result
     let store = RedbStore::open(&db)?;
     // Orphans of the workloads are reaped here at once (best effort: else
     // PID 1 reaps them).
-    let _ = grace_std::process::orphans::become_subreaper();
+    let _ = grace_std::process::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let mut rt = Runtime::open(store, SystemClock::new(), actuator, Recovery::default())?;
     let result = show(out, &db, &mut rt, &world, interrupted);
@@ -268,13 +268,10 @@ fn start_parts(rt: &mut DemoRuntime) -> Result<(), DemoError> {
             }
         })?;
         let mut object = StoredObject::on_node(Record::new(uid), "demo-node");
-        object.containers = vec![StoredContainer {
-            name: "main".into(),
-            pre_stop: p.pre_stop.map(str::to_owned),
-            sidecar: false,
-            command: vec!["sh".into(), "-c".into(), p.command.into()],
-            stop_signal: None,
-        }];
+        object.containers = vec![
+            StoredContainer::new("main", ["sh", "-c", p.command])
+                .with_pre_stop_hook(p.pre_stop.map(str::to_owned)),
+        ];
         if rt.lifecycle(p.name).is_some() {
             continue; // a data dir kept from an interrupted run
         }

@@ -110,16 +110,15 @@ pub fn delete_options(
         Cascade::Foreground => Propagation::Foreground,
         Cascade::Orphan => Propagation::Orphan,
     };
-    let options = DeleteOptions {
-        grace_period_seconds: (grace >= 0).then_some(grace),
-        preconditions: Preconditions {
+    let options = DeleteOptions::default()
+        .with_grace_period((grace >= 0).then_some(grace))
+        .with_preconditions(Preconditions {
             uid,
             resource_version,
-        },
-        propagation_policy: Some(propagation),
-        orphan_dependents: None,
-        dry_run: flags.dry_run,
-    };
+        })
+        .with_propagation_policy(Some(propagation))
+        .with_orphan_dependents(None)
+        .with_dry_run(flags.dry_run);
     Ok((options, warning))
 }
 
@@ -476,7 +475,8 @@ pub fn wait_gone(
     timeout: Option<std::time::Duration>,
     mut met: Option<&mut dyn Write>,
 ) -> Result<(), CommandError> {
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    // A timeout beyond what the clock holds is none.
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
     // The time left before the deadline; `None` without one. An error once
     // it has passed, naming the first object still there.
     let left = |pending: &[(String, String)]| -> Result<Option<std::time::Duration>, CommandError> {
@@ -924,26 +924,30 @@ fn watch_from(
                 .iter()
                 .map(|i| output::row(&i.name, &i.object, wide, now_seconds(), None)),
         );
-        (0..rows[0].len())
+        (0..rows.first().map_or(0, Vec::len))
             .map(|c| {
                 rows.iter()
                     .map(|r| r.get(c).map_or(0, String::len))
                     .max()
                     .unwrap_or(0)
-                    + 3
+                    .saturating_add(3)
             })
             .collect()
     };
     let line_of = |cells: &[String]| {
         let mut line = String::new();
         for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
+            if i.saturating_add(1) == cells.len() {
                 line.push_str(cell);
             } else {
                 // A cell wider than its column (a status longer than any
                 // in the listing) still has the tab-writer's padding
                 // after it: the columns shift, they never run together.
-                let w = widths.get(i).copied().unwrap_or(0).max(cell.len() + 3);
+                let w = widths
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .max(cell.len().saturating_add(3));
                 line.push_str(&format!("{cell:<w$}"));
             }
         }

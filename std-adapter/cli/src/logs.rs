@@ -180,12 +180,12 @@ fn last_lines(text: &[u8], n: usize) -> &[u8] {
         return &[];
     }
     let body = text.strip_suffix(b"\n").unwrap_or(text);
-    let mut seen = 0;
+    let mut seen = 0_usize;
     for (i, &b) in body.iter().enumerate().rev() {
         if b == b'\n' {
-            seen += 1;
+            seen = seen.saturating_add(1);
             if seen == n {
-                return text.get(i + 1..).unwrap_or(&[]);
+                return text.get(i.saturating_add(1)..).unwrap_or(&[]);
             }
         }
     }

@@ -782,7 +782,7 @@ fn demo(data_dir: Option<&std::path::Path>) -> ExitCode {
     match grace_cli::demo::run(&mut out, data_dir) {
         Ok(grace_cli::demo::Ended::Done) => ExitCode::SUCCESS,
         Ok(grace_cli::demo::Ended::Interrupted(signal)) => {
-            ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
+            ExitCode::from(u8::try_from(signal.saturating_add(128)).unwrap_or(1))
         }
         Err(e) => {
             eprintln!("grace demo: {e}");

@@ -166,13 +166,11 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
                 "must not be empty",
             ));
         }
-        containers.push(StoredContainer {
-            name: c.name,
-            pre_stop: c.pre_stop,
-            sidecar: c.sidecar,
-            command: c.command,
-            stop_signal: None,
-        });
+        containers.push(
+            StoredContainer::new(c.name, c.command)
+                .with_pre_stop_hook(c.pre_stop)
+                .with_sidecar(c.sidecar),
+        );
     }
     let mut object = match raw.spec.node_name {
         Some(node) => StoredObject::on_node(meta, node),

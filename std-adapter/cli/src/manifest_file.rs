@@ -294,8 +294,8 @@ fn split(format: Format, text: &str) -> Result<Vec<std::ops::Range<usize>>, Fail
         }
         Format::Yaml => {
             let mut ranges = Vec::new();
-            let mut start = 0;
-            let mut offset = 0;
+            let mut start = 0_usize;
+            let mut offset = 0_usize;
             for line in text.split_inclusive('\n') {
                 let marker = ["---", "..."].iter().any(|m| {
                     line.strip_prefix(m).is_some_and(|rest| {
@@ -306,9 +306,9 @@ fn split(format: Format, text: &str) -> Result<Vec<std::ops::Range<usize>>, Fail
                     ranges.push(start..offset);
                     // The marker itself is blanked; what follows it on
                     // the line belongs to the next document.
-                    start = offset + 3;
+                    start = offset.saturating_add(3);
                 }
-                offset += line.len();
+                offset = offset.saturating_add(line.len());
             }
             ranges.push(start..text.len());
             Ok(ranges)
@@ -371,7 +371,7 @@ fn segments(path: &str) -> Vec<Seg> {
                 if let Ok(i) = rest[1..end].parse() {
                     out.push(Seg::Index(i));
                 }
-                rest = &rest[end + 1..];
+                rest = rest.get(end.saturating_add(1)..).unwrap_or_default();
             }
         } else {
             out.push(Seg::Key(rest.to_owned()));
@@ -610,7 +610,7 @@ impl<'de, T: DeserializeSeed<'de>> Visitor<'de> for Walk<'_, T> {
             if done {
                 return Ok(found);
             }
-            i += 1;
+            i = i.saturating_add(1);
         }
     }
 }
@@ -625,14 +625,14 @@ fn locate(format: Format, doc: &str, path: &[Seg]) -> Option<(u64, u64)> {
             // The key's end, in JSON: its start is before its quotes.
             Err((_, Some((line, column)))) => {
                 let back = match path.last() {
-                    Some(Seg::Key(key)) => key.chars().count() as u64 + 1,
+                    Some(Seg::Key(key)) => (key.chars().count() as u64).saturating_add(1),
                     _ => 0,
                 };
                 return Some((line, column.saturating_sub(back).max(1)));
             }
             Ok(None) | Err((_, None)) => {}
         }
-        path = &path[..path.len() - 1];
+        path = path.split_last().map_or(&[], |(_, rest)| rest);
     }
     None
 }
@@ -729,7 +729,7 @@ impl<'de> Visitor<'de> for Mark<'_> {
             } else if seq.next_element::<IgnoredAny>()?.is_none() {
                 return Ok(found);
             }
-            i += 1;
+            i = i.saturating_add(1);
         }
     }
 }

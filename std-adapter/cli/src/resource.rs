@@ -77,7 +77,7 @@ pub fn parse(args: &[String]) -> Result<Args, CommandError> {
         return Ok(Args { kind, names });
     }
     let (kind, rest) = match Type::of(first) {
-        Some(t) => (Some(t), &args[1..]),
+        Some(t) => (Some(t), args.get(1..).unwrap_or_default()),
         None => (None, args),
     };
     if let Some(bad) = rest.iter().find(|a| a.contains('/')) {

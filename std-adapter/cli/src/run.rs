@@ -209,17 +209,14 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
     );
     meta.termination_grace_period_seconds = Some(options.grace_period_seconds);
     let mut object = StoredObject::on_node(meta, "local");
-    object.containers = vec![StoredContainer {
-        name: "main".into(),
-        pre_stop: options.pre_stop.clone(),
-        sidecar: false,
-        command: options.command.clone(),
-        stop_signal: None,
-    }];
+    object.containers = vec![
+        StoredContainer::new("main", options.command.iter().cloned())
+            .with_pre_stop_hook(options.pre_stop.clone()),
+    ];
 
     // Orphans of the workloads are reaped here at once (best effort: else
     // PID 1 reaps them).
-    let _ = grace_std::process::orphans::become_subreaper();
+    let _ = grace_std::process::become_subreaper();
     let (actuator, world) = ProcessActuator::new();
     let actuator = actuator
         .with_stop_signal(options.stop_signal)

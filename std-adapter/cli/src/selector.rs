@@ -54,11 +54,11 @@ fn split_top(text: &str) -> Vec<&str> {
     let (mut depth, mut start) = (0usize, 0);
     for (i, c) in text.char_indices() {
         match c {
-            '(' => depth += 1,
+            '(' => depth = depth.saturating_add(1),
             ')' => depth = depth.saturating_sub(1),
             ',' if depth == 0 => {
                 parts.push(&text[start..i]);
-                start = i + 1;
+                start = i.saturating_add(1); // after the one-byte ','
             }
             _ => {}
         }

@@ -10,6 +10,15 @@
 //! records them (entry time and duration, in microseconds): the stop
 //! signal went out no later than its call returned, SIGKILL no sooner than
 //! its call was entered. `strace` must be installed.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 #[path = "../../tests/common/mod.rs"]
 mod common;
@@ -24,8 +33,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::wait_for;
+use common::workloads::ProcessIdentity;
 use grace_agent::api::{Client, Reply, Request};
-use grace_std::process::identity::ProcessIdentity;
 use probe::runtime_answers;
 
 const GRACE: &str = env!("CARGO_BIN_EXE_grace");
@@ -223,7 +232,7 @@ fn pod(dir: &Path, name: &str, grace: i64, ignore: bool, hook: Option<&str>) -> 
 
 /// Whether `p` still runs (a zombie has ended: it only waits to be reaped).
 fn runs(p: &ProcessIdentity) -> bool {
-    p.is_alive() && !grace_std::process::identity::is_zombie(p.pid)
+    p.is_alive() && !common::workloads::is_zombie(p.pid)
 }
 
 /// The process whose pid `file` holds, as it runs now.
@@ -1105,11 +1114,10 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
     let gone = ProcessIdentity::of(child.id()).expect("running");
     let _ = child.kill();
     let _ = child.wait();
-    let table = grace_std::process::table::WorkloadTable::open(&grace_agent::workloads_dir(dir))
-        .expect("the table");
     for hook in [false, true] {
-        table
-            .write(&grace_std::process::table::WorkloadRecord {
+        common::workloads::write_record(
+            &grace_agent::workloads_dir(dir),
+            &common::workloads::WorkloadRecord {
                 object: "ghost".into(),
                 container: 0,
                 hook,
@@ -1118,8 +1126,8 @@ fn a_workload_record_whose_object_was_removed_before_a_crash_is_dropped_and_the_
                 stop_signal_sent: None,
                 sigkill_at: None,
                 marks_start: false,
-            })
-            .expect("written");
+            },
+        );
     }
     let mut agent = Agent::start(dir, 0, &[]);
     let records = grace_agent::workloads_dir(dir);
@@ -1300,9 +1308,7 @@ fn wait_until(limit: Duration, mut ready: impl FnMut() -> bool) -> bool {
 
 /// The record of `name`'s container 0 in the workload table, as JSON.
 fn workload_record(dir: &Path, name: &str) -> Option<serde_json::Value> {
-    let file = grace_agent::workloads_dir(dir).join(
-        grace_std::process::table::WorkloadRecord::file_name(name, 0, false),
-    );
+    let file = grace_agent::workloads_dir(dir).join(common::workloads::file_name(name, 0, false));
     serde_json::from_slice(&std::fs::read(file).ok()?).ok()
 }
 

@@ -2,6 +2,15 @@
 //! on a temporary data directory, clients as separate processes — some
 //! run as user `nobody` (tests that need that run only as root, and say so
 //! when they are skipped) — and raw connections that misbehave.
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 mod support;
 
@@ -573,9 +582,7 @@ fn under_umask_000_the_agents_cgroups_are_0755() {
     };
     assert_eq!(mode(&cgroups), 0o755, "the agent's cgroup directory");
     apply_workload(&dir, "web", "sleep 30");
-    let cgroup = cgroups.join(grace_std::process::table::WorkloadRecord::file_name(
-        "web", 0, false,
-    ));
+    let cgroup = cgroups.join(support::common::workloads::file_name("web", 0, false));
     wait_until("the workload's cgroup", Duration::from_secs(10), || {
         cgroup.exists()
     });
@@ -640,9 +647,7 @@ fn a_workload_cgroup_another_user_made_first_is_refused_and_left_alone() {
     };
     // nobody gets to write the directory for a moment (as an agent under
     // umask 000 let it) and makes the cgroup the workload will want.
-    let cgroup = cgroups.join(grace_std::process::table::WorkloadRecord::file_name(
-        "web", 0, false,
-    ));
+    let cgroup = cgroups.join(support::common::workloads::file_name("web", 0, false));
     std::fs::set_permissions(&cgroups, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let made = sh_as_nobody(test, &format!("mkdir '{}'", cgroup.display()));
     std::fs::set_permissions(&cgroups, std::fs::Permissions::from_mode(0o755)).expect("chmod");

@@ -301,13 +301,10 @@ fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer
             })
         })
         .transpose()?;
-    Ok(StoredContainer {
-        name: c.name.clone(),
-        pre_stop,
-        sidecar,
-        command,
-        stop_signal,
-    })
+    Ok(StoredContainer::new(c.name.clone(), command)
+        .with_pre_stop_hook(pre_stop)
+        .with_sidecar(sidecar)
+        .with_stop_signal(stop_signal))
 }
 
 /// A pre-stop hook as the shell line grace runs (`sh -c`).

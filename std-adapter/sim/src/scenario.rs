@@ -211,6 +211,8 @@ fn strip_position(message: &str) -> String {
 struct EventLines(Vec<(usize, usize)>);
 
 impl EventLines {
+    // Lines, columns and depth count characters of `text`: below its length.
+    #[allow(clippy::arithmetic_side_effects)]
     fn scan(text: &str) -> Self {
         let mut lines = Vec::new();
         let Some(start) = find_events_array(text) else {
@@ -264,6 +266,9 @@ impl EventLines {
 }
 
 /// Byte offset of the `[` that opens the top-level `"events"` value.
+// Offsets and depth stay below `text.len()`, and `bytes[i]` is read only
+// while `i < bytes.len()`.
+#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 fn find_events_array(text: &str) -> Option<usize> {
     let value: serde_json::Value = serde_json::from_str(text).ok()?;
     value.get("events")?.as_array()?;
@@ -293,6 +298,10 @@ fn find_events_array(text: &str) -> Option<usize> {
     None
 }
 
+/// The index of the `"` that closes the string opened at `open`.
+// `bytes[i]` is read only while `i < bytes.len()`; `i` stays below
+// `bytes.len() + 2`.
+#[allow(clippy::arithmetic_side_effects, clippy::indexing_slicing)]
 fn string_end(bytes: &[u8], open: usize) -> Option<usize> {
     let mut i = open + 1;
     while i < bytes.len() {
@@ -766,16 +775,15 @@ fn delete_request(raw: RawDeleteOptions, field: &str) -> Result<DeleteRequest, S
         _ => Propagation::Unrecognized,
     });
     Ok(DeleteRequest {
-        options: DeleteOptions {
-            grace_period_seconds: raw.grace_period_seconds,
-            preconditions: Preconditions {
+        options: DeleteOptions::default()
+            .with_grace_period(raw.grace_period_seconds)
+            .with_preconditions(Preconditions {
                 uid,
                 resource_version,
-            },
-            propagation_policy,
-            orphan_dependents: raw.orphan_dependents,
-            dry_run: raw.dry_run.unwrap_or(false),
-        },
+            })
+            .with_propagation_policy(propagation_policy)
+            .with_orphan_dependents(raw.orphan_dependents)
+            .with_dry_run(raw.dry_run.unwrap_or(false)),
         unmatchable_resource_version: unmatchable,
     })
 }

@@ -11,8 +11,8 @@
 
 use grace_core::Input;
 use grace_core::{
-    Action, Container, DeleteError, DeleteOptions, DeleteOutcome, Handled, Instant, Lifecycle, Now,
-    Phase, UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Action, Container, DeleteError, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
+    UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::scenario::{
@@ -162,7 +162,7 @@ impl<'a> Simulator<'a> {
             if at == i64::MAX {
                 break;
             }
-            self.steps += 1;
+            self.steps = self.steps.saturating_add(1);
             if self.steps > MAX_STEPS {
                 return Err(SimulateError::Stuck { at_ms: at });
             }
@@ -180,8 +180,10 @@ impl<'a> Simulator<'a> {
         if after != before {
             // Written by the agent itself (final delete, status): say so,
             // before the removal it may have caused.
-            let position = self.entries[mark..]
+            let position = self
+                .entries
                 .iter()
+                .skip(mark)
                 .position(|e| {
                     matches!(
                         e.kind,
@@ -191,7 +193,7 @@ impl<'a> Simulator<'a> {
                         }
                     )
                 })
-                .map_or(self.entries.len(), |p| mark + p);
+                .map_or(self.entries.len(), |p| mark.saturating_add(p));
             self.entries.insert(
                 position,
                 Entry {
@@ -208,8 +210,10 @@ impl<'a> Simulator<'a> {
     fn step_world_reports(&mut self, at: i64) {
         let now = self.now(at);
         for i in 0..self.world.len() {
-            if self.world[i].exit_at == Some(at) {
-                self.world[i] = World::default();
+            if let Some(w) = self.world.get_mut(i)
+                && w.exit_at == Some(at)
+            {
+                *w = World::default();
                 let _ = self
                     .machine
                     .handle(now, Input::container_exited(i))
@@ -218,8 +222,10 @@ impl<'a> Simulator<'a> {
             }
         }
         for i in 0..self.world.len() {
-            if self.world[i].hook_done_at == Some(at) {
-                self.world[i].hook_done_at = None;
+            if let Some(w) = self.world.get_mut(i)
+                && w.hook_done_at == Some(at)
+            {
+                w.hook_done_at = None;
                 let _ = self
                     .machine
                     .handle(now, Input::pre_stop_finished(i))
@@ -254,7 +260,12 @@ impl<'a> Simulator<'a> {
                         .get(container)
                         .map_or(i64::from(budget_seconds), Container::budget_seconds);
                     if let Some(w) = self.world.get_mut(container) {
-                        let run = self.scenario.containers[container].pre_stop_ms.unwrap_or(0);
+                        let run = self
+                            .scenario
+                            .containers
+                            .get(container)
+                            .and_then(|c| c.pre_stop_ms)
+                            .unwrap_or(0);
                         w.hook_done_at = Some(at.saturating_add(run));
                     }
                     (ActionKind::PreStop { budget_seconds }, Some(container))
@@ -263,8 +274,11 @@ impl<'a> Simulator<'a> {
                     let container = usize::from(container);
                     if let Some(w) = self.world.get_mut(container) {
                         w.hook_done_at = None; // the hook is cut or over
-                        w.exit_at = self.scenario.containers[container]
-                            .exits_after_sigterm_ms
+                        w.exit_at = self
+                            .scenario
+                            .containers
+                            .get(container)
+                            .and_then(|c| c.exits_after_sigterm_ms)
                             .map(|d| at.saturating_add(d));
                     }
                     (ActionKind::Sigterm, Some(container))
@@ -409,10 +423,7 @@ impl<'a> Simulator<'a> {
     fn delete(&mut self, now: Now, request: &DeleteRequest, entry: &mut EventEntry) {
         if request.unmatchable_resource_version.is_some() {
             // Validation and the uid precondition still come first (R4).
-            let probe = DeleteOptions {
-                dry_run: true,
-                ..request.options.clone()
-            };
+            let probe = request.options.clone().with_dry_run(true);
             let verdict = match self
                 .machine
                 .clone()

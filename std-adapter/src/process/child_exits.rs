@@ -152,7 +152,8 @@ fn handed(exit: Exit) {
         registry
             .unclaimed
             .retain(|_, (_, seen)| now.saturating_duration_since(*seen) < UNCLAIMED_FOR);
-        registry.prune_at = Some(now + UNCLAIMED_FOR);
+        // (No instant that far: prune at every exit, as before the first.)
+        registry.prune_at = now.checked_add(UNCLAIMED_FOR);
     }
     registry.unclaimed.insert(exit.pid, (exit.code, now));
 }

@@ -77,14 +77,7 @@ impl Group {
         }
     }
 
-    /// Removes its cgroup, once empty.
-    pub fn release(&self) {
-        if let Some(cgroup) = &self.cgroup {
-            cgroup::remove(cgroup);
-        }
-    }
-
-    /// [`release`](Self::release), off this thread ([`super::removal`]):
+    /// Removes its cgroup, once empty, off this thread ([`super::removal`]):
     /// removing a cgroup waits for the kernel's cgroup lock. One left by a
     /// crash is removed by the next agent (no record owns it).
     pub fn release_soon(&self) {

@@ -34,7 +34,8 @@
 //! opened, and of those an earlier agent left (read from the directory
 //! once, at the first adoption or removal): the logs of a removed object
 //! are found without reading the log directory. Removed objects'
-//! directories are deleted in the background ([`super::removal`]).
+//! directories are deleted in the background (see
+//! [`flush_removals`](super::flush_removals)).
 //!
 //! Files are created `0600` in `0700` directories: output is the
 //! workload's own business.
@@ -332,7 +333,7 @@ impl ContainerLogs {
             .map(|p| self.dir.join(&**p))
             .collect();
         drop(tracked);
-        let mut adopted = 0;
+        let mut adopted = 0_usize;
         for log in files {
             let fifo = fifo_of(&log);
             let reader = match rustix::fs::open(
@@ -351,7 +352,7 @@ impl ContainerLogs {
             let alive = matches!(sink.pump(&mut buf), pump::Flow::Open);
             if alive {
                 self.pump()?.add(sink)?;
-                adopted += 1;
+                adopted = adopted.saturating_add(1);
             } else {
                 let _ = std::fs::remove_file(&fifo);
             }
@@ -368,7 +369,7 @@ impl ContainerLogs {
     /// [`remove_object`](Self::remove_object) for many objects. Their
     /// directories are found among those tracked (no reading of the log
     /// directory, which holds one per object) and deleted in the
-    /// background ([`removal`]).
+    /// background ([`flush_removals`](super::flush_removals) waits for it).
     pub fn remove_objects<'a>(
         &self,
         removed: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
@@ -582,10 +583,7 @@ mod tests {
     fn object(uid: &str) -> StoredObject {
         let mut object =
             StoredObject::unscheduled(Record::new(Name::try_from(uid).expect("short")));
-        object.containers = vec![crate::store::StoredContainer {
-            name: "app".into(),
-            ..Default::default()
-        }];
+        object.containers = vec![crate::store::StoredContainer::named("app")];
         object
     }
 

@@ -148,6 +148,7 @@ pub fn flush() {
 }
 
 /// Whether `path` is waiting to be removed (or being removed).
+#[cfg(test)]
 pub fn is_pending(path: &Path) -> bool {
     let state = remover().lock();
     state.pending.contains(path) || state.busy.as_deref() == Some(path)

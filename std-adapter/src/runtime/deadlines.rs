@@ -218,7 +218,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             let mut next = open.lifecycle.clone();
             for &(c, at) in &sent {
                 let _ = next
-                    .handle(Now::new(now.wall, at), Input::stop_signal_sent(usize::from(c)))
+                    .handle(
+                        Now::new(now.wall, at),
+                        Input::stop_signal_sent(usize::from(c)),
+                    )
                     .container();
             }
             let _ = next.handle(now, Input::Timeout);

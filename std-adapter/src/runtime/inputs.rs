@@ -15,8 +15,10 @@ use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, FINALIZERS, KillState, Store, StoreError, StoredObject};
 
-/// The answer to a delete request (the REST response, R33).
+/// The answer to a delete request (the REST response, R33). Made by the
+/// runtime and the API server only; fields may be added.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeleteAnswer {
     /// Graceful, pending or deleted; dry run; force.
     pub response: DeleteResponse,

@@ -157,7 +157,8 @@ impl Objects {
             None => {
                 let id = self.free.pop().unwrap_or_else(|| {
                     self.slots.push(None);
-                    Id::try_from(self.slots.len() - 1).unwrap_or(Id::MAX)
+                    // Just pushed: the slots are not empty.
+                    Id::try_from(self.slots.len().saturating_sub(1)).unwrap_or(Id::MAX)
                 });
                 let name: Arc<str> = Arc::from(name);
                 self.ids.insert(Arc::clone(&name), id);

@@ -92,7 +92,8 @@ impl Writes {
         };
         n.clear();
         n.push_str(name);
-        self.len += 1;
+        // At most the slots' length: no overflow.
+        self.len = self.len.saturating_add(1);
         Some(object)
     }
 
@@ -102,7 +103,8 @@ impl Writes {
             Some(slot) => *slot = write,
             None => self.slots.push(write),
         }
-        self.len += 1;
+        // At most the slots' length: no overflow.
+        self.len = self.len.saturating_add(1);
     }
 }
 

@@ -120,6 +120,9 @@ impl State {
     }
 
     /// Applies one write that [`State::check_all`] accepted.
+    // check_all refused a batch whose revision would overflow, and any
+    // delete of an object that is not there: neither can happen here.
+    #[allow(clippy::arithmetic_side_effects, clippy::expect_used)]
     fn apply(&mut self, write: Write) -> Revision {
         let revision = Revision(self.revision.0 + 1);
         self.revision = revision;
@@ -178,7 +181,7 @@ impl State {
             });
         }
         // The log holds compacted+1 ..= revision, one event per revision.
-        let skip = usize::try_from(after.0 - self.compacted.0).unwrap_or(usize::MAX);
+        let skip = usize::try_from(after.0.saturating_sub(self.compacted.0)).unwrap_or(usize::MAX);
         Ok(self.log.iter().skip(skip).take(max).cloned().collect())
     }
 }

@@ -166,7 +166,12 @@ impl StoredObject {
 }
 
 /// One container of a stored object.
+///
+/// Fields may be added (the container has grown before): outside this
+/// crate build one with [`StoredContainer::new`] or
+/// [`StoredContainer::named`] and the `with_*` methods.
 #[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StoredContainer {
     /// The container's name, unique within the object.
     pub name: String,
@@ -228,6 +233,38 @@ impl StoredContainer {
             command: command.into_iter().map(Into::into).collect(),
             stop_signal: None,
         }
+    }
+
+    /// A main container named `name` with no command and no pre-stop hook
+    /// (an object whose workload the actuator does not run, as in tests
+    /// and benchmarks of the stores).
+    pub fn named(name: impl Into<String>) -> Self {
+        StoredContainer {
+            name: name.into(),
+            ..StoredContainer::default()
+        }
+    }
+
+    /// The same container with this pre-stop hook, or none.
+    #[must_use]
+    pub fn with_pre_stop_hook(mut self, hook: Option<String>) -> Self {
+        self.pre_stop = hook;
+        self
+    }
+
+    /// The same container as a sidecar (`true`) or a main container.
+    #[must_use]
+    pub fn with_sidecar(mut self, sidecar: bool) -> Self {
+        self.sidecar = sidecar;
+        self
+    }
+
+    /// The same container with its own stop signal (a signal number), or
+    /// the actuator's (`None`).
+    #[must_use]
+    pub fn with_stop_signal(mut self, signal: Option<i32>) -> Self {
+        self.stop_signal = signal;
+        self
     }
 
     /// The same container with a pre-stop hook (run by `sh -c`).

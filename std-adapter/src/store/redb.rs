@@ -202,7 +202,7 @@ impl RedbStore {
                     });
                 }
                 Err(StoreError::Corrupt(_)) if attempt < SNAPSHOT_ATTEMPTS => {
-                    attempt += 1;
+                    attempt = attempt.saturating_add(1);
                     std::thread::sleep(Duration::from_millis(20));
                 }
                 Err(e) => return Err(e),
@@ -506,10 +506,10 @@ impl Inner {
         let compacted = meta_get(&meta, META_COMPACTED).map_err(BatchError::backend)?;
         let cutoff = revision.saturating_sub(self.retention);
         if cutoff > compacted {
-            keep_objects_of(&mut objects, &log, compacted + 1..=cutoff)
-                .map_err(BatchError::backend)?;
-            log.retain_in(compacted + 1..=cutoff, |_, _| false)
-                .map_err(backend)?;
+            // cutoff > compacted: compacted + 1 does not overflow.
+            let trimmed = compacted.saturating_add(1)..=cutoff;
+            keep_objects_of(&mut objects, &log, trimmed.clone()).map_err(BatchError::backend)?;
+            log.retain_in(trimmed, |_, _| false).map_err(backend)?;
             meta.insert(META_COMPACTED, cutoff).map_err(backend)?;
         }
         Ok(revisions)
@@ -580,19 +580,19 @@ fn json_event_parts(entry: &[u8]) -> Option<(EventKind, String, std::ops::Range<
     /// `literal` at `at`, which moves past it.
     fn expect(entry: &[u8], at: &mut usize, literal: &[u8]) -> Option<()> {
         let found = entry.get(*at..)?.starts_with(literal);
-        *at += literal.len();
+        *at = at.checked_add(literal.len())?;
         found.then_some(())
     }
     let mut at = 0;
     expect(entry, &mut at, b"{\"kind\":")?;
     let (kind, used) = value::<EventKind>(entry.get(at..)?)?;
-    at += used;
+    at = at.checked_add(used)?;
     expect(entry, &mut at, b",\"name\":")?;
     let (name, used) = value::<String>(entry.get(at..)?)?;
-    at += used;
+    at = at.checked_add(used)?;
     expect(entry, &mut at, b",\"revision\":")?;
     let (_, used) = value::<u64>(entry.get(at..)?)?;
-    at += used;
+    at = at.checked_add(used)?;
     expect(entry, &mut at, b",\"object\":")?;
     let end = entry.len().checked_sub(1)?;
     (entry.last() == Some(&b'}') && at < end).then_some((kind, name, at..end))

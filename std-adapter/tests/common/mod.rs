@@ -1,8 +1,10 @@
 //! What several test files share: the tests' actuators ([`actuators`]),
+//! the agent's workload table seen from outside ([`workloads`]),
 //! a one-container pod, and waiting on real processes and their output.
 #![allow(dead_code)] // each test file uses its own part
 
 pub mod actuators;
+pub mod workloads;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
@@ -17,11 +19,9 @@ use grace_std::store::{StoredContainer, StoredObject};
 pub fn pod(uid: &str, pre_stop: bool) -> StoredObject {
     let mut object =
         StoredObject::on_node(Record::new(Name::try_from(uid).expect("short")), "node-a");
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        pre_stop: pre_stop.then(|| "sleep 100".into()),
-        ..StoredContainer::default()
-    }];
+    object.containers = vec![
+        StoredContainer::named("app").with_pre_stop_hook(pre_stop.then(|| "sleep 100".into())),
+    ];
     object
 }
 
@@ -113,35 +113,21 @@ impl Lines {
 /// tests that are done with them. Only processes that are still the ones
 /// recorded (same pid and start time) are signalled.
 pub fn kill_left_workloads(dir: &Path) {
-    let Ok(table) = grace_std::process::table::WorkloadTable::open(dir) else {
-        return;
-    };
-    let Ok((records, _)) = table.load() else {
-        return;
-    };
-    let groups: Vec<_> = records
-        .iter()
-        .map(|record| grace_std::process::group::Group {
-            pgid: if record.process.is_alive() {
-                record.process.pid
-            } else {
-                0
-            },
-            cgroup: record.cgroup.clone(),
-        })
-        .collect();
-    for group in &groups {
-        group.kill();
+    let records = workloads::records(dir);
+    for (_, record) in &records {
+        workloads::kill(record);
     }
-    for (record, group) in records.iter().zip(&groups) {
+    for (file, record) in &records {
         wait_for("a left workload gone", Duration::from_secs(10), || {
-            group.is_empty()
+            workloads::is_gone(record)
         });
-        group.release();
+        if let Some(cgroup) = &record.cgroup {
+            let _ = std::fs::remove_dir(cgroup);
+        }
         // The agent's cgroup directory too, once empty.
         if let Some(parent) = record.cgroup.as_deref().and_then(Path::parent) {
             let _ = std::fs::remove_dir(parent);
         }
-        let _ = table.remove(&record.object, record.container, record.hook);
+        let _ = std::fs::remove_file(file);
     }
 }

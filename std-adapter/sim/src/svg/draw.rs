@@ -12,7 +12,11 @@ pub(super) fn render(
     marks: &[Mark],
 ) -> String {
     let labels = place_labels(marks, axis);
-    let label_rows = labels.iter().map(|l| l.row + 1).max().unwrap_or(1);
+    let label_rows = labels
+        .iter()
+        .map(|l| l.row.saturating_add(1))
+        .max()
+        .unwrap_or(1);
     let lanes_top = 58.0 + label_rows as f64 * LABEL_ROW_H + 8.0;
     let ids = lane_ids(record, containers);
     let lanes: Vec<(&Lane, &str, f64)> = std::iter::once(record)

@@ -139,14 +139,18 @@ pub(super) fn place_labels(marks: &[Mark], axis: &Axis) -> Vec<PlacedLabel> {
                 .filter(|(a, b)| extent.0 < b + 10.0 && *a - 10.0 < extent.1)
                 .count()
         };
-        let row = (0..MAX_LABEL_ROWS)
-            .find(|&r| overlaps(&rows[r]) == 0)
+        // The first free row, else the least crowded one.
+        let row = rows
+            .iter()
+            .position(|r| overlaps(r) == 0)
             .unwrap_or_else(|| {
-                (0..MAX_LABEL_ROWS)
-                    .min_by_key(|&r| overlaps(&rows[r]))
-                    .unwrap_or(0)
+                (rows.iter().enumerate())
+                    .min_by_key(|(_, r)| overlaps(r))
+                    .map_or(0, |(i, _)| i)
             });
-        rows[row].push(extent);
+        if let Some(r) = rows.get_mut(row) {
+            r.push(extent);
+        }
         placed.push(PlacedLabel {
             row,
             anchor_end,

@@ -156,7 +156,7 @@ fn plan(
     snapshot: &Snapshot,
 ) -> Result<Plan, BatchError> {
     let keys = &inner.keys;
-    let mut compares = Vec::with_capacity(snapshot.objects.len() + 2);
+    let mut compares = Vec::with_capacity(snapshot.objects.len().saturating_add(2));
     if let Some(fence) = fence {
         compares.push(check_fence(keys, fence, snapshot)?);
     }
@@ -172,7 +172,7 @@ fn plan(
     let staged = stage(writes, snapshot, counter)?;
 
     compares.push(unchanged(&counter_key, snapshot.counter.as_ref()));
-    let mut ops = Vec::with_capacity(2 * writes.len() + 3);
+    let mut ops = Vec::with_capacity(writes.len().saturating_mul(2).saturating_add(3));
     object_ops(keys, &staged.objects, snapshot, &mut compares, &mut ops)?;
     // Keep the last `retention` changes: drop older log entries, and do
     // not write those of this batch that would be dropped at once (a
@@ -187,8 +187,12 @@ fn plan(
     if cutoff > compacted {
         let last_stored = cutoff.min(counter);
         if last_stored > compacted {
-            let range = DeleteOptions::new().with_range(keys.log(last_stored + 1));
-            ops.push(TxnOp::delete(keys.log(compacted + 1), Some(range)));
+            // compacted < last_stored <= counter: neither overflows.
+            let range = DeleteOptions::new().with_range(keys.log(last_stored.saturating_add(1)));
+            ops.push(TxnOp::delete(
+                keys.log(compacted.saturating_add(1)),
+                Some(range),
+            ));
         }
         ops.push(TxnOp::put(keys.compacted(), cutoff.to_string(), None));
     }

@@ -87,7 +87,7 @@ pub(super) fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
-            end.push(last + 1);
+            end.push(last.saturating_add(1)); // last < 0xff
             return end;
         }
     }

@@ -463,6 +463,8 @@ impl EtcdStore {
 }
 
 impl Inner {
+    // Only `Drop` takes the runtime, and nothing runs on the store after.
+    #[allow(clippy::expect_used)]
     fn runtime(&self) -> &tokio::runtime::Runtime {
         self.runtime
             .as_ref()
