@@ -34,31 +34,109 @@ const ATTEMPTS: usize = 64;
 /// The longest object name accepted: a DNS-1123 label's 63 bytes.
 pub const NAME_MAX: usize = 63;
 
+/// Why a name is refused ([`check_name`]); it prints kubectl's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NameError {
+    /// Empty, or longer than `max` bytes ([`NAME_MAX`] for an object's
+    /// name).
+    Length {
+        /// Its length in bytes.
+        len: usize,
+        /// The most it may have.
+        max: usize,
+    },
+    /// Not a DNS-1123 label: a character other than a lower-case letter,
+    /// a digit or `-`, or `-` at either end.
+    NotDnsLabel {
+        /// The name.
+        name: String,
+    },
+}
+
+impl std::fmt::Display for NameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameError::Length { len, max } => {
+                write!(f, "must be 1 to {max} characters, got {len}")
+            }
+            NameError::NotDnsLabel { name } => write!(
+                f,
+                "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for NameError {}
+
 /// Checks that `name` is a DNS-1123 label (lower-case letters, digits and
 /// `-`, starting and ending with a letter or digit, 1 to [`NAME_MAX`]
-/// bytes); the error says what is wrong with it.
-pub fn check_name(name: &str) -> Result<(), String> {
+/// bytes).
+pub fn check_name(name: &str) -> Result<(), NameError> {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
     let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
     if name.is_empty() || name.len() > NAME_MAX {
-        return Err(format!(
-            "must be 1 to {NAME_MAX} characters, got {}",
-            name.len()
-        ));
+        return Err(NameError::Length {
+            len: name.len(),
+            max: NAME_MAX,
+        });
     }
     if !name.chars().all(ok_char) || !edge(name.chars().next()) || !edge(name.chars().last()) {
-        return Err(format!(
-            "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
-        ));
+        return Err(NameError::NotDnsLabel {
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
 
+/// Why a label is refused ([`check_label`]); it prints kubectl's words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LabelError {
+    /// The key's prefix (before `/`) is not a DNS subdomain.
+    KeyPrefix {
+        /// The key.
+        key: String,
+    },
+    /// The key's name (after any prefix) is empty, too long, or holds a
+    /// character a label may not.
+    KeyName {
+        /// The key.
+        key: String,
+    },
+    /// The value is neither empty nor a valid label name.
+    Value {
+        /// The value.
+        value: String,
+    },
+}
+
+impl std::fmt::Display for LabelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LabelError::KeyPrefix { key } => write!(
+                f,
+                "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
+            ),
+            LabelError::KeyName { key } => write!(
+                f,
+                "Invalid value: \"{key}\": a label key's name must be at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            ),
+            LabelError::Value { value } => write!(
+                f,
+                "Invalid value: \"{value}\": a label value must be empty or at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LabelError {}
+
 /// Checks a label (`key`, `value`) as the Kubernetes API server does: the
 /// key an optional DNS-subdomain prefix and `/`, then a name of at most 63
-/// characters; the value empty or such a name. The error says what is
-/// wrong, in kubectl's words.
-pub fn check_label(key: &str, value: &str) -> Result<(), String> {
+/// characters; the value empty or such a name.
+pub fn check_label(key: &str, value: &str) -> Result<(), LabelError> {
     let name_ok = |s: &str| {
         !s.is_empty()
             && s.len() <= 63
@@ -76,19 +154,19 @@ pub fn check_label(key: &str, value: &str) -> Result<(), String> {
             || prefix.len() > 253
             || !prefix.split('.').all(|part| check_name(part).is_ok()))
     {
-        return Err(format!(
-            "Invalid value: \"{key}\": a label key's prefix must be a DNS subdomain"
-        ));
+        return Err(LabelError::KeyPrefix {
+            key: key.to_owned(),
+        });
     }
     if !name_ok(name) {
-        return Err(format!(
-            "Invalid value: \"{key}\": a label key's name must be at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-        ));
+        return Err(LabelError::KeyName {
+            key: key.to_owned(),
+        });
     }
     if !value.is_empty() && !name_ok(value) {
-        return Err(format!(
-            "Invalid value: \"{value}\": a label value must be empty or at most 63 characters: letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
-        ));
+        return Err(LabelError::Value {
+            value: value.to_owned(),
+        });
     }
     Ok(())
 }
@@ -305,4 +383,50 @@ fn decide<S: Store + ?Sized, T>(
             "{name}: other writers won {ATTEMPTS} times in a row"
         )),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused name or label says why as a typed value, and prints
+    /// kubectl's words.
+    #[test]
+    fn names_and_labels_are_refused_with_a_typed_reason() {
+        assert_eq!(check_name("web-0"), Ok(()));
+        assert_eq!(check_name(""), Err(NameError::Length { len: 0, max: 63 }));
+        let long = "a".repeat(64);
+        assert_eq!(
+            check_name(&long),
+            Err(NameError::Length { len: 64, max: 63 })
+        );
+        let refused = check_name("Web_0").expect_err("not a DNS-1123 label");
+        assert_eq!(
+            refused,
+            NameError::NotDnsLabel {
+                name: "Web_0".into()
+            }
+        );
+        assert!(refused.to_string().contains("is not a DNS-1123 label"));
+
+        assert_eq!(check_label("example.com/tier", "web"), Ok(()));
+        assert_eq!(
+            check_label("Bad_Prefix/tier", "web"),
+            Err(LabelError::KeyPrefix {
+                key: "Bad_Prefix/tier".into()
+            })
+        );
+        assert_eq!(
+            check_label("-tier", "web"),
+            Err(LabelError::KeyName {
+                key: "-tier".into()
+            })
+        );
+        assert_eq!(
+            check_label("tier", "web!"),
+            Err(LabelError::Value {
+                value: "web!".into()
+            })
+        );
+    }
 }

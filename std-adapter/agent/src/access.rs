@@ -178,7 +178,7 @@ impl Policy {
     }
 
     /// What `peer` may do, or why it is refused.
-    pub fn admit(&self, peer: &Peer) -> Result<Access, String> {
+    pub fn admit(&self, peer: &Peer) -> Result<Access, Refused> {
         if self.trusted(peer) {
             return Ok(Access::ReadWrite);
         }
@@ -187,22 +187,50 @@ impl Policy {
         {
             return Ok(group.access);
         }
-        let allowed = match &self.group {
-            Some(g) => format!(
-                "its own user (uid {}), root and group {} only",
-                self.uid, g.name
-            ),
-            None => format!(
-                "its own user (uid {}) and root only; `--allow-group GROUP[:ro|:rw]` lets a group in",
-                self.uid
-            ),
-        };
-        Err(format!(
-            "permission denied for uid {}: this agent serves {allowed}",
-            peer.uid
-        ))
+        Err(Refused {
+            uid: peer.uid,
+            agent_uid: self.uid,
+            group: self.group.as_ref().map(|g| g.name.clone()),
+        })
     }
 }
+
+/// A peer [`Policy::admit`] refuses: neither the agent's user, nor root,
+/// nor in its allowed group. It prints the reason the peer is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Refused {
+    /// The peer's uid.
+    pub uid: u32,
+    /// The agent's own uid.
+    pub agent_uid: u32,
+    /// The group let in (`--allow-group`), if any.
+    pub group: Option<String>,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "permission denied for uid {}: this agent serves ",
+            self.uid
+        )?;
+        match &self.group {
+            Some(group) => write!(
+                f,
+                "its own user (uid {}), root and group {group} only",
+                self.agent_uid
+            ),
+            None => write!(
+                f,
+                "its own user (uid {}) and root only; `--allow-group GROUP[:ro|:rw]` lets a group in",
+                self.agent_uid
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
 
 /// The supplementary groups of process `pid` (the `Groups:` line of its
 /// `/proc` status); none if it cannot be read. `SO_PEERCRED` has only the
@@ -278,7 +306,7 @@ mod tests {
         assert_eq!(policy.admit(&peer(1000, 5)), Ok(Access::ReadWrite));
         assert_eq!(policy.admit(&peer(0, 0)), Ok(Access::ReadWrite));
         let refused = policy.admit(&peer(1001, 5)).expect_err("refused");
-        assert!(refused.contains("--allow-group"), "{refused}");
+        assert!(refused.to_string().contains("--allow-group"), "{refused}");
         let policy = Policy {
             uid: 1000,
             group: Some(AllowGroup {

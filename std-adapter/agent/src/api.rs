@@ -65,7 +65,7 @@ pub enum Request {
         /// The object.
         name: String,
         /// The request's options: grace-core's form, or the body of a
-        /// Kubernetes DELETE (see [`delete_options_from_wire`]).
+        /// Kubernetes DELETE (its body, as a Kubernetes API server reads it).
         #[serde(deserialize_with = "either_delete_options")]
         options: DeleteOptions,
     },
@@ -476,7 +476,8 @@ struct WirePreconditions {
 /// propagation policy or dry-run value it does not know, R6) and values
 /// grace cannot hold (a resource version that is not a whole number) are
 /// errors naming the field.
-pub fn delete_options_from_wire(json: &str) -> Result<DeleteOptions, String> {
+#[cfg(test)]
+fn delete_options_from_wire(json: &str) -> Result<DeleteOptions, String> {
     let wire: WireDeleteOptions = serde_json::from_str(json).map_err(|e| e.to_string())?;
     from_wire(wire)
 }

@@ -37,8 +37,8 @@ pub enum AgentError {
         /// Why.
         error: io::Error,
     },
-    /// The container log limits are out of range: how, in words.
-    LogLimits(String),
+    /// The container log limits are out of range.
+    LogLimits(grace_std::process::logs::LogLimitsError),
     /// A file or directory that must be private to this user is not, or
     /// cannot be made so.
     Private(PrivateError),
@@ -91,7 +91,7 @@ impl fmt::Display for AgentError {
                 "the socket path {} cannot be used ({error}); choose a shorter path for the data directory",
                 path.display()
             ),
-            AgentError::LogLimits(message) => f.write_str(message),
+            AgentError::LogLimits(error) => write!(f, "{error}"),
             AgentError::Private(e) => write!(f, "refusing to start: {e}"),
             AgentError::Io { context, error } => write!(f, "{context}: {error}"),
             AgentError::Store(e) => write!(f, "store: {e}"),

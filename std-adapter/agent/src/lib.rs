@@ -73,7 +73,7 @@ mod startup;
 pub mod update;
 pub mod validate;
 
-pub use access::{Access, AllowGroup, AllowGroupError};
+pub use access::{Access, AllowGroup, AllowGroupError, Refused};
 pub use batched::GROUP_COMMIT_ENV;
 pub use error::AgentError;
 pub use on_exit::{OnExit, UnknownOnExit};

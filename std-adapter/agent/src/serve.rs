@@ -226,7 +226,7 @@ pub(super) fn accept(
                 }
                 Err(message) => {
                     eprintln!("grace agent: refused a connection from {peer}: {message}");
-                    refuse(stream, ErrorKind::Forbidden, message);
+                    refuse(stream, ErrorKind::Forbidden, message.to_string());
                     continue;
                 }
             },

@@ -113,10 +113,14 @@ pub fn put<S: Store, C: Clock>(
     else {
         let mut object = object;
         if object.uid().is_empty() {
+            let uid = new_uid();
             object.record.uid =
-                Name::try_from(new_uid().as_str()).map_err(|e| RuntimeError::InvalidName {
+                Name::try_from(uid.as_str()).map_err(|_| RuntimeError::InvalidName {
                     field: "metadata.uid",
-                    reason: e.to_string(),
+                    reason: grace_std::api_server::NameError::Length {
+                        len: uid.len(),
+                        max: grace_core::NAME_CAPACITY,
+                    },
                 })?;
         }
         let bound_here = object.node.as_deref() == Some(node);

@@ -77,7 +77,7 @@ pub fn object_named(
     uid_required: bool,
 ) -> Result<(), (String, String)> {
     let at = |field: &str, message: String| (field.to_owned(), message);
-    grace_std::api_server::check_name(name).map_err(|m| at("metadata.name", m))?;
+    grace_std::api_server::check_name(name).map_err(|m| at("metadata.name", m.to_string()))?;
     let record = &object.record;
     if uid_required && record.uid.is_empty() {
         return Err(at("metadata.uid", "Required value".into()));
@@ -114,10 +114,10 @@ pub fn object_named(
     }
     for (key, value) in &object.labels {
         grace_std::api_server::check_label(key, value)
-            .map_err(|m| at(&format!("metadata.labels.{key}"), m))?;
+            .map_err(|m| at(&format!("metadata.labels.{key}"), m.to_string()))?;
     }
     if let Some(node) = &object.node {
-        grace_std::api_server::check_name(node).map_err(|m| at("spec.nodeName", m))?;
+        grace_std::api_server::check_name(node).map_err(|m| at("spec.nodeName", m.to_string()))?;
     }
     if object.strategy != Strategy::POD && object.strategy != Strategy::GENERIC {
         return Err(at(
@@ -156,7 +156,8 @@ fn containers(object: &StoredObject) -> Result<(), (String, String)> {
     }
     for (i, c) in object.containers.iter().enumerate() {
         let path = format!("spec.containers[{i}]");
-        grace_std::api_server::check_name(&c.name).map_err(|m| at(format!("{path}.name"), m))?;
+        grace_std::api_server::check_name(&c.name)
+            .map_err(|m| at(format!("{path}.name"), m.to_string()))?;
         if object.containers.iter().take(i).any(|o| o.name == c.name) {
             return Err(at(
                 format!("{path}.name"),

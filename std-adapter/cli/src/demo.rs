@@ -261,12 +261,16 @@ fn introduce(out: &mut dyn Write, db: &Path) {
 /// kept from an interrupted run has it already).
 fn start_parts(rt: &mut DemoRuntime) -> Result<(), DemoError> {
     for p in &PARTS {
-        let uid = Name::try_from(format!("uid-{}", p.name).as_str()).map_err(|e| {
-            RuntimeError::InvalidName {
+        let uid = {
+            let uid = format!("uid-{}", p.name);
+            Name::try_from(uid.as_str()).map_err(|_| RuntimeError::InvalidName {
                 field: "metadata.uid",
-                reason: e.to_string(),
-            }
-        })?;
+                reason: grace_std::api_server::NameError::Length {
+                    len: uid.len(),
+                    max: grace_core::NAME_CAPACITY,
+                },
+            })?
+        };
         let mut object = StoredObject::on_node(Record::new(uid), "demo-node");
         object.containers = vec![
             StoredContainer::new("main", ["sh", "-c", p.command])

@@ -36,11 +36,11 @@ impl std::error::Error for FieldError {}
 impl FieldError {
     /// `message` about `field`, at no known position (a check made after
     /// the document was read).
-    pub fn at(field: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn at(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
         FieldError {
             field: field.into(),
             position: None,
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

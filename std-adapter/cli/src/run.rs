@@ -199,14 +199,16 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
         }
     });
 
-    let mut meta = Record::new(
-        Name::try_from(format!("uid-run-{}", std::process::id()).as_str()).map_err(|e| {
-            RuntimeError::InvalidName {
-                field: "metadata.uid",
-                reason: e.to_string(),
-            }
-        })?,
-    );
+    let mut meta = Record::new({
+        let uid = format!("uid-run-{}", std::process::id());
+        Name::try_from(uid.as_str()).map_err(|_| RuntimeError::InvalidName {
+            field: "metadata.uid",
+            reason: grace_std::api_server::NameError::Length {
+                len: uid.len(),
+                max: grace_core::NAME_CAPACITY,
+            },
+        })?
+    });
     meta.termination_grace_period_seconds = Some(options.grace_period_seconds);
     let mut object = StoredObject::on_node(meta, "local");
     object.containers = vec![

@@ -37,10 +37,10 @@ pub struct PodError {
 }
 
 impl PodError {
-    fn at(path: impl Into<String>, message: impl Into<String>) -> Self {
+    fn at(path: impl Into<String>, message: impl std::fmt::Display) -> Self {
         PodError {
             path: path.into(),
-            message: message.into(),
+            message: message.to_string(),
         }
     }
 }

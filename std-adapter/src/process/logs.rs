@@ -97,22 +97,48 @@ impl Default for LogLimits {
 }
 
 impl LogLimits {
-    /// Checks the limits: `max_bytes` at least 1, `max_files` at least 2;
-    /// the error names the field.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks the limits: `max_bytes` at least 1, `max_files` 2 to
+    /// [`MAX_COPIES`] + 1; the error names the field.
+    pub fn check(&self) -> Result<(), LogLimitsError> {
         if self.max_bytes == 0 {
-            return Err("log max size: must be at least 1 byte".into());
+            return Err(LogLimitsError::MaxBytes);
         }
         if self.max_files < 2 || self.max_files > MAX_COPIES.saturating_add(1) {
-            return Err(format!(
-                "log max files: must be 2 to {} (the file being written and its rotated copies), got {}",
-                MAX_COPIES.saturating_add(1),
-                self.max_files
-            ));
+            return Err(LogLimitsError::MaxFiles {
+                got: self.max_files,
+            });
         }
         Ok(())
     }
 }
+
+/// Limits [`LogLimits::check`] refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogLimitsError {
+    /// `max_bytes` is 0.
+    MaxBytes,
+    /// `max_files` is less than 2 or more than [`MAX_COPIES`] + 1.
+    MaxFiles {
+        /// The value given.
+        got: u32,
+    },
+}
+
+impl std::fmt::Display for LogLimitsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogLimitsError::MaxBytes => write!(f, "log max size: must be at least 1 byte"),
+            LogLimitsError::MaxFiles { got } => write!(
+                f,
+                "log max files: must be 2 to {} (the file being written and its rotated copies), got {got}",
+                MAX_COPIES.saturating_add(1)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LogLimitsError {}
 
 /// The log files of every container under one directory.
 #[derive(Clone, Debug)]
@@ -578,6 +604,27 @@ fn path_unsafe(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Limits out of range are refused with which one and why.
+    #[test]
+    fn log_limits_out_of_range_are_refused_naming_the_limit() {
+        let limits = |max_bytes, max_files| LogLimits {
+            max_bytes,
+            max_files,
+        };
+        assert_eq!(limits(1, 2).check(), Ok(()));
+        assert_eq!(limits(0, 2).check(), Err(LogLimitsError::MaxBytes));
+        assert_eq!(
+            limits(1, 1).check(),
+            Err(LogLimitsError::MaxFiles { got: 1 })
+        );
+        let too_many = limits(1, MAX_COPIES + 2).check().expect_err("too many");
+        assert!(
+            too_many
+                .to_string()
+                .starts_with("log max files: must be 2 to 100")
+        );
+    }
     use grace_core::{Name, Record};
 
     fn object(uid: &str) -> StoredObject {

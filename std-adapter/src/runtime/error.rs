@@ -46,7 +46,7 @@ pub enum RuntimeError {
         /// The field, e.g. `metadata.name`.
         field: &'static str,
         /// What is wrong with it.
-        reason: String,
+        reason: crate::api_server::NameError,
     },
     /// A kill state could not be encoded, or the runtime's own packed
     /// lifecycle did not decode (a bug).
