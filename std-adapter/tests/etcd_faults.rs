@@ -1158,18 +1158,11 @@ fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
         Record::<FINALIZERS>::new(Name::try_from("uid-frozen").expect("short uid")),
         "node-a",
     );
-    object.containers = vec![StoredContainer {
-        name: "app".into(),
-        command: vec![
-            "sh".into(),
-            "-c".into(),
-            format!(
-                "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
-                pid_file.display()
-            ),
-        ],
-        ..StoredContainer::default()
-    }];
+    let script = format!(
+        "trap '' TERM; echo $$ > {}; while :; do sleep 0.05; done",
+        pid_file.display()
+    );
+    object.containers = vec![StoredContainer::new("app", ["sh", "-c", &script])];
     let (actuator, events) = ProcessActuator::new();
     let mut rt =
         Runtime::open(store, SystemClock::new(), actuator, Recovery::default()).expect("opens");

@@ -263,7 +263,7 @@ impl Started {
         } = self;
         // The fencing epoch is read again before any step after a third
         // of the lease's TTL without a read (a pause, or just time).
-        let check_every = lease_ttl / 3;
+        let check_every = lease_ttl.checked_div(3).unwrap_or_default();
         let mut checked = StdInstant::now();
         let still_ours = || {
             if checked.elapsed() < check_every {
@@ -325,7 +325,9 @@ impl Heartbeat {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             let mut lease = lease;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(ttl / 3) {
+            while let Err(mpsc::RecvTimeoutError::Timeout) =
+                stopped.recv_timeout(ttl.checked_div(3).unwrap_or_default())
+            {
                 match store.keep_alive(lease) {
                     Ok(()) => {}
                     Err(StoreError::NotFound { .. }) => {
