@@ -400,8 +400,12 @@ impl Checker {
             )));
         }
         // Invariant 7, write-ahead: while the record is stored, an action
-        // is carried out only once the decision it follows from is.
+        // is carried out only once the decision it follows from is. One
+        // exception (R63): a SIGKILL the persisted state says is due (the
+        // grace spent, its stop signal sent) goes out though its own
+        // write-ahead could not be written.
         if !t.removed {
+            let signalled = |c: u8| t.kill.signalled.get(usize::from(c)) == Some(&true);
             let (lc, _) = t
                 .last
                 .as_ref()
@@ -416,9 +420,13 @@ impl Checker {
                     stage(container),
                     Some(Stage::Stopping { .. } | Stage::Killed | Stage::Stopped)
                 ),
-                Action::SendKill { container } => {
-                    matches!(stage(container), Some(Stage::Killed | Stage::Stopped))
-                }
+                Action::SendKill { container } => match stage(container) {
+                    Some(Stage::Killed | Stage::Stopped) => true,
+                    Some(Stage::Stopping { kill_at }) => {
+                        kill_at <= now.mono && signalled(container)
+                    }
+                    _ => false,
+                },
                 Action::ContainerStopped { container } => {
                     matches!(stage(container), Some(Stage::Stopped))
                 }
