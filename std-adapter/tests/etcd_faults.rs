@@ -174,6 +174,39 @@ impl EtcdServer {
         Pid::from_raw(i32::try_from(child.id()).expect("a pid")).expect("not 0")
     }
 
+    /// Stops the process with SIGSTOP and waits until every one of its
+    /// threads is stopped. A stop is not instant for a process with many
+    /// threads: the kernel stops them one by one as each is scheduled, and on
+    /// a loaded machine a thread that has not yet noticed can still answer a
+    /// request after `kill` returned.
+    fn freeze(&self) {
+        let pid = self.pid();
+        let _ = kill_process(pid, Signal::STOP);
+        let tasks = format!("/proc/{}/task", pid.as_raw_nonzero());
+        let stopped = |stat: &str| {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| {
+                matches!(rest.trim_start().chars().next(), Some('T' | 't'))
+            })
+        };
+        let started = Instant::now();
+        loop {
+            let all_stopped = std::fs::read_dir(&tasks)
+                .expect("etcd's threads")
+                .filter_map(Result::ok)
+                .all(|task| {
+                    std::fs::read_to_string(task.path().join("stat")).is_ok_and(|s| stopped(&s))
+                });
+            if all_stopped {
+                return;
+            }
+            assert!(
+                started.elapsed() < PATIENCE,
+                "etcd's threads never all stopped"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Sends `signal` and waits until the process is gone.
     fn stop(&mut self, signal: Signal) {
         let _ = kill_process(self.pid(), signal);
@@ -343,7 +376,7 @@ fn etcd_store_fails_fast_while_etcd_is_down_and_recovers_by_itself() {
     // A server that is there but does not answer (stopped with SIGSTOP):
     // every call waits for its request timeout, and no longer. (Reads only:
     // a write that timed out may still be applied when the server wakes.)
-    let _ = kill_process(server.pid(), Signal::STOP);
+    server.freeze();
     for (what, result, took) in calls_while_down(&store, false) {
         assert!(
             matches!(result, Err(StoreError::Unavailable(_))),
@@ -1195,7 +1228,7 @@ fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
     let deleted = Instant::now();
     let _ = rt.handle_agent_sync("w").expect("synced");
     // The stop signal is written and sent; then etcd stops answering.
-    let _ = kill_process(server.pid(), Signal::STOP);
+    server.freeze();
 
     while alive() {
         let waited = deleted.elapsed();
