@@ -516,16 +516,18 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
     // method (measured in benches/transition.rs).
     #[inline(always)]
     pub fn handle(&mut self, now: Now, input: Input) -> Reply {
-        match input {
-            Input::Delete(options) => Reply::Delete(self.delete(now, &options)),
-            Input::FinalizerUpdate(change) => Reply::Update(self.finalizer_update(now, &change)),
+        // Matched by reference: moving the options (360 bytes) out of the
+        // input would copy them again.
+        match &input {
+            Input::Delete(options) => Reply::Delete(self.delete(now, options)),
+            Input::FinalizerUpdate(change) => Reply::Update(self.finalizer_update(now, change)),
             Input::AgentSync => Reply::Handled(Ok(self.agent_sync(now))),
             Input::Evict {
                 grace_period_seconds,
-            } => Reply::Handled(Ok(self.evict(now, grace_period_seconds))),
-            Input::PreStopFinished(c) => Reply::Handled(self.pre_stop_finished(now, c)),
-            Input::ContainerExited(c) => Reply::Handled(self.container_exited(now, c)),
-            Input::StopSignalSent(c) => Reply::Handled(self.stop_signal_sent(now, c)),
+            } => Reply::Handled(Ok(self.evict(now, *grace_period_seconds))),
+            Input::PreStopFinished(c) => Reply::Handled(self.pre_stop_finished(now, *c)),
+            Input::ContainerExited(c) => Reply::Handled(self.container_exited(now, *c)),
+            Input::StopSignalSent(c) => Reply::Handled(self.stop_signal_sent(now, *c)),
             Input::NodeLost => Reply::Handled(Ok(self.node_lost(now))),
             Input::NodeReady => Reply::Handled(Ok(self.node_ready(now))),
             Input::NodeFenced => Reply::Handled(Ok(self.node_fenced(now))),
