@@ -56,6 +56,15 @@ pub use crate::runtime::WorldEvent;
 pub use orphans::become_subreaper;
 pub use output::Output;
 
+/// The workload table's format, for tests that read and write the table
+/// from outside as a later agent would, through the definitions the agent
+/// itself uses. Not part of the API: hidden, it changes with the table.
+#[doc(hidden)]
+pub mod table_format {
+    pub use super::identity::{ProcessIdentity, is_zombie};
+    pub use super::table::{WorkloadRecord, WorkloadTable};
+}
+
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

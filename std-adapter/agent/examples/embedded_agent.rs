@@ -18,6 +18,12 @@ use grace_core::{DeleteOptions, Record};
 use grace_std::store::{ContainerStatus, EventKind, StoredContainer, StoredObject};
 
 fn main() -> Result<(), Box<dyn Error>> {
+    // The agent only emits its log (`tracing` events): printed here on
+    // standard error, at info and above.
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .init();
     let dir = std::env::args_os()
         .nth(1)
         .ok_or("usage: embedded_agent DATA_DIR")?;
@@ -34,8 +40,8 @@ pub fn run(
     command: &[&str],
     mut on_running: impl FnMut(&str),
 ) -> Result<(), Box<dyn Error>> {
-    // The agent of the node `local`, its log on standard error.
-    let agent = Agent::start(AgentOptions::new(data_dir), std::io::stderr())?;
+    // The agent of the node `local` (its log goes to the subscriber).
+    let agent = Agent::start(AgentOptions::new(data_dir))?;
     println!("agent serving {}", agent.socket().display());
 
     // A watch first, so that no change is missed.

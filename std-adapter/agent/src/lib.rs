@@ -35,12 +35,36 @@
 //! one that ended meanwhile is reported stopped. After a reboot nothing
 //! survived: a deletion in progress completes at once (restart policy
 //! `Never`: nothing is restarted).
+//!
+//! # Its log
+//!
+//! The agent logs through [`tracing`]: every transition of an object
+//! (info), its start and stop and what it adopted (info), a step refused or
+//! retried (warn), an action that failed or a store outage (error), and
+//! start-up details (debug), with the object's name and container as fields
+//! where there is one. The targets are this crate's modules
+//! (`grace_agent::run_loop`, `grace_agent::startup`, ...). The library
+//! installs no subscriber: without one, nothing is printed. A program
+//! installs its own, e.g. `tracing-subscriber`'s `fmt` (as `grace agent`
+//! does, filtered by `RUST_LOG`):
+//!
+//! ```no_run
+//! use tracing_subscriber::filter::Targets;
+//! use tracing_subscriber::prelude::*;
+//!
+//! let filter: Targets = "grace_agent=info,warn".parse()?;
+//! tracing_subscriber::registry()
+//!     .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+//!     .with(filter)
+//!     .init();
+//! let agent = grace_agent::Agent::start(grace_agent::AgentOptions::new("/tmp/grace"))?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-use std::io::Write;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
@@ -160,15 +184,16 @@ pub fn workloads_dir(data_dir: &Path) -> PathBuf {
 }
 
 /// Runs the agent on the calling thread until SIGTERM or SIGINT (what
-/// `grace agent` does), logging every transition to `log`. Fails if the
+/// `grace agent` does), logging every transition (see [its
+/// log](crate#its-log)). Fails if the
 /// data directory, the store or an old socket is not private (another
 /// user owns it, others may write it: see [`grace_std::private`]), if the
 /// store cannot be opened (locked by another process, unreadable) or the
 /// socket cannot be bound. To run an agent inside a program that owns its
 /// signals, see [`Agent::start`].
-pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), AgentError> {
-    let (started, _stop) = start_agent(options, true, log)?;
-    started.serve(log)
+pub fn run(options: &AgentOptions) -> Result<(), AgentError> {
+    let (started, _stop) = start_agent(options, true)?;
+    started.serve()
 }
 
 /// An agent running inside this process, on a thread of its own: the
@@ -187,7 +212,7 @@ pub fn run(options: &AgentOptions, log: &mut impl Write) -> Result<(), AgentErro
 /// use grace_agent::{Agent, AgentOptions};
 ///
 /// let options = AgentOptions::new("/var/lib/my-orchestrator/grace");
-/// let agent = Agent::start(options, std::io::stderr())?;
+/// let agent = Agent::start(options)?;
 /// let mut client = Client::connect(agent.data_dir())?;
 /// let reply = client.call(&Request::Get { name: None })?;
 /// assert!(matches!(reply, Reply::Objects { .. }));
@@ -202,18 +227,15 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Starts an agent on `options.data_dir`, logging every transition to
-    /// `log`: everything that can fail at start (see [`run`]) has been
+    /// Starts an agent on `options.data_dir`, logging every transition
+    /// (see [its log](crate#its-log)): everything that can fail at start (see [`run`]) has been
     /// checked, the store opened, the workloads an earlier agent left
     /// adopted and the socket bound when this returns; the agent then
     /// serves on a thread of its own.
-    pub fn start(
-        options: AgentOptions,
-        mut log: impl Write + Send + 'static,
-    ) -> Result<Agent, AgentError> {
-        let (started, stop) = start_agent(&options, false, &mut log)?;
+    pub fn start(options: AgentOptions) -> Result<Agent, AgentError> {
+        let (started, stop) = start_agent(&options, false)?;
         let name = format!("grace-agent {}", options.node);
-        let running = Running::spawn(name, stop, move || started.serve(&mut log))?;
+        let running = Running::spawn(name, stop, move || started.serve())?;
         Ok(Agent {
             running,
             data_dir: options.data_dir,
@@ -274,7 +296,6 @@ struct Started {
 fn start_agent(
     options: &AgentOptions,
     signals: bool,
-    log: &mut impl Write,
 ) -> Result<(Started, mpsc::Sender<Input>), AgentError> {
     let dir = &options.data_dir;
     // Everything that can be checked before anything is written.
@@ -330,7 +351,6 @@ fn start_agent(
         &logs,
         options.recovery,
         &tx,
-        log,
     )?;
 
     // The store is ours (its lock is held), so a socket left here is an
@@ -357,14 +377,13 @@ fn start_agent(
         std::thread::spawn(move || serve::accept(listener, store, tx, policy, status, connections))
     };
 
-    let _ = writeln!(
-        log,
+    tracing::info!(
         "grace agent: node {}, store {}, socket {}",
         options.node,
         dir.join(DATABASE).display(),
         socket.display()
     );
-    startup::pick_up(&mut rt, &options.node, &gone, &logs, log)?;
+    startup::pick_up(&mut rt, &options.node, &gone, &logs)?;
     let started = Started {
         rt,
         inputs,
@@ -382,7 +401,7 @@ fn start_agent(
 
 impl Started {
     /// Serves until stopped, then closes the socket and every connection.
-    fn serve(self, log: &mut impl Write) -> Result<(), AgentError> {
+    fn serve(self) -> Result<(), AgentError> {
         let Started {
             mut rt,
             inputs,
@@ -408,9 +427,8 @@ impl Started {
             },
             // The local store is this agent's own: no one fences it.
             || Ok(()),
-            log,
         );
-        run_loop::wind_down(&rt, &transitions, &logs, log);
+        run_loop::wind_down(&rt, &transitions, &logs);
         // No new connection, and those open are closed: the store is
         // closed once the runtime is dropped.
         if connections.stop(&socket) {
@@ -418,8 +436,7 @@ impl Started {
         }
         let _ = std::fs::remove_file(&socket);
         let left = rt.actuator().running().count();
-        let _ = writeln!(
-            log,
+        tracing::info!(
             "grace agent: stopped; {left} workload(s) left running for the next agent to adopt"
         );
         result.map_err(AgentError::from)

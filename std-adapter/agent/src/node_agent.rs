@@ -35,7 +35,6 @@
 //!   (the runtime reads back what it could not confirm, see
 //!   [`crate::runtime::RETRY`]); the watch reopens where it stopped.
 
-use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
@@ -75,15 +74,12 @@ type SharedRuntime = Runtime<NodeScoped<EtcdStore>, RunClock, ProcessActuator>;
 
 /// Runs the agent of `options.node` on `store` on the calling thread until
 /// SIGTERM or SIGINT (`Ok`), or until its node is fenced (an error), as
-/// `grace agent --etcd` does. Logs every transition to `log`. To run one
+/// `grace agent --etcd` does. Logs every transition (see [its
+/// log](crate#its-log)). To run one
 /// inside a program that owns its signals, see [`NodeAgent::start`].
-pub fn run(
-    store: EtcdStore,
-    options: &SharedAgentOptions,
-    log: &mut impl Write,
-) -> Result<(), AgentError> {
-    let (started, _stop) = start(store, options, true, log)?;
-    started.serve(log)
+pub fn run(store: EtcdStore, options: &SharedAgentOptions) -> Result<(), AgentError> {
+    let (started, _stop) = start(store, options, true)?;
+    started.serve()
 }
 
 /// A node agent on a shared store running inside this process, on a
@@ -112,7 +108,7 @@ pub fn run(
 ///     logs: container_logs(dir, Some("node-a"), LogLimits::default()),
 ///     subreaper: false,
 /// };
-/// let agent = NodeAgent::start(store, options, std::io::stderr())?;
+/// let agent = NodeAgent::start(store, options)?;
 /// // ... objects bound to node-a are run until:
 /// agent.shutdown();
 /// agent.join()?;
@@ -126,18 +122,14 @@ pub struct NodeAgent {
 
 impl NodeAgent {
     /// Starts the agent of `options.node` on `store`, logging every
-    /// transition to `log`: its fencing epoch read, its lease taken and its
+    /// transition (see [its log](crate#its-log)): its fencing epoch read, its lease taken and its
     /// node registered, the workloads an earlier agent of the node left
     /// adopted when this returns; the agent then runs on a thread of its
     /// own.
-    pub fn start(
-        store: EtcdStore,
-        options: SharedAgentOptions,
-        mut log: impl Write + Send + 'static,
-    ) -> Result<NodeAgent, AgentError> {
-        let (started, stop) = start(store, &options, false, &mut log)?;
+    pub fn start(store: EtcdStore, options: SharedAgentOptions) -> Result<NodeAgent, AgentError> {
+        let (started, stop) = start(store, &options, false)?;
         let name = format!("grace-agent {}", options.node);
-        let running = Running::spawn(name, stop, move || started.serve(&mut log))?;
+        let running = Running::spawn(name, stop, move || started.serve())?;
         Ok(NodeAgent {
             running,
             node: options.node,
@@ -195,7 +187,6 @@ fn start(
     store: EtcdStore,
     options: &SharedAgentOptions,
     signals: bool,
-    log: &mut impl Write,
 ) -> Result<(Started, mpsc::Sender<Input>), AgentError> {
     let node = options.node.clone();
     let epoch = store.fencing_epoch(&node)?;
@@ -222,16 +213,14 @@ fn start(
         &options.logs,
         options.recovery,
         &tx,
-        log,
     )?;
     spawn_watch(store.clone(), from, tx.clone());
 
-    let _ = writeln!(
-        log,
+    tracing::info!(
         "grace agent: node {node}, etcd store {store:?}, fencing epoch {epoch}, lease {} s",
         options.lease_ttl.as_secs()
     );
-    startup::pick_up(&mut rt, &node, &gone, &options.logs, log)?;
+    startup::pick_up(&mut rt, &node, &gone, &options.logs)?;
     let started = Started {
         rt,
         inputs,
@@ -249,7 +238,7 @@ fn start(
 impl Started {
     /// Serves until stopped or fenced, then revokes the lease (stopped) or
     /// kills the workloads (fenced: orphans now).
-    fn serve(self, log: &mut impl Write) -> Result<(), AgentError> {
+    fn serve(self) -> Result<(), AgentError> {
         let Started {
             mut rt,
             inputs,
@@ -290,8 +279,8 @@ impl Started {
             on_exit: OnExit::Leave,
             status: SharedStatus::default(),
         };
-        let result = run_loop::serve(&mut rt, &inputs, &transitions, serving, still_ours, log);
-        run_loop::wind_down(&rt, &transitions, &logs, log);
+        let result = run_loop::serve(&mut rt, &inputs, &transitions, serving, still_ours);
+        run_loop::wind_down(&rt, &transitions, &logs);
         let lease = heartbeat.stop();
         if result.as_ref().is_err_and(fenced) {
             // Orphans now: no deletion will ever stop them.
@@ -299,7 +288,7 @@ impl Started {
         } else if let Some(lease) = lease {
             let _ = store.revoke_lease(lease);
         }
-        let _ = writeln!(log, "grace agent: stopped");
+        tracing::info!("grace agent: stopped");
         result.map_err(AgentError::from)
     }
 }

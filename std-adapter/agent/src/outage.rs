@@ -12,7 +12,6 @@
 //! and is served to `grace describe` ([`crate::api::Request::Status`])
 //! while it lasts.
 
-use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -99,11 +98,10 @@ impl Outage {
 
     /// A write of the agent's own failed with `error`: the next attempt
     /// after the back-off; the first failure is logged.
-    pub(super) fn failed(&mut self, error: &RuntimeError, log: &mut impl Write) {
+    pub(super) fn failed(&mut self, error: &RuntimeError) {
         let now = Instant::now();
         let failing = self.failing.get_or_insert_with(|| {
-            let _ = writeln!(
-                log,
+            tracing::error!(
                 "grace agent: the store fails: the agent cannot write its own steps ({error}); \
                  they wait, retried every {} ms doubling up to {} s",
                 FIRST_RETRY.as_millis(),
@@ -137,15 +135,14 @@ impl Outage {
     /// The agent's own steps were written: the outage, if there was one,
     /// is over (logged once). Not while process exits wait to be offered
     /// again.
-    pub(super) fn succeeded(&mut self, log: &mut impl Write) {
+    pub(super) fn succeeded(&mut self) {
         if !self.events.is_empty() {
             return;
         }
         let Some(failing) = self.failing.take() else {
             return;
         };
-        let _ = writeln!(
-            log,
+        tracing::info!(
             "grace agent: the store takes writes again: the agent writes its own steps again \
              (after {:.1} s, {} failed attempts)",
             failing.since.elapsed().as_secs_f64(),
@@ -158,18 +155,14 @@ impl Outage {
     /// step waits for the next retry (`Ok`); any other error is returned
     /// (the agent stops on it, as on a bug), as is a write refused because
     /// the agent's node was fenced (D7: it takes no further step).
-    pub(super) fn store_failed(
-        &mut self,
-        error: RuntimeError,
-        log: &mut impl Write,
-    ) -> Result<(), RuntimeError> {
+    pub(super) fn store_failed(&mut self, error: RuntimeError) -> Result<(), RuntimeError> {
         match error {
             RuntimeError::Store(StoreError::Fenced { .. }) => {
-                let _ = writeln!(log, "grace agent: {error}");
+                tracing::error!("grace agent: {error}");
                 Err(error)
             }
             RuntimeError::Store(_) => {
-                self.failed(&error, log);
+                self.failed(&error);
                 Ok(())
             }
             other => Err(other),
@@ -179,11 +172,7 @@ impl Outage {
     /// Takes what a batch of inputs left ([`Served`]): the process events
     /// not written are kept for the next retry. Returns the input that
     /// ended the batch.
-    pub(super) fn served(
-        &mut self,
-        served: Served,
-        log: &mut impl Write,
-    ) -> Result<Option<Input>, RuntimeError> {
+    pub(super) fn served(&mut self, served: Served) -> Result<Option<Input>, RuntimeError> {
         let Served {
             rest,
             failed,
@@ -195,7 +184,7 @@ impl Outage {
             self.retry_now();
         }
         if let Some(e) = failed {
-            self.store_failed(e, log)?;
+            self.store_failed(e)?;
         }
         Ok(rest)
     }

@@ -8,7 +8,6 @@
 //! step, which only a node agent makes: is its node still its own (not
 //! fenced, D7)?
 
-use std::io::Write;
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
@@ -42,32 +41,25 @@ pub(crate) struct Serving<'a> {
     pub(crate) status: SharedStatus,
 }
 
-/// Writes the transitions reported since the last call, one line each;
-/// returns the names of the objects whose records were removed.
-pub(crate) fn log_transitions(
-    transitions: &mpsc::Receiver<Transition>,
-    log: &mut impl Write,
-) -> Vec<String> {
+/// Logs the transitions reported since the last call, an info event each
+/// (the object's name padded, as a column, and the change; the object and
+/// the transition's wall-clock time, Unix seconds, as fields); returns the
+/// names of the objects whose records were removed.
+pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>) -> Vec<String> {
     let mut removed = Vec::new();
-    // One write for them all: standard output flushes at every line, and
-    // thousands of workloads stopping together make thousands of lines.
-    let mut lines = Vec::new();
     for t in transitions.try_iter() {
         if matches!(t.change, Change::Action(Action::Remove { .. })) {
             removed.push(t.object.clone());
         }
-        let _ = writeln!(
-            lines,
-            "{:>14.3}  {:<20} {}",
-            t.at.wall.as_unix_millis() as f64 / 1000.0,
+        let millis = t.at.wall.as_unix_millis();
+        tracing::info!(
+            object = %t.object,
+            at = %format_args!("{}.{:03}", millis / 1000, millis % 1000),
+            "{:<20} {}",
             t.object,
             t.change
         );
     }
-    if !lines.is_empty() {
-        let _ = log.write_all(&lines);
-    }
-    let _ = log.flush();
     removed
 }
 
@@ -98,9 +90,8 @@ pub(crate) fn wind_down<S: Store>(
     rt: &Runtime<S, RunClock, ProcessActuator>,
     transitions: &mpsc::Receiver<Transition>,
     logs: &ContainerLogs,
-    log: &mut impl Write,
 ) {
-    let removed = log_transitions(transitions, log);
+    let removed = log_transitions(transitions);
     remove_logs(rt, logs, &removed);
     crate::process::flush_removals();
 }
@@ -129,7 +120,6 @@ pub(crate) fn serve<S: Store>(
     transitions: &mpsc::Receiver<Transition>,
     serving: Serving<'_>,
     mut still_ours: impl FnMut() -> Result<(), RuntimeError>,
-    log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let Serving {
         node,
@@ -148,7 +138,7 @@ pub(crate) fn serve<S: Store>(
     // Names that hold a new object while the old one is being stopped.
     let mut waiting: Vec<String> = Vec::new();
     loop {
-        let removed = log_transitions(transitions, log);
+        let removed = log_transitions(transitions);
         remove_logs(rt, logs, &removed);
         forget_not_run(rt, &removed, node);
         if let Some(awaited) = &mut stopping {
@@ -170,11 +160,11 @@ pub(crate) fn serve<S: Store>(
             match still_ours() {
                 Ok(()) => {}
                 Err(e) if fenced(&e) => {
-                    let _ = writeln!(log, "grace agent: {e}");
+                    tracing::error!("grace agent: {e}");
                     return Err(e);
                 }
                 Err(e) => {
-                    let _ = writeln!(log, "grace agent: cannot read the fencing epoch: {e}");
+                    tracing::warn!("grace agent: cannot read the fencing epoch: {e}");
                     // The input waits for the check to pass.
                     next = input.ok();
                     std::thread::sleep(StdDuration::from_millis(500));
@@ -201,7 +191,7 @@ pub(crate) fn serve<S: Store>(
             {
                 let first = Input::Request(request, reply);
                 let served = batched::serve_batch(rt, first, inputs, node, true);
-                next = outage.served(served, log)?;
+                next = outage.served(served)?;
             }
             Ok(Input::Request(request, reply)) => {
                 let _ = reply.send(batched::handle(rt, request, node));
@@ -211,26 +201,26 @@ pub(crate) fn serve<S: Store>(
                 // commit.
                 let requests = batching && stopping.is_none();
                 let served = batched::serve_batch(rt, Input::World(event), inputs, node, requests);
-                next = outage.served(served, log)?;
+                next = outage.served(served)?;
             }
             Ok(Input::Changed(name)) => {
                 if let Err(e) = observe(rt, &name, &mut waiting) {
-                    retry_unless_fenced(e, log)?;
+                    retry_unless_fenced(e)?;
                 }
             }
-            Ok(Input::Resync) => resync(rt, &mut waiting, log)?,
+            Ok(Input::Resync) => resync(rt, &mut waiting)?,
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {
-                    stopping = Some(stop_workloads(rt, node, log));
+                    stopping = Some(stop_workloads(rt, node));
                 }
             }
             Ok(Input::Stop) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
         }
         if outage.due() {
-            own_steps(rt, &mut outage, log)?;
+            own_steps(rt, &mut outage)?;
         }
-        take_freed(rt, &mut waiting, log)?;
+        take_freed(rt, &mut waiting)?;
     }
 }
 
@@ -241,7 +231,6 @@ pub(crate) fn serve<S: Store>(
 fn own_steps<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     outage: &mut Outage,
-    log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let events = outage.take_events();
     if !events.is_empty() {
@@ -258,16 +247,16 @@ fn own_steps<S: Store>(
             outage.keep(unwritten);
             if let Some(e) = failed.or(committed.err()) {
                 outage.keep(events.collect());
-                return outage.store_failed(e, log);
+                return outage.store_failed(e);
             }
         }
     }
     match rt.handle_timeouts() {
         Ok(()) => {
-            outage.succeeded(log);
+            outage.succeeded();
             Ok(())
         }
-        Err(e) => outage.store_failed(e, log),
+        Err(e) => outage.store_failed(e),
     }
 }
 
@@ -280,12 +269,12 @@ pub(crate) fn fenced(e: &RuntimeError) -> bool {
 /// A step of a store's change that failed is logged and tried again
 /// later, unless it failed because the node was fenced: then the agent
 /// takes no further step.
-fn retry_unless_fenced(e: RuntimeError, log: &mut impl Write) -> Result<(), RuntimeError> {
+fn retry_unless_fenced(e: RuntimeError) -> Result<(), RuntimeError> {
     if fenced(&e) {
-        let _ = writeln!(log, "grace agent: {e}");
+        tracing::error!("grace agent: {e}");
         return Err(e);
     }
-    let _ = writeln!(log, "grace agent: {e} (retrying)");
+    tracing::warn!("grace agent: {e} (retrying)");
     Ok(())
 }
 
@@ -316,20 +305,19 @@ fn observe<S: Store>(
 fn resync<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     waiting: &mut Vec<String>,
-    log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let mut names: Vec<String> = rt.names().map(str::to_owned).collect();
     match rt.store().list() {
         Ok(listing) => names.extend(listing.objects.into_iter().map(|(n, ..)| n)),
         Err(e) => {
-            let _ = writeln!(log, "grace agent: resync: {e}");
+            tracing::warn!("grace agent: resync: {e}");
         }
     }
     names.sort();
     names.dedup();
     match names.iter().try_for_each(|name| observe(rt, name, waiting)) {
         Ok(()) => Ok(()),
-        Err(e) => retry_unless_fenced(e, log),
+        Err(e) => retry_unless_fenced(e),
     }
 }
 
@@ -338,7 +326,6 @@ fn resync<S: Store>(
 fn take_freed<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     waiting: &mut Vec<String>,
-    log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let free: Vec<String> = waiting
         .iter()
@@ -348,7 +335,7 @@ fn take_freed<S: Store>(
     waiting.retain(|n| !free.contains(n));
     for name in free {
         if let Err(e) = observe(rt, &name, waiting) {
-            retry_unless_fenced(e, log)?;
+            retry_unless_fenced(e)?;
         }
     }
     Ok(())
@@ -391,7 +378,6 @@ fn request_name(request: &Request) -> &str {
 fn stop_workloads<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     node: &str,
-    log: &mut impl Write,
 ) -> Vec<String> {
     let names: Vec<String> = rt
         .names()
@@ -420,15 +406,11 @@ fn stop_workloads<S: Store>(
             }
             Ok(_) => {}
             Err(e) => {
-                let _ = writeln!(
-                    log,
-                    "grace agent: {name}: cannot stop it: {e} (left running)"
-                );
+                tracing::error!(object = %name, "grace agent: {name}: cannot stop it: {e} (left running)");
             }
         }
     }
-    let _ = writeln!(
-        log,
+    tracing::info!(
         "grace agent: stopping: {evicted} object(s) evicted with their grace (--on-exit=stop)"
     );
     awaited

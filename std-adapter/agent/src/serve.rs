@@ -225,13 +225,13 @@ pub(super) fn accept(
                     (access, holder)
                 }
                 Err(message) => {
-                    eprintln!("grace agent: refused a connection from {peer}: {message}");
+                    tracing::warn!("grace agent: refused a connection from {peer}: {message}");
                     refuse(stream, ErrorKind::Forbidden, message.to_string());
                     continue;
                 }
             },
             Err(e) => {
-                eprintln!("grace agent: refused a connection: no peer credentials: {e}");
+                tracing::warn!("grace agent: refused a connection: no peer credentials: {e}");
                 continue;
             }
         };

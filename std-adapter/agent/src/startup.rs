@@ -6,7 +6,6 @@
 //! Between the two, each kind of agent opens where its inputs come from:
 //! the socket (the local agent), the store's watch (a node agent).
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc;
 
@@ -59,10 +58,9 @@ pub(crate) fn open<S: Store>(
     logs: &ContainerLogs,
     recovery: Recovery,
     tx: &mpsc::Sender<Input>,
-    log: &mut impl Write,
 ) -> Result<Opened<S>, AgentError> {
-    adopt_logs(logs, log);
-    let (actuator, world, gone) = open_actuator(state_dir, subreaper, log)?;
+    adopt_logs(logs);
+    let (actuator, world, gone) = open_actuator(state_dir, subreaper)?;
     let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt = Runtime::open(store, RunClock::new(), actuator, recovery)?;
     let transitions = rt.subscribe();
@@ -83,7 +81,6 @@ pub(crate) fn pick_up<S: Store>(
     node: &str,
     gone: &[Workload],
     logs: &ContainerLogs,
-    log: &mut impl Write,
 ) -> Result<(), RuntimeError> {
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
@@ -92,13 +89,13 @@ pub(crate) fn pick_up<S: Store>(
             let _ = rt.handle_agent_sync(&name)?;
         }
         if let Err(e) = rt.collect_garbage(&name) {
-            let _ = writeln!(
-                log,
+            tracing::warn!(
+                object = %name,
                 "grace agent: {name}: garbage collection: {e} (retried at the next start)"
             );
         }
     }
-    log_orphans(rt, log);
+    log_orphans(rt);
     logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
     Ok(())
 }
@@ -106,12 +103,9 @@ pub(crate) fn pick_up<S: Store>(
 /// Takes over the log pipes of the containers an earlier agent left
 /// running ([`ContainerLogs::adopt`]), before any container is started;
 /// a failure is logged (those containers' output waits in their pipes).
-fn adopt_logs(logs: &ContainerLogs, log: &mut impl Write) {
+fn adopt_logs(logs: &ContainerLogs) {
     if let Err(e) = logs.adopt() {
-        let _ = writeln!(
-            log,
-            "grace agent: cannot take over the output of earlier containers: {e}"
-        );
+        tracing::error!("grace agent: cannot take over the output of earlier containers: {e}");
     }
 }
 
@@ -124,31 +118,26 @@ pub(crate) type Workload = (String, usize, bool);
 fn open_actuator(
     dir: &Path,
     subreaper: bool,
-    log: &mut impl Write,
 ) -> Result<(ProcessActuator, mpsc::Receiver<WorldEvent>, Vec<Workload>), AgentError> {
     // One pidfd per workload: thousands of them need more than the usual
     // soft limit of open files.
     match crate::process::raise_open_files_limit() {
         Ok((soft, _)) => {
             let soft = soft.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
-            let _ = writeln!(log, "grace agent: open files limit {soft}");
+            tracing::debug!("grace agent: open files limit {soft}");
         }
         Err(e) => {
-            let _ = writeln!(log, "grace agent: the open files limit stays as it is: {e}");
+            tracing::warn!("grace agent: the open files limit stays as it is: {e}");
         }
     }
     // Orphans of the workloads come to the agent, which reaps them at once
     // (a zombie left to a slow or absent PID 1 would hold its deletion).
     if !subreaper {
-        let _ = writeln!(
-            log,
+        tracing::info!(
             "grace agent: orphans go to PID 1 (not a subreaper: AgentOptions::subreaper is off)"
         );
     } else if let Err(e) = crate::process::become_subreaper() {
-        let _ = writeln!(
-            log,
-            "grace agent: orphans go to PID 1 (not a subreaper: {e})"
-        );
+        tracing::warn!("grace agent: orphans go to PID 1 (not a subreaper: {e})");
     }
     let (actuator, world, adoption) = ProcessActuator::with_state_dir(dir)
         .map_err(|e| AgentError::io(format!("the workload table {}", dir.display()), e))?;
@@ -156,21 +145,29 @@ fn open_actuator(
         (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
         _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),
     };
-    let _ = writeln!(log, "grace agent: workloads run in {containment}");
+    tracing::info!("grace agent: workloads run in {containment}");
     for (object, container, hook) in &adoption.adopted {
         let what = if *hook { "pre-stop hook" } else { "container" };
-        let _ = writeln!(log, "grace agent: adopted {object} {what} {container}");
+        tracing::info!(
+            %object,
+            container,
+            hook,
+            "grace agent: adopted {object} {what} {container}"
+        );
     }
     for (object, container, hook) in &adoption.gone {
         let what = if *hook { "pre-stop hook" } else { "container" };
-        let _ = writeln!(
-            log,
+        tracing::info!(
+            %object,
+            container,
+            hook,
             "grace agent: {object} {what} {container} ended while no agent ran"
         );
     }
     for (object, container) in &adoption.never_ran {
-        let _ = writeln!(
-            log,
+        tracing::info!(
+            %object,
+            container,
             "grace agent: {object} container {container} never ran (an agent stopped before its start)"
         );
     }
@@ -178,8 +175,8 @@ fn open_actuator(
     // runs: its container is not reported stopped (it stays as it is).
     let mut unknown = adoption.gone;
     for path in &adoption.unreadable {
-        let _ = writeln!(
-            log,
+        tracing::warn!(
+            record = %path.display(),
             "grace agent: unreadable workload record {}: its container is left as it is",
             path.display()
         );
@@ -192,16 +189,18 @@ fn open_actuator(
 /// their kill was still owed, or removed while no agent ran) as a force
 /// delete does, carrying on a kill an earlier agent owed on its deadline
 /// ([`ProcessActuator::stop_orphans`]), and logs each.
-fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, log: &mut impl Write) {
+fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>) {
     let tracked: std::collections::BTreeSet<String> = rt.names().map(str::to_owned).collect();
     let now = rt.clock().now().mono;
     let stops = rt
         .actuator()
         .stop_orphans(|object| tracked.contains(object), now);
     for stop in stops {
-        let _ = match stop {
-            crate::process::OrphanStop::HookCutOff { object, container } => writeln!(
-                log,
+        match stop {
+            crate::process::OrphanStop::HookCutOff { object, container } => tracing::info!(
+                %object,
+                container,
+                hook = true,
                 "grace agent: {object} pre-stop hook {container}: its object is gone: cut off"
             ),
             crate::process::OrphanStop::Stopping {
@@ -216,12 +215,13 @@ fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, log:
                 } else {
                     "stop signal sent before"
                 };
-                writeln!(
-                    log,
+                tracing::info!(
+                    %object,
+                    container,
                     "grace agent: {object} container {container} runs but its object is gone: {signal}, SIGKILL in {ms} ms unless it exits"
-                )
+                );
             }
-        };
+        }
     }
 }
 

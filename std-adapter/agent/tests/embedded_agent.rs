@@ -74,9 +74,8 @@ fn r1_an_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
     );
 
     // The store was closed with the agent: the next one opens it at once.
-    let next =
-        grace_agent::Agent::start(grace_agent::AgentOptions::new(&data_dir), std::io::sink())
-            .expect("a second agent on the same data directory");
+    let next = grace_agent::Agent::start(grace_agent::AgentOptions::new(&data_dir))
+        .expect("a second agent on the same data directory");
     next.shutdown();
     next.join().expect("stopped");
 }

@@ -91,7 +91,7 @@ fn r1_a_node_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
         // The test harness waits for children of its own.
         subreaper: false,
     };
-    let agent = NodeAgent::start(store.clone(), options, std::io::sink()).expect("started");
+    let agent = NodeAgent::start(store.clone(), options).expect("started");
     assert_eq!(agent.node(), NODE);
     assert!(alive(&store), "its node is registered once start returns");
 

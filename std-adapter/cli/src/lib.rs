@@ -17,6 +17,7 @@
 use grace_agent::api;
 use grace_std::{api_server, clock, process, runtime, store};
 
+pub mod agent_log;
 pub mod apply;
 pub mod command_error;
 pub mod demo;

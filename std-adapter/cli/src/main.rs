@@ -43,7 +43,8 @@ enum Command {
     /// other commands, run the objects bound to this node, and carry out
     /// their deletions. Stops on SIGTERM or SIGINT, leaving its workloads
     /// running: the next agent on the same data directory adopts them
-    /// (unless --on-exit=stop).
+    /// (unless --on-exit=stop). Its log goes to standard output, filtered
+    /// by RUST_LOG (default `info`; e.g. `warn`, `grace_agent=debug,info`).
     Agent(AgentArgs),
     /// Print a container's output (stdout and stderr), as the agent of
     /// this machine kept it.
@@ -649,6 +650,10 @@ fn agent(args: AgentArgs) -> ExitCode {
         log_max_files,
         on_exit,
     } = args;
+    if let Err(e) = grace_cli::agent_log::init() {
+        eprintln!("grace agent: {e}");
+        return ExitCode::from(2);
+    }
     let mut options = grace_agent::AgentOptions::new(store.data_dir.clone());
     options.node = node;
     if reset_full_grace {
@@ -683,7 +688,7 @@ fn agent(args: AgentArgs) -> ExitCode {
         eprintln!("grace agent: {e}");
         return ExitCode::from(2);
     }
-    match grace_agent::run(&options, &mut std::io::stdout()) {
+    match grace_agent::run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("grace agent: {e}");
@@ -819,7 +824,7 @@ fn shared_agent(store: &StoreArgs, options: grace_agent::AgentOptions, lease_ttl
             recovery: options.recovery,
             lease_ttl: std::time::Duration::from_secs(lease_ttl),
         };
-        return match grace_agent::node_agent::run(etcd, &shared, &mut std::io::stdout()) {
+        return match grace_agent::node_agent::run(etcd, &shared) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("grace agent: {e}");

@@ -144,6 +144,7 @@ impl Agent {
             .args(extra)
             // The data dir's agent, not a shared store's (.ci/etcd sets it).
             .env_remove("GRACE_ETCD_ENDPOINTS")
+            .env_remove("RUST_LOG")
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(std::fs::File::create(dir.join(format!("agent.{run}.err"))).expect("err file"))
             .spawn()

@@ -88,6 +88,7 @@ impl Cluster {
             .args(["--etcd", &endpoints(), "--etcd-prefix", &self.prefix])
             .arg("--data-dir")
             .arg(self.dir.path())
+            .env_remove("RUST_LOG")
             .stdout(std::fs::File::create(&log).expect("log file"))
             .stderr(Stdio::piped())
             .spawn()

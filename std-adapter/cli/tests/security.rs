@@ -529,8 +529,8 @@ fn cgroup_root(test: &str, agent: &Agent) -> Option<std::path::PathBuf> {
     let log = agent.log();
     let root = log
         .lines()
-        .find_map(|l| l.strip_prefix("grace agent: workloads run in a cgroup v2 each, under "))
-        .map(std::path::PathBuf::from);
+        .find_map(|l| l.split_once("grace agent: workloads run in a cgroup v2 each, under "))
+        .map(|(_, root)| std::path::PathBuf::from(root));
     if root.is_none() {
         eprintln!("{test}: skipped: no writable cgroup v2 hierarchy here\n{log}");
     }

@@ -60,6 +60,11 @@ impl WorkloadRecord {
         format!("{hex}.{container}.{}", if hook { "hook" } else { "main" })
     }
 
+    /// The record in the file `path`, if it holds one that can be read.
+    pub fn from_file(path: &Path) -> Option<WorkloadRecord> {
+        serde_json::from_slice(&fs::read(path).ok()?).ok()
+    }
+
     /// The object, container and kind a file (or cgroup) name stands for
     /// ([`file_name`](Self::file_name)'s inverse), if it is one.
     pub fn parse_file_name(name: &str) -> Option<(String, usize, bool)> {
@@ -140,10 +145,11 @@ impl WorkloadTable {
 
     /// The record of a workload, if there is one that can be read.
     pub fn read(&self, object: &str, container: usize, hook: bool) -> Option<WorkloadRecord> {
-        let path = self
-            .dir
-            .join(WorkloadRecord::file_name(object, container, hook));
-        serde_json::from_slice(&fs::read(path).ok()?).ok()
+        WorkloadRecord::from_file(
+            &self
+                .dir
+                .join(WorkloadRecord::file_name(object, container, hook)),
+        )
     }
 
     fn write_named(&self, name: &str, record: &WorkloadRecord) -> io::Result<()> {
@@ -174,7 +180,7 @@ impl WorkloadTable {
         }
     }
 
-    /// Removes a workload's record soon, off this thread ([`removal`]):
+    /// Removes a workload's record soon, off this thread (`removal`):
     /// a crash before it is done leaves the record of a process that is
     /// gone, which the next agent reports gone and removes.
     pub fn remove_soon(&self, object: &str, container: usize, hook: bool) {
@@ -204,10 +210,7 @@ impl WorkloadTable {
             if path.extension().is_some_and(|e| e == MARKER) {
                 continue;
             }
-            match fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<WorkloadRecord>(&b).ok())
-            {
+            match WorkloadRecord::from_file(&path) {
                 Some(record) => records.push(record),
                 None => unreadable.push(path),
             }

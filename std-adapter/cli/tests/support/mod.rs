@@ -57,6 +57,8 @@ impl Agent {
         let mut command = Command::new(GRACE);
         command
             .env_remove("GRACE_ETCD_ENDPOINTS")
+            // The log at its default level, whatever the caller's.
+            .env_remove("RUST_LOG")
             .args(["agent", "--data-dir"])
             .arg(dir)
             .args(extra);
