@@ -308,16 +308,27 @@ fn container(
     sidecar: bool,
 ) -> Result<StoredContainer, PodError> {
     check_name(&c.name).map_err(|m| PodError::at(format!("{path}.name"), m))?;
-    let mut command = match &c.command {
-        Some(command) if command.first().is_some_and(|p| !p.is_empty()) => command.clone(),
+    let named = |argv: &Option<Vec<String>>| {
+        argv.as_ref()
+            .is_some_and(|a| a.first().is_some_and(|p| !p.is_empty()))
+    };
+    let command = match (&c.command, &c.args) {
+        (Some(command), args) if named(&c.command) => {
+            let mut command = command.clone();
+            command.extend(args.iter().flatten().cloned());
+            command
+        }
+        // `kubectl run NAME --image=busybox -- sh -c …`: arguments only.
+        // With no image they are the whole command line, as for an image
+        // with no entrypoint (busybox's).
+        (None, Some(args)) if named(&c.args) => args.clone(),
         _ => {
             return Err(PodError::at(
                 format!("{path}.command"),
-                "Required value: grace runs processes, not images, so the command must name the program",
+                "Required value: grace runs processes, not images, so the command (or, with no command, args) must name the program",
             ));
         }
     };
-    command.extend(c.args.iter().flatten().cloned());
     let lifecycle = c.lifecycle.as_ref();
     let pre_stop = lifecycle
         .and_then(|l| l.pre_stop.as_ref())
