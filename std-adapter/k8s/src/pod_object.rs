@@ -493,7 +493,6 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
                 pre_stop: c.pre_stop.as_ref().map(exec),
                 post_start: c.post_start.as_ref().map(exec),
                 stop_signal: c.stop_signal.map(signal_name),
-                ..Lifecycle::default()
             }),
         restart_policy: c.sidecar.then(|| "Always".to_owned()),
         env: crate::container_env::to_env(c),
