@@ -166,8 +166,12 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
                 "must not be empty",
             ));
         }
+        // The agent expands `$(NAME)` in a command as the kubelet does
+        // (`$$` is a `$`): this format's commands are run as written, so
+        // every `$` is escaped.
+        let command = c.command.iter().map(|a| a.replace('$', "$$"));
         containers.push(
-            StoredContainer::new(c.name, c.command)
+            StoredContainer::new(c.name, command)
                 .with_pre_stop_hook(c.pre_stop)
                 .with_sidecar(c.sidecar),
         );

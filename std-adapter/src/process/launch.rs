@@ -6,9 +6,10 @@
 //!   own entries, after a default `PATH`, `HOSTNAME` (the pod's name) and
 //!   `HOME` (from the user's passwd entry, else `/`), each of which an
 //!   entry may set; nothing of the agent's. A value's `$(NAME)` refers to
-//!   an earlier entry, and the command's and arguments' to any entry
-//!   (`$$` is a `$`; an unknown `$(NAME)` stays as written), as the kubelet
-//!   expands them. A field reference is read from the stored pod now.
+//!   an earlier entry, and (with [`Environment::Container`]) the command's
+//!   and arguments' to any entry (`$$` is a `$`; an unknown `$(NAME)`
+//!   stays as written), as the kubelet expands them. A field reference is
+//!   read from the stored pod now.
 //! - Working directory: created if missing (as a container runtime
 //!   creates it), the process started there.
 //! - User: a process with a `securityContext` runs as its uid, gid and
@@ -36,8 +37,10 @@ pub enum Environment {
     /// supervisor that wraps one command of its user's (`grace run`).
     #[default]
     Inherit,
-    /// Only the container's: its entries, `HOSTNAME`, `PATH` and `HOME`
-    /// (what a node agent gives the pods it runs).
+    /// Only the container's: its entries, `HOSTNAME`, `PATH` and `HOME`;
+    /// and `$(NAME)` in the command expanded (`$$` is a `$`), as the
+    /// kubelet runs a pod's container (what a node agent gives the pods it
+    /// runs).
     Container,
 }
 
@@ -137,11 +140,14 @@ pub(crate) fn container(
     let entries = entries(name, stored, container)?;
     let argv = match hook {
         Some(line) => vec!["sh".to_owned(), "-c".to_owned(), line.to_owned()],
-        None => container
+        // A pod's command, as the kubelet runs it.
+        None if environment == Environment::Container => container
             .command
             .iter()
             .map(|arg| expand(arg, |var| lookup(&entries, var)))
             .collect(),
+        // A supervisor's own command (`grace run`): as written.
+        None => container.command.clone(),
     };
     let identity = identity(name, stored.uid(), container)?;
     let mut env = Vec::new();
