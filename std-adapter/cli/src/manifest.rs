@@ -221,6 +221,19 @@ mod tests {
     }
 
     #[test]
+    fn commands_run_as_written_their_dollars_escaped_for_the_agents_expansion() {
+        let m = parse(
+            r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","command":["sh","-c","echo $$ $(x)"]}]}}"#,
+            uid,
+        )
+        .expect("valid");
+        assert_eq!(
+            m.object.containers[0].command,
+            ["sh", "-c", "echo $$$$ $$(x)"]
+        );
+    }
+
+    #[test]
     fn r18_a_missing_grace_defaults_to_30_seconds() {
         let m = parse(r#"{"metadata":{"name":"a"}}"#, uid).expect("valid");
         assert_eq!(m.object.record.termination_grace_period_seconds, Some(30));
