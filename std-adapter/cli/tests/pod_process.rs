@@ -343,3 +343,104 @@ spec:
     );
     delete(dir, "failing");
 }
+
+/// Answers the discovery requests `kubectl run --dry-run=client` makes
+/// (`/api`, `/apis`, `/api/v1`), which is all it needs of a server; its
+/// address.
+fn discovery_server() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let address = format!("http://{}", listener.local_addr().expect("bound"));
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&buf[..n]),
+                }
+            }
+            let request = String::from_utf8_lossy(&request);
+            let path = request.split_whitespace().nth(1).unwrap_or("");
+            let body = match path.split('?').next().unwrap_or("") {
+                "/api" => {
+                    r#"{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}"#
+                }
+                "/apis" => r#"{"kind":"APIGroupList","apiVersion":"v1","groups":[]}"#,
+                "/api/v1" => {
+                    r#"{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"pods","singularName":"pod","namespaced":true,"kind":"Pod","verbs":["create","get"]}]}"#
+                }
+                _ => "",
+            };
+            let status = if body.is_empty() {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    address
+}
+
+#[test]
+fn manifests_kubectl_run_writes_apply_and_run() {
+    let Ok(version) = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+    else {
+        eprintln!("kubectl is not installed: skipped");
+        return;
+    };
+    assert!(version.status.success());
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let _agent = agent(dir);
+    let server = discovery_server();
+    let kubectl_run = |name: &str, tail: &[&str]| {
+        let out = std::process::Command::new("kubectl")
+            .env("KUBECONFIG", dir.join("no-kubeconfig"))
+            .args(["--server", &server, "run", name, "--image=busybox"])
+            .args(["--dry-run=client", "-o", "yaml"])
+            .args(tail)
+            .output()
+            .expect("kubectl runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        // Bound to the agent's node, as a scheduler would.
+        text(&out.stdout).replace("spec:\n", "spec:\n  nodeName: local\n")
+    };
+    // `-- ARGS`: arguments only; `--command -- CMD`: a command.
+    let args = kubectl_run(
+        "by-args",
+        &["--", "sh", "-c", "echo ran by args; exec sleep 1000"],
+    );
+    assert!(
+        args.contains("args:") && !args.contains("command:"),
+        "{args}"
+    );
+    let command = kubectl_run(
+        "by-command",
+        &[
+            "--command",
+            "--",
+            "sh",
+            "-c",
+            "echo ran by command; exec sleep 1000",
+        ],
+    );
+    assert!(command.contains("command:"), "{command}");
+    apply(dir, "by-args.yaml", &args);
+    apply(dir, "by-command.yaml", &command);
+    wait_for("both ran", Duration::from_secs(20), || {
+        logs(dir, "by-args").contains("ran by args")
+            && logs(dir, "by-command").contains("ran by command")
+    });
+    delete(dir, "by-args");
+    delete(dir, "by-command");
+}
