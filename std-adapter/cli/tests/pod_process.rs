@@ -444,3 +444,57 @@ fn manifests_kubectl_run_writes_apply_and_run() {
     delete(dir, "by-args");
     delete(dir, "by-command");
 }
+
+#[test]
+fn the_pre_stop_hook_runs_with_the_containers_env_user_and_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let _agent = agent(dir);
+    // Writable by the container's user, wherever it runs as.
+    let shared = tempfile::Builder::new()
+        .prefix("grace-pre-stop")
+        .tempdir_in("/tmp")
+        .expect("shared dir");
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let user = if root() { "65534" } else { "null" };
+    apply(
+        dir,
+        "hooked.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: stopping}}
+spec:
+  nodeName: local
+  terminationGracePeriodSeconds: 10
+  securityContext: {{runAsUser: {user}}}
+  containers:
+  - name: main
+    command: [sh, -c, 'echo up; exec sleep 1000']
+    workingDir: {shared}
+    env:
+    - {{name: GREETING, value: hello}}
+    lifecycle:
+      preStop:
+        exec:
+          command: [sh, -c, 'echo "$GREETING $(id -u) $(pwd) ${{RUST_LOG:-none}}" > hook.out']
+"#,
+            shared = shared.path().display()
+        ),
+    );
+    wait_for("the container runs", Duration::from_secs(20), || {
+        logs(dir, "stopping").contains("up")
+    });
+    delete(dir, "stopping");
+    let wrote = std::fs::read_to_string(shared.path().join("hook.out")).expect("the hook wrote");
+    let uid = if root() {
+        "65534".to_owned()
+    } else {
+        rustix::process::geteuid().as_raw().to_string()
+    };
+    assert_eq!(
+        wrote.trim(),
+        format!("hello {uid} {} none", shared.path().display())
+    );
+}
