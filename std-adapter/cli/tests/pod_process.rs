@@ -212,9 +212,15 @@ spec:
     wait_for("the explicit refusal", Duration::from_secs(20), || {
         state(dir, "explicit")["waiting"]["reason"] == "CreateContainerConfigError"
     });
-    assert_eq!(
-        state(dir, "explicit")["waiting"]["message"],
-        "container's runAsUser breaks non-root policy (pod: \"explicit_default(uid-explicit)\", container: main)"
+    let message = "container's runAsUser breaks non-root policy (pod: \"explicit_default(uid-explicit)\", container: main)";
+    assert_eq!(state(dir, "explicit")["waiting"]["message"], message);
+    // As kubectl shows it: the reason as STATUS, the message in describe.
+    let get = text(&grace(dir, &["get", "explicit", "--no-headers"]).stdout);
+    assert!(get.contains("CreateContainerConfigError"), "{get}");
+    let describe = text(&grace(dir, &["describe", "pod", "explicit"]).stdout);
+    assert!(
+        describe.contains(&format!("CreateContainerConfigError: {message}")),
+        "{describe}"
     );
     if root() {
         // No runAsUser: it would run as the agent's user, root here.
