@@ -27,6 +27,13 @@
 //! on watching it; a record is removed only once its process group (or
 //! cgroup) is empty.
 //!
+//! Each container's process (and its hooks) runs with the environment,
+//! working directory and user its stored container says
+//! ([`Environment`]: only the container's, for a node agent, or the
+//! actuator's own with the container's entries added); a container the
+//! agent must not or cannot start as asked is a [`LaunchError`]. A
+//! post-start hook runs beside the process, in its group.
+//!
 //! Where the processes' standard streams go is [`Output`]: discarded,
 //! passed through (`grace run`), or kept in per-container log files
 //! ([`logs`]).
@@ -386,7 +393,7 @@ impl ProcessActuator {
 
     /// Gives the processes started from now on `environment`: the
     /// actuator's own with the containers' entries added (the default), or
-    /// the containers' only ([`launch`](self) explains what they get).
+    /// the containers' only (the [module docs](self) say what they get).
     pub fn with_environment(mut self, environment: Environment) -> Self {
         self.environment = environment;
         self

@@ -5,13 +5,17 @@
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
 //! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
-//! `spec.containers[]` (`name`, `command` + `args`,
-//! `lifecycle.preStop.exec.command` or `lifecycle.preStop.sleep.seconds`,
-//! `lifecycle.stopSignal`) and native sidecars (`spec.initContainers[]` with
-//! `restartPolicy: Always`). Every other field valid in a Pod is accepted
+//! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
+//! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
+//! `env` with values and pod field references, `workingDir`,
+//! `securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`),
+//! `lifecycle.preStop` and `lifecycle.postStart` as `exec.command` or
+//! `sleep.seconds`, `lifecycle.stopSignal`) and native sidecars
+//! (`spec.initContainers[]` with `restartPolicy: Always`). Every other field valid in a Pod is accepted
 //! and reported by [`ignored_fields`]; a field grace would have to act on
 //! and cannot (an HTTP pre-stop hook, an init container that runs to
-//! completion, a container without a command) is refused.
+//! completion, a container without a command, `envFrom`, an environment
+//! entry from a ConfigMap or Secret) is refused.
 
 use grace_core::{Name, Record, Strategy};
 use k8s_openapi::api::core::v1::{
