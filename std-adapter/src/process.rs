@@ -455,7 +455,14 @@ impl ProcessActuator {
                     continue;
                 }
             };
-            if let Err(reason) = runnable(&launch.program, launch.path()) {
+            // A relative path with a `/` is the working directory's.
+            let program = match &launch.cwd {
+                Some(dir) if launch.program.contains('/') && !launch.program.starts_with('/') => {
+                    dir.join(&launch.program).display().to_string()
+                }
+                _ => launch.program.clone(),
+            };
+            if let Err(reason) = runnable(&program, launch.path()) {
                 failed.push((i, LaunchError::CannotRun(reason)));
                 continue;
             }

@@ -504,3 +504,32 @@ spec:
         format!("hello {uid} {} none", shared.path().display())
     );
 }
+
+#[test]
+fn a_relative_program_is_found_in_the_working_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let _agent = agent(dir);
+    let work = dir.join("app");
+    std::fs::create_dir(&work).expect("dir");
+    let script = work.join("hello.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho hello from $(pwd)\nexec sleep 1000\n",
+    )
+    .expect("script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    apply(
+        dir,
+        "relative.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: relative}}\nspec:\n  nodeName: local\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: main\n    command: [./hello.sh]\n    workingDir: {}\n",
+            work.display()
+        ),
+    );
+    wait_for("the script ran", Duration::from_secs(20), || {
+        logs(dir, "relative").contains(&format!("hello from {}", work.display()))
+    });
+    delete(dir, "relative");
+}
