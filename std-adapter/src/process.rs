@@ -27,6 +27,13 @@
 //! on watching it; a record is removed only once its process group (or
 //! cgroup) is empty.
 //!
+//! Each container's process (and its hooks) runs with the environment,
+//! working directory and user its stored container says
+//! ([`Environment`]: only the container's, for a node agent, or the
+//! actuator's own with the container's entries added); a container the
+//! agent must not or cannot start as asked is a [`LaunchError`]. A
+//! post-start hook runs beside the process, in its group.
+//!
 //! Where the processes' standard streams go is [`Output`]: discarded,
 //! passed through (`grace run`), or kept in per-container log files
 //! ([`logs`]).
@@ -42,9 +49,11 @@ mod cgroup;
 mod child_exits;
 mod group;
 mod identity;
+mod launch;
 pub mod logs;
 mod orphans;
 mod output;
+mod post_start;
 mod reaper;
 mod removal;
 mod table;
@@ -53,6 +62,7 @@ mod table;
 /// (an exit's `code` is `None` for a process adopted after a restart, which
 /// is not the agent's child).
 pub use crate::runtime::WorldEvent;
+pub use launch::{DEFAULT_PATH, Environment, LaunchError};
 pub use orphans::become_subreaper;
 pub use output::Output;
 
@@ -79,6 +89,7 @@ use crate::store::StoredObject;
 use cgroup::Cgroups;
 use group::Group;
 use identity::ProcessIdentity;
+use launch::Launch;
 use reaper::{Reaper, WatchedProcess};
 use table::{WorkloadRecord, WorkloadTable};
 
@@ -216,6 +227,8 @@ pub struct ProcessActuator {
     /// The records of the workloads adopted at the start (not hooks), for
     /// what an earlier agent owed them.
     adopted: HashMap<(String, usize), WorkloadRecord>,
+    /// Which environment processes get.
+    environment: Environment,
 }
 
 impl ProcessActuator {
@@ -237,6 +250,7 @@ impl ProcessActuator {
             output: Output::Discard,
             launcher: Vec::new(),
             adopted: HashMap::new(),
+            environment: Environment::Inherit,
         };
         (actuator, rx)
     }
@@ -386,6 +400,14 @@ impl ProcessActuator {
         self
     }
 
+    /// Gives the processes started from now on `environment`: the
+    /// actuator's own with the containers' entries added (the default), or
+    /// the containers' only (the [module docs](self) say what they get).
+    pub fn with_environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
     /// Sends `signal` to the process group of container `container`'s
     /// workload; false if no workload of it runs.
     pub fn signal(&self, object: &str, container: usize, signal: Signal) -> bool {
@@ -418,7 +440,7 @@ impl ProcessActuator {
     /// (the others start all the same).
     pub fn start(&mut self, object: &str, stored: &StoredObject) -> std::io::Result<()> {
         match self.start_each(object, stored).into_iter().next() {
-            Some((_, reason)) => Err(std::io::Error::other(reason)),
+            Some((_, error)) => Err(std::io::Error::other(error)),
             None => Ok(()),
         }
     }
@@ -426,28 +448,68 @@ impl ProcessActuator {
     /// Starts every container of `object` that is not running yet
     /// (`command`, run directly, in a new process group each). A container
     /// that cannot be started is skipped: it is returned with the reason
-    /// (as a container runtime gives it); the others start.
-    pub fn start_each(&mut self, object: &str, stored: &StoredObject) -> Vec<(usize, String)> {
+    /// (as the kubelet or a container runtime gives it); the others start.
+    /// Each runs in the environment, directory and user its container
+    /// says ([`with_environment`](Self::with_environment)).
+    pub fn start_each(&mut self, object: &str, stored: &StoredObject) -> Vec<(usize, LaunchError)> {
         let mut failed = Vec::new();
         for (i, container) in stored.containers.iter().enumerate() {
-            if self.is_running(object, i) {
+            if self.is_running(object, i) || container.command.is_empty() {
                 continue;
             }
-            let Some((program, _)) = container.command.split_first() else {
-                continue;
+            let launch = match launch::container(object, stored, i, None, self.environment) {
+                Ok(launch) => launch,
+                Err(e) => {
+                    failed.push((i, e));
+                    continue;
+                }
             };
-            if let Err(reason) = runnable(program) {
-                failed.push((i, reason));
+            // A relative path with a `/` is the working directory's.
+            let program = match &launch.cwd {
+                Some(dir) if launch.program.contains('/') && !launch.program.starts_with('/') => {
+                    dir.join(&launch.program).display().to_string()
+                }
+                _ => launch.program.clone(),
+            };
+            if let Err(reason) = runnable(&program, launch.path()) {
+                failed.push((i, LaunchError::CannotRun(reason)));
                 continue;
             }
-            match self.spawn(object, i, Some(stored), &container.command) {
+            match self.spawn(object, i, Some(stored), &launch) {
                 Ok(group) => {
+                    if let Some(hook) = &container.post_start {
+                        self.post_start(object, stored, i, hook, &group);
+                    }
                     self.workloads.insert((object.to_owned(), i), group);
                 }
-                Err(e) => failed.push((i, e.to_string())),
+                Err(e) => failed.push((i, LaunchError::CannotRun(e.to_string()))),
             }
         }
         failed
+    }
+
+    /// Runs container `i`'s post-start hook beside its process `group`
+    /// ([`post_start`]): in the container's environment, directory and
+    /// user; a failure kills the container with the pod's grace.
+    fn post_start(&self, object: &str, stored: &StoredObject, i: usize, hook: &str, group: &Group) {
+        let signal = stored
+            .containers
+            .get(i)
+            .and_then(|c| c.stop_signal)
+            .and_then(Signal::from_named_raw)
+            .unwrap_or(self.stop_signal);
+        let seconds = stored.record.termination_grace_period_seconds.unwrap_or(30);
+        let on_failure = post_start::OnFailure {
+            group: group.clone(),
+            signal,
+            grace: std::time::Duration::from_secs(seconds.max(0).unsigned_abs()),
+        };
+        let launch = launch::container(object, stored, i, Some(hook), self.environment)
+            // Its container's launch was worked out a moment ago: this one
+            // differs only by its command, so it fails only as a hook that
+            // cannot start, which kills the container all the same.
+            .unwrap_or_default();
+        post_start::run(&launch, on_failure);
     }
 
     /// Whether a container's workload is still running (not yet reported
@@ -622,8 +684,9 @@ impl ProcessActuator {
         object: &str,
         container: usize,
         workload_of: Option<&StoredObject>,
-        command: &[String],
+        launch: &Launch,
     ) -> std::io::Result<Group> {
+        let command = &launch.argv;
         let hook = workload_of.is_none();
         // A workload's log pipe comes with a keeper, which the workload
         // inherits: held until it is started.
@@ -647,6 +710,7 @@ impl ProcessActuator {
                 None => Command::new(program),
             };
             cmd.args(args);
+            launch.apply(&mut cmd);
             let keeper = streams(&mut cmd, &self.output)?;
             let child = spawn_group(cmd)?;
             drop(keeper);
@@ -662,12 +726,13 @@ impl ProcessActuator {
             Some(cgroups) => Some(cgroups.create(&name)?),
             None => None,
         };
-        let mut cmd = Command::new("sh");
+        let mut cmd = Command::new(launch::shell());
         cmd.arg("-c")
             .arg(gate())
             .arg(table.marker(object, container, hook))
             .args(&self.launcher)
             .args(command);
+        launch.apply(&mut cmd);
         let keeper = streams(&mut cmd, &self.output)?;
         // The gate's stdin (the command's is `/dev/null`).
         cmd.stdin(Stdio::piped());
@@ -770,9 +835,13 @@ impl Actuator for ProcessActuator {
                 else {
                     return Ok(());
                 };
-                let command = ["sh".to_owned(), "-c".to_owned(), hook];
+                // In the container's environment, directory and user, as
+                // the kubelet runs a hook inside the container.
+                let launch =
+                    launch::container(object, stored, container, Some(&hook), self.environment)
+                        .map_err(|e| ActionError::new(action, std::io::Error::other(e)))?;
                 let group = self
-                    .spawn(object, container, None, &command)
+                    .spawn(object, container, None, &launch)
                     .map_err(|e| ActionError::new(action, e))?;
                 self.hooks.insert(key(container), group);
                 Ok(())
@@ -963,7 +1032,7 @@ fn spawn_group(mut command: Command) -> std::io::Result<Child> {
 
 /// Why `program` cannot be run, if it cannot: as the container runtime
 /// says it when it cannot start a container.
-fn runnable(program: &str) -> Result<(), String> {
+fn runnable(program: &str, path: Option<std::ffi::OsString>) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -971,7 +1040,7 @@ fn runnable(program: &str) -> Result<(), String> {
     let found = if program.contains('/') {
         executable(Path::new(program))
     } else {
-        std::env::var_os("PATH").is_some_and(|path| {
+        path.is_some_and(|path| {
             std::env::split_paths(&path).any(|dir| executable(&dir.join(program)))
         })
     };

@@ -1,13 +1,15 @@
 //! Starting an object's containers and writing what came of it.
 
 use crate::clock::Clock;
-use crate::process::ProcessActuator;
+use crate::process::{LaunchError, ProcessActuator};
 use crate::runtime::Runtime;
 use crate::store::{ContainerStatus, Store};
 
 /// Starts an object's containers that are not running and reports each
-/// one's status: `Running`, or `ContainerCannotRun` with the reason, which
-/// counts as exited.
+/// one's status: `Running`, `ContainerCannotRun` with the reason, or
+/// waiting with `CreateContainerConfigError` (the pod asks for what the
+/// agent must not do: it is not started); either failure counts as exited,
+/// as no process of it runs.
 pub(crate) fn start<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>, name: &str) {
     start_all(rt, [name]);
 }
@@ -39,8 +41,12 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
         for i in running {
             let _ = batch.set_container_status(name, i, ContainerStatus::Running);
         }
-        for (i, reason) in failed {
-            let _ = batch.set_container_status(name, i, ContainerStatus::cannot_run(reason));
+        for (i, error) in failed {
+            let status = match error {
+                LaunchError::Config(message) => ContainerStatus::config_error(message),
+                other => ContainerStatus::cannot_run(other.message().to_owned()),
+            };
+            let _ = batch.set_container_status(name, i, status);
             let _ = batch.handle_container_exited(name, i);
         }
     }

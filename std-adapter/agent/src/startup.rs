@@ -17,7 +17,7 @@ use crate::containers::start;
 use crate::error::AgentError;
 use crate::input::Input;
 use crate::process::logs::ContainerLogs;
-use crate::process::{Containment, Output, ProcessActuator, WorldEvent};
+use crate::process::{Containment, Environment, Output, ProcessActuator, WorldEvent};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::store::Store;
 
@@ -141,6 +141,8 @@ fn open_actuator(
     }
     let (actuator, world, adoption) = ProcessActuator::with_state_dir(dir)
         .map_err(|e| AgentError::io(format!("the workload table {}", dir.display()), e))?;
+    // A pod's processes get their own environment, none of the agent's.
+    let actuator = actuator.with_environment(Environment::Container);
     let containment = match (actuator.containment(), actuator.cgroup_root()) {
         (Containment::Cgroups, Some(root)) => format!("a cgroup v2 each, under {}", root.display()),
         _ => "a process group each (no writable cgroup v2 hierarchy)".to_owned(),

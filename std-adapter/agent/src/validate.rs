@@ -18,7 +18,7 @@ use grace_core::{Name, PodPhase, Strategy};
 
 use crate::api::Request;
 use crate::runtime::CONTAINERS;
-use crate::store::StoredObject;
+use crate::store::{EnvSource, FIELD_PATHS, StoredContainer, StoredObject, is_env_field_path};
 
 /// A request the agent refuses: the field, in kubectl's notation
 /// (`spec.containers[0].command`), and what is wrong with it.
@@ -190,6 +190,7 @@ fn containers(object: &StoredObject) -> Result<(), (String, String)> {
                 ));
             }
         }
+        run_spec(c, &path)?;
         if let Some(n) = c.stop_signal
             && rustix::process::Signal::from_named_raw(n).is_none()
         {
@@ -198,6 +199,59 @@ fn containers(object: &StoredObject) -> Result<(), (String, String)> {
                 format!("Unsupported value: {n} is not a signal"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// What a container runs with besides its command: environment entries
+/// (names, and fields the agent can read), working directory, post-start
+/// hook.
+fn run_spec(c: &StoredContainer, path: &str) -> Result<(), (String, String)> {
+    let at = |field: String, message: String| (field, message);
+    for (i, var) in c.env.iter().enumerate() {
+        if var.name.is_empty() || var.name.contains(['=', '\0']) {
+            return Err(at(
+                format!("{path}.env[{i}].name"),
+                format!(
+                    "Invalid value: \"{}\": a variable's name is not empty and holds no '='",
+                    var.name
+                ),
+            ));
+        }
+        match &var.source {
+            EnvSource::Value(v) if v.contains('\0') => {
+                return Err(at(
+                    format!("{path}.env[{i}].value"),
+                    "Invalid value: holds a NUL byte".into(),
+                ));
+            }
+            EnvSource::FieldRef(p) if !is_env_field_path(p) => {
+                return Err(at(
+                    format!("{path}.env[{i}].valueFrom.fieldRef.fieldPath"),
+                    format!(
+                        "Unsupported value: \"{p}\": the agent sets {}, metadata.labels['KEY']",
+                        FIELD_PATHS.join(", ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if let Some(dir) = &c.working_dir
+        && (!dir.starts_with('/') || dir.contains('\0'))
+    {
+        return Err(at(
+            format!("{path}.workingDir"),
+            format!("Invalid value: \"{dir}\": an absolute path"),
+        ));
+    }
+    if let Some(hook) = &c.post_start
+        && (hook.trim().is_empty() || hook.contains('\0'))
+    {
+        return Err(at(
+            format!("{path}.lifecycle.postStart"),
+            "Invalid value: the hook's command line is empty or holds a NUL byte".into(),
+        ));
     }
     Ok(())
 }
@@ -215,7 +269,7 @@ fn finalizer_name(finalizer: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::StoredContainer;
+    use crate::store::EnvVar;
     use grace_core::Record;
 
     fn pod() -> StoredObject {
@@ -249,6 +303,18 @@ mod tests {
         assert_eq!(
             refused(|o| o.containers[0].pre_stop = Some(" ".into())),
             "spec.containers[0].lifecycle.preStop"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].env = vec![EnvVar::field_ref("IP", "status.podIP")]),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].env = vec![EnvVar::value("A=B", "c")]),
+            "spec.containers[0].env[0].name"
+        );
+        assert_eq!(
+            refused(|o| o.containers[0].working_dir = Some("tmp".into())),
+            "spec.containers[0].workingDir"
         );
         assert_eq!(
             refused(|o| o.containers[0].stop_signal = Some(0)),

@@ -160,12 +160,23 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         .and_then(|state| KillRecord::decode(state).ok());
     s.push_str("Containers:\n");
     let stages = crate::output::stages(object);
-    for (c, stage) in object.containers.iter().zip(&stages) {
+    for (i, (c, stage)) in object.containers.iter().zip(&stages).enumerate() {
         let role = if c.sidecar { " (sidecar)" } else { "" };
         s.push_str(&format!("  {}{role}:\n", c.name));
         s.push_str(&format!("    Command:      {}\n", c.command.join(" ")));
+        if let Some(hook) = &c.post_start {
+            s.push_str(&format!("    Post-start:   sh -c {hook:?}\n"));
+        }
         if let Some(hook) = &c.pre_stop {
             s.push_str(&format!("    Pre-stop:     sh -c {hook:?}\n"));
+        }
+        // Why the agent would not start it (CreateContainerConfigError).
+        if let Some(grace_std::store::ContainerStatus::Waiting {
+            reason,
+            message: Some(message),
+        }) = object.status.get(i)
+        {
+            s.push_str(&format!("    Waiting:      {reason}: {message}\n"));
         }
         let signal = c
             .stop_signal

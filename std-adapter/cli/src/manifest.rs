@@ -166,8 +166,12 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
                 "must not be empty",
             ));
         }
+        // The agent expands `$(NAME)` in a command as the kubelet does
+        // (`$$` is a `$`): this format's commands are run as written, so
+        // every `$` is escaped.
+        let command = c.command.iter().map(|a| a.replace('$', "$$"));
         containers.push(
-            StoredContainer::new(c.name, c.command)
+            StoredContainer::new(c.name, command)
                 .with_pre_stop_hook(c.pre_stop)
                 .with_sidecar(c.sidecar),
         );
@@ -214,6 +218,19 @@ mod tests {
         assert!(m.object.record.finalizers.contains("example.com/keep"));
         assert_eq!(m.object.node.as_deref(), Some("node-a"));
         assert_eq!(m.object.containers[0].pre_stop.as_deref(), Some("sleep 2"));
+    }
+
+    #[test]
+    fn commands_run_as_written_their_dollars_escaped_for_the_agents_expansion() {
+        let m = parse(
+            r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","command":["sh","-c","echo $$ $(x)"]}]}}"#,
+            uid,
+        )
+        .expect("valid");
+        assert_eq!(
+            m.object.containers[0].command,
+            ["sh", "-c", "echo $$$$ $$(x)"]
+        );
     }
 
     #[test]

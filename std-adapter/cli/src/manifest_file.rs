@@ -827,7 +827,8 @@ spec:
             "{e}"
         );
         assert_eq!(e.at.map(|(l, _)| l), Some(11), "{e}");
-        let yaml = YAML.replace("    command: [sleep]\n", "");
+        // Neither command nor args: nothing names the program.
+        let yaml = YAML.replace("    command: [sleep]\n    args: ['1000']\n", "");
         let e = parse("pod.yaml", &yaml).expect_err("no command");
         assert_eq!(
             e.field.as_deref(),

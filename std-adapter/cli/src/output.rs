@@ -111,7 +111,7 @@ pub fn status_word(object: &StoredObject) -> String {
 
 /// A pod's STATUS from the states its agent reported
 /// ([`StoredObject::status`]), as kubectl sums them up: the reason a
-/// container could not run; `Running` while one runs; `Completed` once all
+/// container could not run or will not be started; `Running` while one runs; `Completed` once all
 /// exited 0, `Error` once all exited and one did not; `Pending` before any
 /// started (no agent has reported any: none runs it yet). `None` without
 /// containers.
@@ -127,6 +127,15 @@ fn containers_status(object: &StoredObject) -> Option<String> {
     });
     if cannot_run {
         return Some("ContainerCannotRun".to_owned());
+    }
+    // A container the agent will not start says why, as kubectl shows a
+    // waiting reason (`CreateContainerConfigError`).
+    let refused = all.clone().find_map(|i| match status(i) {
+        Some(S::Waiting { reason, .. }) if reason != "ContainerCreating" => Some(reason.clone()),
+        _ => None,
+    });
+    if let Some(reason) = refused {
+        return Some(reason);
     }
     if all.clone().any(|i| status(i) == Some(&S::Running)) {
         return Some("Running".to_owned());

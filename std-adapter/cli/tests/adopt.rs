@@ -1501,10 +1501,12 @@ fn a_crash_between_the_workload_record_and_the_start_leaves_a_pod_the_next_agent
         format!(
             r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"late"}},
                 "spec":{{"nodeName":"local","terminationGracePeriodSeconds":1,
-                "containers":[{{"name":"app","command":["sh","-c","echo $$ > {}; exec sleep 1000"]}}]}}}}"#,
+                "containers":[{{"name":"app","command":["sh","-c","echo $$$$ > {}; exec sleep 1000"]}}]}}}}"#,
             pid.display()
         ),
     )
+    // `$$$$`: the shell's `$$` once the agent expanded the command as the
+    // kubelet does.
     .expect("manifest");
     let apply = Command::new(GRACE)
         .args(["apply", "-f"])

@@ -67,7 +67,8 @@ fn path(p: &Path) -> &str {
 }
 
 /// A container command that writes its pid to `pid` and exits on SIGTERM
-/// (or ignores it).
+/// (or ignores it). `$$$$` is the shell's `$$`: the agent expands a pod's
+/// command as the kubelet does (`$$` is an escaped `$`).
 fn workload(pid: &Path, ignore_term: bool) -> String {
     let trap = if ignore_term {
         "trap '' TERM"
@@ -75,7 +76,7 @@ fn workload(pid: &Path, ignore_term: bool) -> String {
         "trap 'exit 0' TERM"
     };
     format!(
-        "echo $$ > {}; {trap}; while :; do sleep 0.05; done",
+        "echo $$$$ > {}; {trap}; while :; do sleep 0.05; done",
         pid.display()
     )
 }

@@ -73,6 +73,8 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+#[cfg(feature = "store")]
+mod container_env;
 mod error;
 mod meta;
 mod options;

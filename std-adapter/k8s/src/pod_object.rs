@@ -5,19 +5,23 @@
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
 //! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
-//! `spec.containers[]` (`name`, `command` + `args`,
-//! `lifecycle.preStop.exec.command` or `lifecycle.preStop.sleep.seconds`,
-//! `lifecycle.stopSignal`) and native sidecars (`spec.initContainers[]` with
-//! `restartPolicy: Always`). Every other field valid in a Pod is accepted
+//! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
+//! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
+//! `env` with values and pod field references, `workingDir`,
+//! `securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`),
+//! `lifecycle.preStop` and `lifecycle.postStart` as `exec.command` or
+//! `sleep.seconds`, `lifecycle.stopSignal`) and native sidecars
+//! (`spec.initContainers[]` with `restartPolicy: Always`). Every other field valid in a Pod is accepted
 //! and reported by [`ignored_fields`]; a field grace would have to act on
 //! and cannot (an HTTP pre-stop hook, an init container that runs to
-//! completion, a container without a command) is refused.
+//! completion, a container without a command, `envFrom`, an environment
+//! entry from a ConfigMap or Secret) is refused.
 
 use grace_core::{Name, Record, Strategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
-    PodStatus,
+    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod,
+    PodSecurityContext, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -37,7 +41,7 @@ pub struct PodError {
 }
 
 impl PodError {
-    fn at(path: impl Into<String>, message: impl std::fmt::Display) -> Self {
+    pub(crate) fn at(path: impl Into<String>, message: impl std::fmt::Display) -> Self {
         PodError {
             path: path.into(),
             message: message.to_string(),
@@ -78,13 +82,28 @@ const LIFECYCLE: Used = Used::Fields(&[
         "preStop",
         Used::Fields(&[("exec", Used::Leaf), ("sleep", Used::Leaf)]),
     ),
+    (
+        "postStart",
+        Used::Fields(&[("exec", Used::Leaf), ("sleep", Used::Leaf)]),
+    ),
     ("stopSignal", Used::Leaf),
+]);
+
+/// A container's `securityContext` fields grace acts on (the others, such
+/// as `capabilities`, are accepted and ignored).
+const CONTAINER_SECURITY: Used = Used::Fields(&[
+    ("runAsUser", Used::Leaf),
+    ("runAsGroup", Used::Leaf),
+    ("runAsNonRoot", Used::Leaf),
 ]);
 
 const CONTAINER: &[(&str, Used)] = &[
     ("name", Used::Leaf),
     ("command", Used::Leaf),
     ("args", Used::Leaf),
+    ("env", Used::Leaf),
+    ("workingDir", Used::Leaf),
+    ("securityContext", CONTAINER_SECURITY),
     ("lifecycle", LIFECYCLE),
 ];
 
@@ -92,6 +111,9 @@ const SIDECAR: &[(&str, Used)] = &[
     ("name", Used::Leaf),
     ("command", Used::Leaf),
     ("args", Used::Leaf),
+    ("env", Used::Leaf),
+    ("workingDir", Used::Leaf),
+    ("securityContext", CONTAINER_SECURITY),
     ("lifecycle", LIFECYCLE),
     ("restartPolicy", Used::Leaf),
 ];
@@ -113,6 +135,15 @@ const POD: Used = Used::Fields(&[
         Used::Fields(&[
             ("nodeName", Used::Leaf),
             ("terminationGracePeriodSeconds", Used::Leaf),
+            (
+                "securityContext",
+                Used::Fields(&[
+                    ("runAsUser", Used::Leaf),
+                    ("runAsGroup", Used::Leaf),
+                    ("runAsNonRoot", Used::Leaf),
+                    ("supplementalGroups", Used::Leaf),
+                ]),
+            ),
             ("containers", Used::Fields(CONTAINER)),
             ("initContainers", Used::Fields(SIDECAR)),
         ]),
@@ -232,7 +263,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
                 "grace runs native sidecars only (restartPolicy: Always), not init containers that run to completion",
             ));
         }
-        containers.push(container(c, &path, true)?);
+        containers.push(container(c, spec, &path, true)?);
     }
     for (i, c) in spec.containers.iter().enumerate() {
         let path = format!("spec.containers[{i}]");
@@ -242,7 +273,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
                 format!("Forbidden: may not be set for a container ({policy})"),
             ));
         }
-        containers.push(container(c, &path, false)?);
+        containers.push(container(c, spec, &path, false)?);
     }
     for (i, c) in containers.iter().enumerate() {
         if containers.iter().take(i).any(|other| other.name == c.name) {
@@ -272,24 +303,57 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     })
 }
 
-/// One container (`sidecar`: a native sidecar from `initContainers`).
-fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer, PodError> {
+/// One container of `spec` (`sidecar`: a native sidecar from
+/// `initContainers`).
+fn container(
+    c: &Container,
+    spec: &PodSpec,
+    path: &str,
+    sidecar: bool,
+) -> Result<StoredContainer, PodError> {
     check_name(&c.name).map_err(|m| PodError::at(format!("{path}.name"), m))?;
-    let mut command = match &c.command {
-        Some(command) if command.first().is_some_and(|p| !p.is_empty()) => command.clone(),
+    let named = |argv: &Option<Vec<String>>| {
+        argv.as_ref()
+            .is_some_and(|a| a.first().is_some_and(|p| !p.is_empty()))
+    };
+    let command = match (&c.command, &c.args) {
+        (Some(command), args) if named(&c.command) => {
+            let mut command = command.clone();
+            command.extend(args.iter().flatten().cloned());
+            command
+        }
+        // `kubectl run NAME --image=busybox -- sh -c …`: arguments only.
+        // With no image they are the whole command line, as for an image
+        // with no entrypoint (busybox's).
+        (None, Some(args)) if named(&c.args) => args.clone(),
         _ => {
             return Err(PodError::at(
                 format!("{path}.command"),
-                "Required value: grace runs processes, not images, so the command must name the program",
+                "Required value: grace runs processes, not images, so the command (or, with no command, args) must name the program",
             ));
         }
     };
-    command.extend(c.args.iter().flatten().cloned());
     let lifecycle = c.lifecycle.as_ref();
     let pre_stop = lifecycle
         .and_then(|l| l.pre_stop.as_ref())
-        .map(|h| pre_stop(h, &format!("{path}.lifecycle.preStop")))
+        .map(|h| hook_line(h, &format!("{path}.lifecycle.preStop")))
         .transpose()?;
+    let post_start = lifecycle
+        .and_then(|l| l.post_start.as_ref())
+        .map(|h| hook_line(h, &format!("{path}.lifecycle.postStart")))
+        .transpose()?;
+    let env = crate::container_env::env(c, path)?;
+    let working_dir = match c.working_dir.as_deref() {
+        None | Some("") => None,
+        Some(dir) if !dir.starts_with('/') || dir.contains('\0') => {
+            return Err(PodError::at(
+                format!("{path}.workingDir"),
+                format!("Invalid value: \"{dir}\": an absolute path"),
+            ));
+        }
+        Some(dir) => Some(dir.to_owned()),
+    };
+    let security = crate::container_env::security_context(c, spec, path)?;
     let stop_signal = lifecycle
         .and_then(|l| l.stop_signal.as_deref())
         .map(|s| {
@@ -303,12 +367,16 @@ fn container(c: &Container, path: &str, sidecar: bool) -> Result<StoredContainer
         .transpose()?;
     Ok(StoredContainer::new(c.name.clone(), command)
         .with_pre_stop_hook(pre_stop)
+        .with_post_start_hook(post_start)
         .with_sidecar(sidecar)
-        .with_stop_signal(stop_signal))
+        .with_stop_signal(stop_signal)
+        .with_env(env)
+        .with_working_dir(working_dir)
+        .with_security_context(security))
 }
 
-/// A pre-stop hook as the shell line grace runs (`sh -c`).
-fn pre_stop(hook: &LifecycleHandler, path: &str) -> Result<String, PodError> {
+/// A pre-stop or post-start hook as the shell line grace runs (`sh -c`).
+fn hook_line(hook: &LifecycleHandler, path: &str) -> Result<String, PodError> {
     if hook.http_get.is_some() || hook.tcp_socket.is_some() {
         return Err(PodError::at(
             path,
@@ -415,20 +483,25 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     // uid, resourceVersion, generation, the deletion's timestamp and
     // grace, finalizers: as the bridge writes them for a cluster.
     crate::apply_record(meta, &mut metadata);
+    let exec = |hook: &String| LifecycleHandler {
+        exec: Some(ExecAction {
+            command: Some(vec!["sh".into(), "-c".into(), hook.clone()]),
+        }),
+        ..LifecycleHandler::default()
+    };
     let to_container = |c: &StoredContainer| Container {
         name: c.name.clone(),
         command: Some(c.command.clone()),
-        lifecycle: (c.pre_stop.is_some() || c.stop_signal.is_some()).then(|| Lifecycle {
-            pre_stop: c.pre_stop.as_ref().map(|hook| LifecycleHandler {
-                exec: Some(ExecAction {
-                    command: Some(vec!["sh".into(), "-c".into(), hook.clone()]),
-                }),
-                ..LifecycleHandler::default()
+        lifecycle: (c.pre_stop.is_some() || c.post_start.is_some() || c.stop_signal.is_some())
+            .then(|| Lifecycle {
+                pre_stop: c.pre_stop.as_ref().map(exec),
+                post_start: c.post_start.as_ref().map(exec),
+                stop_signal: c.stop_signal.map(signal_name),
             }),
-            stop_signal: c.stop_signal.map(signal_name),
-            ..Lifecycle::default()
-        }),
         restart_policy: c.sidecar.then(|| "Always".to_owned()),
+        env: crate::container_env::to_env(c),
+        working_dir: c.working_dir.clone(),
+        security_context: crate::container_env::to_security_context(c),
         ..Container::default()
     };
     let sidecars: Vec<Container> = object
@@ -447,6 +520,12 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
             .map(to_container)
             .collect(),
         init_containers: (!sidecars.is_empty()).then_some(sidecars),
+        security_context: crate::container_env::pod_groups(&object.containers).map(|groups| {
+            PodSecurityContext {
+                supplemental_groups: Some(groups),
+                ..PodSecurityContext::default()
+            }
+        }),
         ..PodSpec::default()
     };
     Pod {
@@ -492,10 +571,10 @@ fn status(object: &StoredObject) -> PodStatus {
                 }),
                 ..ContainerState::default()
             }),
-            S::Waiting { reason } => Some(ContainerState {
+            S::Waiting { reason, message } => Some(ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some(reason.clone()),
-                    message: None,
+                    message: message.clone(),
                 }),
                 ..ContainerState::default()
             }),

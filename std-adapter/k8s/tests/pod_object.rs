@@ -78,9 +78,54 @@ fn a_pod_becomes_a_stored_object_sidecar_first_and_shows_as_the_same_pod() {
 fn what_grace_cannot_run_is_refused_naming_the_field() {
     let cases = [
         (
-            "/spec/containers/0/command",
-            serde_json::json!(null),
+            "/spec/containers/0",
+            serde_json::json!({"name": "app", "image": "nginx"}),
             "spec.containers[0].command",
+        ),
+        (
+            "/spec/containers/0/envFrom",
+            serde_json::json!([{"configMapRef": {"name": "settings"}}]),
+            "spec.containers[0].envFrom",
+        ),
+        (
+            "/spec/containers/0/env",
+            serde_json::json!([{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]),
+            "spec.containers[0].env[0].valueFrom.secretKeyRef",
+        ),
+        (
+            "/spec/containers/0/env",
+            serde_json::json!([{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
+            "spec.containers[0].env[0].valueFrom.configMapKeyRef",
+        ),
+        (
+            "/spec/containers/0/env",
+            serde_json::json!([{"name": "A", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu"}}}]),
+            "spec.containers[0].env[0].valueFrom.resourceFieldRef",
+        ),
+        (
+            "/spec/containers/0/env",
+            serde_json::json!([{"name": "IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath",
+        ),
+        (
+            "/spec/containers/0/env",
+            serde_json::json!([{"name": "A", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['a']"}}}]),
+            "spec.containers[0].env[0].valueFrom.fieldRef.fieldPath",
+        ),
+        (
+            "/spec/containers/0/workingDir",
+            serde_json::json!("relative/dir"),
+            "spec.containers[0].workingDir",
+        ),
+        (
+            "/spec/containers/0/securityContext",
+            serde_json::json!({"runAsUser": -1}),
+            "spec.containers[0].securityContext.runAsUser",
+        ),
+        (
+            "/spec/containers/0/lifecycle/postStart",
+            serde_json::json!({"httpGet": {"port": 80}}),
+            "spec.containers[0].lifecycle.postStart",
         ),
         (
             "/spec/containers/0/lifecycle/preStop",
@@ -110,7 +155,12 @@ fn what_grace_cannot_run_is_refused_naming_the_field() {
     ];
     for (pointer, value, field) in cases {
         let mut json = web();
-        *json.pointer_mut(pointer).expect("the field exists") = value;
+        let (parent, key) = pointer.rsplit_once('/').expect("a pointer");
+        let parent = json.pointer_mut(parent).expect("the parent exists");
+        match key.parse::<usize>() {
+            Ok(i) => parent[i] = value,
+            Err(_) => parent[key] = value,
+        }
         let err = to_object(&pod(json)).expect_err(field);
         assert_eq!(err.path, field, "{err}");
     }
@@ -164,4 +214,97 @@ fn an_object_without_a_node_shows_as_waiting_unscheduled() {
         waiting.and_then(|w| w.reason.as_deref()),
         Some("Unscheduled")
     );
+}
+
+#[test]
+fn env_working_dir_and_the_merged_security_context_are_kept_and_shown_back() {
+    use grace_std::store::{EnvVar, SecurityContext};
+    let mut json = web();
+    json["metadata"]["uid"] = serde_json::json!("uid-web");
+    json["spec"]["securityContext"] = serde_json::json!(
+        {"runAsUser": 1000, "runAsGroup": 2000, "runAsNonRoot": true, "supplementalGroups": [3000], "fsGroup": 1}
+    );
+    json["spec"]["containers"][0]["securityContext"] =
+        serde_json::json!({"runAsUser": 65534, "runAsNonRoot": false});
+    json["spec"]["containers"][0]["workingDir"] = serde_json::json!("/srv/app");
+    json["spec"]["containers"][0]["env"] = serde_json::json!([
+        {"name": "GREETING", "value": "hello"},
+        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "APP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.labels['app']"}}}
+    ]);
+    json["spec"]["containers"][0]["lifecycle"]["postStart"] =
+        serde_json::json!({"exec": {"command": ["touch", "/tmp/started"]}});
+    let pod = pod(json);
+    let converted = to_object(&pod).expect("grace runs it");
+    let app = &converted.object.containers[1];
+    assert_eq!(
+        app.env,
+        vec![
+            EnvVar::value("GREETING", "hello"),
+            EnvVar::field_ref("POD", "metadata.name"),
+            EnvVar::field_ref("APP", "metadata.labels['app']"),
+        ]
+    );
+    assert_eq!(app.working_dir.as_deref(), Some("/srv/app"));
+    assert_eq!(app.post_start.as_deref(), Some("touch /tmp/started"));
+    // The container's runAsUser and runAsNonRoot win; runAsGroup and
+    // supplementalGroups are the pod's, as the kubelet merges them.
+    assert_eq!(
+        app.security_context,
+        SecurityContext::default()
+            .with_run_as_user(Some(65534))
+            .with_run_as_group(Some(2000))
+            .with_supplemental_groups(vec![3000])
+            .with_run_as_non_root(Some(false))
+    );
+    let sidecar = &converted.object.containers[0];
+    assert_eq!(sidecar.security_context.run_as_user, Some(1000));
+    assert_eq!(sidecar.security_context.run_as_non_root, Some(true));
+    // Ignored: only what grace does not act on.
+    let ignored = ignored_fields(&pod);
+    assert!(
+        ignored.contains(&"spec.securityContext.fsGroup".to_owned()),
+        "{ignored:?}"
+    );
+    assert!(
+        !ignored
+            .iter()
+            .any(|f| f.contains("env") || f.contains("workingDir") || f.contains("runAs")),
+        "{ignored:?}"
+    );
+    // Shown back, it converts to the same object.
+    let shown = to_pod("web", &converted.object);
+    let again = to_object(&shown).expect("shown back");
+    assert_eq!(again.object.containers, converted.object.containers);
+}
+
+#[test]
+fn kubectl_run_manifests_apply_with_args_only_or_with_command() {
+    // `kubectl run web --image=busybox --dry-run=client -o yaml -- sh -c 'echo hi; sleep 1000'`
+    let args_only = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {"run": "web"}, "name": "web"},
+        "spec": {
+            "containers": [{"args": ["sh", "-c", "echo hi; sleep 1000"], "image": "busybox", "name": "web", "resources": {}}],
+            "dnsPolicy": "ClusterFirst", "restartPolicy": "Always"
+        },
+        "status": {}
+    });
+    let converted = to_object(&pod(args_only)).expect("applies");
+    assert_eq!(
+        converted.object.containers[0].command,
+        ["sh", "-c", "echo hi; sleep 1000"]
+    );
+    // The same with `--command -- sleep 1000`.
+    let command = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"labels": {"run": "web"}, "name": "web"},
+        "spec": {
+            "containers": [{"command": ["sleep", "1000"], "image": "busybox", "name": "web", "resources": {}}],
+            "dnsPolicy": "ClusterFirst", "restartPolicy": "Always"
+        },
+        "status": {}
+    });
+    let converted = to_object(&pod(command)).expect("applies");
+    assert_eq!(converted.object.containers[0].command, ["sleep", "1000"]);
 }

@@ -398,6 +398,7 @@ pub(super) fn set_status(
     let before = entry.spec.status.clone();
     let waiting = ContainerStatus::Waiting {
         reason: "ContainerCreating".to_owned(),
+        message: None,
     };
     entry.spec.status.resize(count, waiting);
     if let Some(slot) = entry.spec.status.get_mut(container) {

@@ -47,6 +47,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod container_run;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
@@ -56,6 +57,9 @@ mod redb;
 mod scoped;
 mod watch;
 
+pub use self::container_run::{
+    EnvSource, EnvVar, FIELD_PATHS, SecurityContext, is_env_field_path, label_key,
+};
 pub use self::error::{BackendError, BatchError, StoreError};
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]

@@ -10,6 +10,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::container_run::{EnvVar, SecurityContext};
+
 /// The finalizer capacity of stored records: an object with more
 /// finalizers than this cannot be stored (it fails to decode as
 /// [`StoreError::Corrupt`](super::StoreError::Corrupt)).
@@ -73,8 +75,12 @@ pub struct StoredObject {
 pub enum ContainerStatus {
     /// Not started yet.
     Waiting {
-        /// Why (`ContainerCreating`).
+        /// Why (`ContainerCreating`, or `CreateContainerConfigError`: the
+        /// pod asks for what the agent must not do).
         reason: String,
+        /// What is wrong, if something is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
     },
     /// Its process runs.
     Running,
@@ -106,6 +112,17 @@ impl ContainerStatus {
             exit_code: code,
             reason: reason.to_owned(),
             message: None,
+        }
+    }
+
+    /// The status of a container the agent will not start as its pod
+    /// asks (`runAsNonRoot` with uid 0, a field its environment cannot be
+    /// set from): waiting, as the kubelet reports a
+    /// `CreateContainerConfigError`.
+    pub fn config_error(message: String) -> Self {
+        ContainerStatus::Waiting {
+            reason: "CreateContainerConfigError".to_owned(),
+            message: Some(message),
         }
     }
 
@@ -188,6 +205,23 @@ pub struct StoredContainer {
     /// number); `None`: the actuator's (SIGTERM unless configured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stop_signal: Option<i32>,
+    /// The process's environment entries (`env`), in order; the process
+    /// gets these (and `HOSTNAME`, `PATH` and `HOME` unless set here) and
+    /// nothing of the agent's own environment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// The directory the process starts in (`workingDir`), created if
+    /// missing; `None`: the agent's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// The user and groups the process runs as (`securityContext`, the
+    /// pod's merged with the container's); empty: the agent's user.
+    #[serde(default, skip_serializing_if = "SecurityContext::is_empty")]
+    pub security_context: SecurityContext,
+    /// The post-start hook's command line (run by `sh -c`) once the
+    /// process started (`lifecycle.postStart.exec`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_start: Option<String>,
 }
 
 impl Clone for StoredContainer {
@@ -198,6 +232,10 @@ impl Clone for StoredContainer {
             sidecar: self.sidecar,
             command: self.command.clone(),
             stop_signal: self.stop_signal,
+            env: self.env.clone(),
+            working_dir: self.working_dir.clone(),
+            security_context: self.security_context.clone(),
+            post_start: self.post_start.clone(),
         }
     }
 
@@ -210,12 +248,20 @@ impl Clone for StoredContainer {
             sidecar,
             command,
             stop_signal,
+            env,
+            working_dir,
+            security_context,
+            post_start,
         } = source;
         self.name.clone_from(name);
         self.pre_stop.clone_from(pre_stop);
         self.sidecar = *sidecar;
         self.command.clone_from(command);
         self.stop_signal = *stop_signal;
+        self.env.clone_from(env);
+        self.working_dir.clone_from(working_dir);
+        self.security_context.clone_from(security_context);
+        self.post_start.clone_from(post_start);
     }
 }
 
@@ -232,6 +278,10 @@ impl StoredContainer {
             sidecar: false,
             command: command.into_iter().map(Into::into).collect(),
             stop_signal: None,
+            env: Vec::new(),
+            working_dir: None,
+            security_context: SecurityContext::default(),
+            post_start: None,
         }
     }
 
@@ -264,6 +314,36 @@ impl StoredContainer {
     #[must_use]
     pub fn with_stop_signal(mut self, signal: Option<i32>) -> Self {
         self.stop_signal = signal;
+        self
+    }
+
+    /// The same container with these environment entries (`env`).
+    #[must_use]
+    pub fn with_env(mut self, env: Vec<EnvVar>) -> Self {
+        self.env = env;
+        self
+    }
+
+    /// The same container starting in `dir` (`workingDir`), or in the
+    /// agent's directory.
+    #[must_use]
+    pub fn with_working_dir(mut self, dir: Option<String>) -> Self {
+        self.working_dir = dir;
+        self
+    }
+
+    /// The same container running as `context` says.
+    #[must_use]
+    pub fn with_security_context(mut self, context: SecurityContext) -> Self {
+        self.security_context = context;
+        self
+    }
+
+    /// The same container with this post-start hook (run by `sh -c`), or
+    /// none.
+    #[must_use]
+    pub fn with_post_start_hook(mut self, hook: Option<String>) -> Self {
+        self.post_start = hook;
         self
     }
 
