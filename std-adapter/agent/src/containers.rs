@@ -37,7 +37,7 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
             batch = rt.open_batch();
         }
         for i in running {
-            let _ = batch.set_container_status(name, i, ContainerStatus::Running);
+            let _ = batch.set_container_status(name, i, ContainerStatus::RUNNING);
         }
         for (i, reason) in failed {
             let _ = batch.set_container_status(name, i, ContainerStatus::cannot_run(reason));
