@@ -125,6 +125,7 @@ fn runnable(name: &str, object: &StoredObject, uid_required: bool) {
     assert!(!uid_required || !object.uid().is_empty(), "no uid");
     assert!(object.agent.is_none(), "a kill state from a client");
     assert!(object.status.is_empty(), "statuses from a client");
+    assert!(object.started.is_none(), "a start time from a client");
     assert!(
         object.record.deletion_timestamp.is_none(),
         "a deletion from a client"

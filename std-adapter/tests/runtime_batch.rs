@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::Recorder;
 use common::pod;
-use grace_core::{DeleteError, DeleteOptions, Name, Phase, Preconditions, Record};
+use grace_core::{DeleteError, DeleteOptions, Name, Phase, Preconditions, Record, Timestamp};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{
@@ -329,16 +329,16 @@ fn container_statuses_set_in_a_batch_are_one_commit_and_stored_as_set_alone() {
     let mut batch = rt.open_batch();
     for name in NAMES {
         batch
-            .set_container_status(name, 0, ContainerStatus::Running)
+            .set_container_status(name, 0, ContainerStatus::RUNNING)
             .expect("set");
         // Setting it again changes nothing.
         batch
-            .set_container_status(name, 0, ContainerStatus::Running)
+            .set_container_status(name, 0, ContainerStatus::RUNNING)
             .expect("set");
     }
     assert!(
         batch
-            .set_container_status("a", 1, ContainerStatus::Running)
+            .set_container_status("a", 1, ContainerStatus::RUNNING)
             .is_err(),
         "no container 1"
     );
@@ -347,10 +347,14 @@ fn container_statuses_set_in_a_batch_are_one_commit_and_stored_as_set_alone() {
     assert_eq!(batched.commits(), before + 1, "{:?}", batched.log);
     for name in NAMES {
         rt_alone
-            .set_container_status(name, 0, ContainerStatus::Running)
+            .set_container_status(name, 0, ContainerStatus::RUNNING)
             .expect("set");
         let status = |s: &Counting| s.stored(name).map(|(o, _)| o.status);
-        assert_eq!(status(&batched), Some(vec![ContainerStatus::Running]));
+        // Stamped with the runtime's clock (1 000 s), set alone or batched.
+        let running = ContainerStatus::Running {
+            started_at: Some(Timestamp::from_unix_seconds(1_000)),
+        };
+        assert_eq!(status(&batched), Some(vec![running]));
         assert_eq!(status(&batched), status(&alone), "{name}");
         assert_eq!(stored_meta(&batched, name), stored_meta(&alone, name));
     }

@@ -70,7 +70,13 @@ pub fn run(
     else {
         return Err("get answered something else".into());
     };
-    if items.first().map(|i| i.object.status.as_slice()) != Some(&[ContainerStatus::Running]) {
+    let runs = items.first().is_some_and(|i| {
+        matches!(
+            i.object.status.as_slice(),
+            [ContainerStatus::Running { .. }]
+        )
+    });
+    if !runs {
         return Err(format!("web does not run: {items:?}").into());
     }
     on_running("web");

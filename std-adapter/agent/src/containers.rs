@@ -39,7 +39,7 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
             batch = rt.open_batch();
         }
         for i in running {
-            let _ = batch.set_container_status(name, i, ContainerStatus::Running);
+            let _ = batch.set_container_status(name, i, ContainerStatus::RUNNING);
         }
         for (i, error) in failed {
             let status = match error {

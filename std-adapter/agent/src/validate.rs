@@ -137,6 +137,12 @@ pub fn object_named(
             "Forbidden: a pod's status is its agent's to write".into(),
         ));
     }
+    if object.started.is_some() {
+        return Err(at(
+            "status.startTime",
+            "Forbidden: a pod's status is its agent's to write".into(),
+        ));
+    }
     containers(object)
 }
 
@@ -336,8 +342,12 @@ mod tests {
             "spec.containers"
         );
         assert_eq!(
-            refused(|o| o.status.push(crate::store::ContainerStatus::Running)),
+            refused(|o| o.status.push(crate::store::ContainerStatus::RUNNING)),
             "status.containerStatuses"
+        );
+        assert_eq!(
+            refused(|o| o.started = Some(grace_core::Timestamp::from_unix_seconds(1))),
+            "status.startTime"
         );
         assert_eq!(
             refused(

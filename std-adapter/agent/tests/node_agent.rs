@@ -112,7 +112,7 @@ fn r1_a_node_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
         store
             .get("web")
             .expect("readable")
-            .is_some_and(|(o, _)| o.status.as_slice() == [ContainerStatus::Running])
+            .is_some_and(|(o, _)| matches!(o.status.as_slice(), [ContainerStatus::Running { .. }]))
     });
     let running = processes(&command);
     assert_eq!(running.len(), 1, "one real `sleep` runs: {running:?}");

@@ -16,7 +16,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::kubectl::{CommandError, Selection, Target, fetch_all};
 use crate::output::{age, status_word};
 use crate::runtime::KillRecord;
-use crate::store::StoredObject;
+use crate::store::{ContainerStatus, StoredObject};
 
 /// `grace describe (NAME… | -l SELECTOR)`: every object selected.
 pub fn describe(
@@ -130,7 +130,13 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .unwrap_or_else(|| "<none> (unscheduled)".into()),
     );
     line("Status", status_word(object));
-    line("Phase", meta.phase.as_str().to_owned());
+    line(
+        "Phase",
+        grace_k8s::pod_status::phase(object).as_str().to_owned(),
+    );
+    if let Some(started) = object.started {
+        line("Start Time", rfc3339(started));
+    }
     if let Some(created) = object.created {
         line(
             "Created",
@@ -158,6 +164,9 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         .agent
         .as_ref()
         .and_then(|state| KillRecord::decode(state).ok());
+    if object.strategy.kind == grace_core::Kind::Pod {
+        s.push_str(&conditions(object));
+    }
     s.push_str("Containers:\n");
     let stages = crate::output::stages(object);
     for (i, (c, stage)) in object.containers.iter().zip(&stages).enumerate() {
@@ -183,6 +192,9 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .map_or("SIGTERM (default)".to_owned(), |n| format!("signal {n}"));
         s.push_str(&format!("    Stop signal:  {signal}\n"));
         s.push_str(&format!("    State:        {}\n", stage_word(*stage)));
+        if let Some(reported) = object.status.get(i) {
+            s.push_str(&format!("    Reported:     {}\n", reported_word(reported)));
+        }
     }
     s.push_str("Events:\n");
     for event in events(
@@ -194,6 +206,50 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         s.push_str(&format!("  {event}\n"));
     }
     s
+}
+
+/// The pod's conditions as kubectl describes them: type, status, reason.
+fn conditions(object: &StoredObject) -> String {
+    let mut rows = vec![vec![
+        "  Type".to_owned(),
+        "Status".to_owned(),
+        "Reason".to_owned(),
+    ]];
+    for c in grace_k8s::pod_status::conditions(object) {
+        rows.push(vec![
+            format!("  {}", c.type_),
+            c.status,
+            c.reason.unwrap_or_default(),
+        ]);
+    }
+    let table = crate::output::aligned(&rows);
+    let lines: Vec<&str> = table.lines().map(str::trim_end).collect();
+    format!("Conditions:\n{}\n", lines.join("\n"))
+}
+
+/// What the agent last reported of a container, with its times.
+fn reported_word(status: &ContainerStatus) -> String {
+    let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), rfc3339);
+    match status {
+        ContainerStatus::Waiting { reason } => format!("Waiting ({reason})"),
+        ContainerStatus::Running { started_at } => format!("Running since {}", at(started_at)),
+        ContainerStatus::Terminated {
+            exit_code,
+            reason,
+            started_at,
+            finished_at,
+            ..
+        } => {
+            let code = exit_code.map_or("unknown".to_owned(), |c| c.to_string());
+            format!(
+                "Terminated ({reason}, exit code {code}), started {}, finished {}",
+                at(started_at),
+                at(finished_at)
+            )
+        }
+        // A state added later: its debug form.
+        other => format!("{other:?}"),
+    }
 }
 
 fn stage_word(stage: Option<Stage>) -> &'static str {

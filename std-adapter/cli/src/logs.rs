@@ -1,4 +1,4 @@
-//! `grace logs NAME [-c CONTAINER] [-f] [--tail N]`: a container's output,
+//! `grace logs NAME [-c CONTAINER] [-f] [--tail N] [-p]`: a container's output,
 //! as the agent of this machine keeps it (see [`ContainerLogs`]): the rotated
 //! copies, oldest first, then the file being written. The files outlive
 //! the agent (a restarted agent carries on with them) and go with the
@@ -26,6 +26,10 @@ pub struct LogsOptions {
     pub follow: bool,
     /// `--tail N`: only the last N lines.
     pub tail: Option<usize>,
+    /// `-p`, `--previous`: the previous instance's output. grace restarts
+    /// no container, so no container has one: refused with kubectl's
+    /// message.
+    pub previous: bool,
 }
 
 /// Prints the output of a container of the object `name` to `out`.
@@ -41,6 +45,14 @@ pub fn print(
     let not_found = || CommandError::failed(format!("object \"{name}\" not found"));
     let object = fetch(target, name)?.ok_or_else(not_found)?;
     let index = container(name, &object, options.container.as_deref())?;
+    if options.previous {
+        // The kubelet keeps the previous instance of a restarted
+        // container; the agent restarts none (restart policy `Never`).
+        return Err(CommandError::failed(format!(
+            "previous terminated container \"{}\" in pod \"{name}\" not found",
+            container_name(&object, index)
+        )));
+    }
     let shared_node = match target {
         Target::Agent(_) => None,
         Target::Shared(_) => object.node.as_deref(),

@@ -63,6 +63,10 @@ enum Command {
         /// Only the last N lines.
         #[arg(long, value_name = "N")]
         tail: Option<usize>,
+        /// The output of the container's previous instance, as kubectl's
+        /// `--previous`: grace restarts no container, so there is none.
+        #[arg(short = 'p', long)]
+        previous: bool,
     },
     /// Declare a node gone for good (D7): its agent, should it come back,
     /// may no longer act, and its objects are deleted as PodGC does on a
@@ -595,11 +599,13 @@ fn main() -> ExitCode {
             container,
             follow,
             tail,
+            previous,
         } => {
             let options = grace_cli::logs::LogsOptions {
                 container,
                 follow,
                 tail,
+                previous,
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {

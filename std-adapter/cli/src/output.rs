@@ -89,7 +89,10 @@ pub fn ready(object: &StoredObject) -> usize {
         .enumerate()
         .filter(|(i, stage)| {
             object.record.scheduled
-                && object.status.get(*i) == Some(&grace_std::store::ContainerStatus::Running)
+                && object
+                    .status
+                    .get(*i)
+                    .is_some_and(grace_std::store::ContainerStatus::is_running)
                 && !matches!(stage, Some(Stage::Killed | Stage::Stopped))
         })
         .count()
@@ -137,7 +140,7 @@ fn containers_status(object: &StoredObject) -> Option<String> {
     if let Some(reason) = refused {
         return Some(reason);
     }
-    if all.clone().any(|i| status(i) == Some(&S::Running)) {
+    if all.clone().any(|i| status(i).is_some_and(S::is_running)) {
         return Some("Running".to_owned());
     }
     if all

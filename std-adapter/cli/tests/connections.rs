@@ -352,7 +352,7 @@ fn a_raw_request_the_cli_would_refuse_is_refused_by_the_agent_and_stores_nothing
     let mut signal = pod("uid-signal", &["sleep", "1000"]);
     signal.containers[0].stop_signal = Some(0);
     let mut status = pod("uid-status", &["sleep", "1000"]);
-    status.status.push(ContainerStatus::Running);
+    status.status.push(ContainerStatus::RUNNING);
     let mut deleting = pod("uid-deleting", &["sleep", "1000"]);
     deleting.record.deletion_timestamp = Some(grace_core::Timestamp::from_unix_seconds(1));
     let mut twice = pod("uid-twice", &["sleep", "1000"]);

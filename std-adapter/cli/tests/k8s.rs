@@ -462,7 +462,9 @@ fn get_shows_kubectl_tables_and_kubernetes_objects() {
         s["metadata"]["finalizers"],
         serde_json::json!(["example.com/keep"])
     );
-    assert_eq!(s["status"]["phase"], "Running");
+    // Killed while deleted: no container will start again, one failed
+    // (137), so the kubelet's phase is Failed (R100).
+    assert_eq!(s["status"]["phase"], "Failed");
     assert!(
         s["status"]["containerStatuses"][0]["state"]["terminated"].is_object(),
         "{s}"

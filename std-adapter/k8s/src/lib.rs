@@ -81,6 +81,9 @@ mod options;
 #[cfg(feature = "store")]
 #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
 pub mod pod_object;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod pod_status;
 
 pub use error::BridgeError;
 pub use meta::{

@@ -535,7 +535,9 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     }
 }
 
-/// `status.phase` and each container's state, from the kill state the
+/// `status.phase`, the conditions and the start time
+/// ([`pod_status`](crate::pod_status)), and each container's state: what
+/// its agent reported (with its times), else from the kill state the
 /// runtime persisted.
 fn status(object: &StoredObject) -> PodStatus {
     let record = object
@@ -561,12 +563,16 @@ fn status(object: &StoredObject) -> PodStatus {
                 exit_code,
                 reason,
                 message,
+                started_at,
+                finished_at,
             } => Some(ContainerState {
                 terminated: Some(ContainerStateTerminated {
                     // The kubelet's code for a status it cannot know.
                     exit_code: exit_code.unwrap_or(137),
                     reason: Some(reason.clone()),
                     message: message.clone(),
+                    started_at: started_at.and_then(crate::time),
+                    finished_at: finished_at.and_then(crate::time),
                     ..ContainerStateTerminated::default()
                 }),
                 ..ContainerState::default()
@@ -626,7 +632,14 @@ fn status(object: &StoredObject) -> PodStatus {
             .enumerate()
             .filter(|(_, (c, _))| c.sidecar == sidecar)
             .map(|(i, (c, stage))| {
-                let state = reported(i).unwrap_or_else(|| state(*stage));
+                let mut state = reported(i).unwrap_or_else(|| state(*stage));
+                if let (
+                    Some(running),
+                    Some(grace_std::store::ContainerStatus::Running { started_at }),
+                ) = (state.running.as_mut(), object.status.get(i))
+                {
+                    running.started_at = started_at.and_then(crate::time);
+                }
                 ContainerStatus {
                     name: c.name.clone(),
                     ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
@@ -639,27 +652,12 @@ fn status(object: &StoredObject) -> PodStatus {
             .collect();
         (!list.is_empty()).then_some(list)
     };
-    // Every container reported ended (restart policy `Never`): the pod has
-    // succeeded if all exited 0, else failed.
-    let ended = |reason: Option<&str>| {
-        !object.containers.is_empty()
-            && (0..object.containers.len()).all(|i| {
-                matches!(object.status.get(i), Some(grace_std::store::ContainerStatus::Terminated { reason: r, .. }) if reason.is_none_or(|want| r == want))
-            })
-    };
-    // While the pod is deleted, its phase stays as the record has it.
-    let deleting = object.record.deletion_timestamp.is_some();
-    let phase = if deleting {
-        object.record.phase.as_str()
-    } else if ended(Some("Completed")) {
-        "Succeeded"
-    } else if ended(None) {
-        "Failed"
-    } else {
-        object.record.phase.as_str()
-    };
+    let phase = crate::pod_status::phase(object);
     PodStatus {
-        phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),
+        phase: Some(phase.as_str().to_owned()).filter(|p| !p.is_empty()),
+        conditions: (object.strategy.kind == grace_core::Kind::Pod)
+            .then(|| crate::pod_status::conditions(object)),
+        start_time: object.started.and_then(crate::time),
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
         ..PodStatus::default()

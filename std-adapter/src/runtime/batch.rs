@@ -71,8 +71,9 @@ struct Touched {
     /// Its packed lifecycle before the batch, to go back to; `None` for an
     /// object it created (going back forgets it).
     before: Option<Before>,
-    /// Its container statuses before the batch, if an input of it set one.
-    status_before: Option<Vec<ContainerStatus>>,
+    /// Its container statuses and start time before the batch, if an
+    /// input of it set a status.
+    status_before: Option<inputs::StatusBefore>,
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -242,6 +243,8 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         let Some(entry) = self.rt.objects.get(id) else {
             return Ok(());
         };
+        let now = self.rt.clock.now().wall.floor_to_timestamp();
+        let status = status.stamped(entry.spec.status.get(container), now);
         if !inputs::status_changes(entry, name, container, &status)? {
             return Ok(());
         }
@@ -261,7 +264,7 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         let Some(entry) = self.rt.objects.get_mut(id) else {
             return Ok(());
         };
-        let before = inputs::set_status(entry, container, status);
+        let before = inputs::set_status(entry, container, status, now);
         if let Some(t) = self.touched.iter_mut().rev().find(|t| t.id == id) {
             t.status_before.get_or_insert(before);
         }
@@ -495,10 +498,11 @@ fn report_phases<S: Store, C: Clock, A: Actuator>(
 /// Puts every object `touched` back as it was before the batch.
 fn undo<S: Store, C: Clock, A: Actuator>(rt: &mut Runtime<S, C, A>, touched: Vec<Touched>) {
     for t in touched {
-        if let Some(status) = t.status_before
+        if let Some((status, started)) = t.status_before
             && let Some(entry) = rt.objects.get_mut(t.id)
         {
             entry.spec.status = status;
+            entry.spec.started = started;
         }
         match t.before {
             Some(packed) => rt.objects.revert(t.id, packed),

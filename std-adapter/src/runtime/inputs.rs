@@ -7,7 +7,7 @@ use grace_core::{
     ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now, Record,
     UpdateError, UpdateOutcome, decide_delete,
 };
-use grace_core::{DeleteError, Input};
+use grace_core::{DeleteError, Input, Timestamp};
 
 use super::objects::Entry;
 use super::stored::{Spec, fresh};
@@ -208,7 +208,10 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
 
     /// Records what the agent sees of a container (running, exited with a
     /// code, could not start): written to the store at once, as the
-    /// kubelet updates a pod's status. Nothing happens if the object is
+    /// kubelet updates a pod's status. Times `status` leaves `None` are
+    /// filled in from the clock and the status before
+    /// ([`ContainerStatus`]); the first status also sets the pod's
+    /// [`started`](StoredObject::started). Nothing happens if the object is
     /// gone (or its record removed) or the status is already `status`.
     pub fn set_container_status(
         &mut self,
@@ -219,13 +222,15 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let Some(id) = self.objects.id(name) else {
             return Ok(());
         };
+        let now = self.clock.now().wall.floor_to_timestamp();
         let Some(entry) = self.objects.get_mut(id) else {
             return Ok(());
         };
+        let status = status.stamped(entry.spec.status.get(container), now);
         if !status_changes(entry, name, container, &status)? {
             return Ok(());
         }
-        set_status(entry, container, status);
+        set_status(entry, container, status, now);
         let done = self.persist(id);
         self.objects.close();
         done.map(|_| ())
@@ -386,16 +391,23 @@ pub(super) fn status_changes(
     Ok(true)
 }
 
+/// An object's container statuses and start time, as they were before a
+/// batch set a status.
+pub(super) type StatusBefore = (Vec<ContainerStatus>, Option<Timestamp>);
+
 /// Sets container `container`'s status of `entry` (checked by
-/// [`status_changes`]); a container with no status yet is `Waiting`
-/// (`ContainerCreating`). Returns the statuses from before.
+/// [`status_changes`]) at `now`; a container with no status yet is
+/// `Waiting` (`ContainerCreating`). The first status reported starts the
+/// pod (`status.startTime`). Returns the statuses from before.
 pub(super) fn set_status(
     entry: &mut Entry,
     container: usize,
     status: ContainerStatus,
-) -> Vec<ContainerStatus> {
+    now: Timestamp,
+) -> StatusBefore {
     let count = entry.spec.containers.len();
-    let before = entry.spec.status.clone();
+    let before = (entry.spec.status.clone(), entry.spec.started);
+    entry.spec.started.get_or_insert(now);
     let waiting = ContainerStatus::Waiting {
         reason: "ContainerCreating".to_owned(),
         message: None,

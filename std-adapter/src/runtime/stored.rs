@@ -21,6 +21,7 @@ pub(super) struct Spec {
     pub(super) status: Vec<ContainerStatus>,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) created: Option<Timestamp>,
+    pub(super) started: Option<Timestamp>,
 }
 
 impl Spec {
@@ -32,6 +33,7 @@ impl Spec {
             status: object.status,
             labels: object.labels,
             created: object.created,
+            started: object.started,
         }
     }
 
@@ -49,6 +51,7 @@ impl Spec {
             created,
             agent: _,
             status,
+            started,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -64,6 +67,7 @@ impl Spec {
             labels.clone_from(&self.labels);
         }
         *created = self.created;
+        *started = self.started;
         if *status != self.status {
             status.clone_from(&self.status);
         }
@@ -84,6 +88,7 @@ impl Spec {
             created: self.created,
             agent,
             status: self.status.clone(),
+            started: self.started,
         }
     }
 }

@@ -63,14 +63,23 @@ pub struct StoredObject {
     /// entry has not been started yet (`Waiting`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub status: Vec<ContainerStatus>,
+    /// When its agent first reported on it, as it took it to run
+    /// (`status.startTime`, whole seconds); `None` until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Timestamp>,
 }
 
 /// A container's state as its agent reports it, in Kubernetes' words
-/// (`ContainerState`): running, or terminated with its exit code and the
-/// reason (`Completed`, `Error`, `ContainerCannotRun`,
-/// `ContainerStatusUnknown`).
+/// (`ContainerState`): waiting, running since when, or terminated with its
+/// exit code, the reason (`Completed`, `Error`, `ContainerCannotRun`,
+/// `ContainerStatusUnknown`) and its times.
+///
+/// The times are the agent's wall clock in whole seconds, as Kubernetes
+/// keeps them; the runtime fills in those left `None`
+/// ([`Runtime::set_container_status`](crate::runtime::Runtime::set_container_status)).
+/// Statuses written before the times were kept (`"running"`) still decode.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "compat::StatusForm")]
 #[non_exhaustive]
 pub enum ContainerStatus {
     /// Not started yet.
@@ -83,7 +92,11 @@ pub enum ContainerStatus {
         message: Option<String>,
     },
     /// Its process runs.
-    Running,
+    Running {
+        /// When its process started (`state.running.startedAt`).
+        #[serde(rename = "startedAt", default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Timestamp>,
+    },
     /// Its process has ended, or could not be started.
     Terminated {
         /// The exit code (128 + the signal that ended it); `None` when
@@ -97,11 +110,26 @@ pub enum ContainerStatus {
         /// Why it could not be started, if so.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message: Option<String>,
+        /// When the process had started (`None`: it never ran, or its
+        /// start is not known).
+        #[serde(rename = "startedAt", default, skip_serializing_if = "Option::is_none")]
+        started_at: Option<Timestamp>,
+        /// When it ended, or could not be started.
+        #[serde(
+            rename = "finishedAt",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
+        finished_at: Option<Timestamp>,
     },
 }
 
 impl ContainerStatus {
-    /// The status of a process that exited with `code` (`None`: unknown).
+    /// A running process, its start time to be filled in.
+    pub const RUNNING: ContainerStatus = ContainerStatus::Running { started_at: None };
+
+    /// The status of a process that exited with `code` (`None`: unknown),
+    /// its times to be filled in.
     pub fn exited(code: Option<i32>) -> Self {
         let reason = match code {
             Some(0) => "Completed",
@@ -112,6 +140,8 @@ impl ContainerStatus {
             exit_code: code,
             reason: reason.to_owned(),
             message: None,
+            started_at: None,
+            finished_at: None,
         }
     }
 
@@ -132,6 +162,135 @@ impl ContainerStatus {
             exit_code: Some(128),
             reason: "ContainerCannotRun".to_owned(),
             message: Some(message),
+            started_at: None,
+            finished_at: None,
+        }
+    }
+
+    /// Whether the process runs.
+    pub fn is_running(&self) -> bool {
+        matches!(self, ContainerStatus::Running { .. })
+    }
+
+    /// This status with the times it leaves `None` filled in, reported at
+    /// `now` after `previous`: a process still running keeps its start; one
+    /// that starts now starts at `now`; an exit keeps the start of the run
+    /// it ends and finishes at `now`, unless `previous` already reported
+    /// the same exit (then its times stay).
+    pub(crate) fn stamped(self, previous: Option<&ContainerStatus>, now: Timestamp) -> Self {
+        use ContainerStatus as S;
+        match (self, previous) {
+            (S::Running { started_at: None }, Some(S::Running { started_at })) => S::Running {
+                started_at: started_at.or(Some(now)),
+            },
+            (S::Running { started_at: None }, _) => S::Running {
+                started_at: Some(now),
+            },
+            (
+                S::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                    finished_at,
+                },
+                previous,
+            ) => {
+                let (ran, ended) = match previous {
+                    Some(S::Running { started_at }) => (*started_at, None),
+                    Some(S::Terminated {
+                        exit_code: c,
+                        reason: r,
+                        started_at,
+                        finished_at,
+                        ..
+                    }) if *c == exit_code && *r == reason => (*started_at, *finished_at),
+                    _ => (None, None),
+                };
+                S::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at: started_at.or(ran),
+                    finished_at: finished_at.or(ended).or(Some(now)),
+                }
+            }
+            (status, _) => status,
+        }
+    }
+}
+
+/// Reading statuses in the form written before the times were kept.
+mod compat {
+    use grace_core::Timestamp;
+    use serde::Deserialize;
+
+    use super::ContainerStatus;
+
+    /// A stored status: the bare word `"running"` of older versions, or
+    /// the tagged form.
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    pub(super) enum StatusForm {
+        Word(Word),
+        Tagged(Tagged),
+    }
+
+    /// The only status older versions wrote as a bare word.
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) enum Word {
+        Running,
+    }
+
+    /// [`ContainerStatus`]'s own form.
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) enum Tagged {
+        Waiting {
+            reason: String,
+        },
+        Running {
+            #[serde(rename = "startedAt", default)]
+            started_at: Option<Timestamp>,
+        },
+        Terminated {
+            #[serde(rename = "exitCode")]
+            exit_code: Option<i32>,
+            reason: String,
+            #[serde(default)]
+            message: Option<String>,
+            #[serde(rename = "startedAt", default)]
+            started_at: Option<Timestamp>,
+            #[serde(rename = "finishedAt", default)]
+            finished_at: Option<Timestamp>,
+        },
+    }
+
+    impl From<StatusForm> for ContainerStatus {
+        fn from(form: StatusForm) -> Self {
+            match form {
+                StatusForm::Word(Word::Running) => ContainerStatus::RUNNING,
+                StatusForm::Tagged(Tagged::Waiting { reason }) => {
+                    ContainerStatus::Waiting { reason }
+                }
+                StatusForm::Tagged(Tagged::Running { started_at }) => {
+                    ContainerStatus::Running { started_at }
+                }
+                StatusForm::Tagged(Tagged::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                    finished_at,
+                }) => ContainerStatus::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                    finished_at,
+                },
+            }
         }
     }
 }
@@ -173,6 +332,7 @@ impl StoredObject {
             created: None,
             agent: None,
             status: Vec::new(),
+            started: None,
         }
     }
 
@@ -421,5 +581,63 @@ impl<'de> Deserialize<'de> for KillState {
             .decode(text.as_bytes())
             .map(|bytes| KillState(Arc::from(bytes)))
             .map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_stored_before_the_times_still_decode() {
+        let old: Vec<ContainerStatus> = serde_json::from_str(
+            r#"["running", {"terminated": {"exitCode": 1, "reason": "Error"}}, {"waiting": {"reason": "ContainerCreating"}}]"#,
+        )
+        .expect("decodes");
+        assert_eq!(
+            old,
+            [
+                ContainerStatus::RUNNING,
+                ContainerStatus::exited(Some(1)),
+                ContainerStatus::Waiting {
+                    reason: "ContainerCreating".into()
+                }
+            ]
+        );
+        let stamped = ContainerStatus::RUNNING.stamped(None, Timestamp::from_unix_seconds(7));
+        let back: ContainerStatus =
+            serde_json::from_str(&serde_json::to_string(&stamped).expect("encodes"))
+                .expect("decodes");
+        assert_eq!(back, stamped);
+    }
+
+    #[test]
+    fn an_exit_keeps_the_start_of_its_run_and_a_report_again_keeps_its_times() {
+        let at = Timestamp::from_unix_seconds;
+        let running = ContainerStatus::RUNNING.stamped(None, at(10));
+        assert_eq!(
+            running,
+            ContainerStatus::Running {
+                started_at: Some(at(10))
+            }
+        );
+        assert_eq!(
+            ContainerStatus::RUNNING.stamped(Some(&running), at(20)),
+            running
+        );
+        let exited = ContainerStatus::exited(Some(1)).stamped(Some(&running), at(30));
+        let ContainerStatus::Terminated {
+            started_at,
+            finished_at,
+            ..
+        } = &exited
+        else {
+            panic!("{exited:?}");
+        };
+        assert_eq!((*started_at, *finished_at), (Some(at(10)), Some(at(30))));
+        assert_eq!(
+            ContainerStatus::exited(Some(1)).stamped(Some(&exited), at(40)),
+            exited
+        );
     }
 }
