@@ -231,7 +231,14 @@ fn conditions(object: &StoredObject) -> String {
 fn reported_word(status: &ContainerStatus) -> String {
     let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), rfc3339);
     match status {
-        ContainerStatus::Waiting { reason } => format!("Waiting ({reason})"),
+        ContainerStatus::Waiting {
+            reason,
+            message: None,
+        } => format!("Waiting ({reason})"),
+        ContainerStatus::Waiting {
+            reason,
+            message: Some(message),
+        } => format!("Waiting ({reason}: {message})"),
         ContainerStatus::Running { started_at } => format!("Running since {}", at(started_at)),
         ContainerStatus::Terminated {
             exit_code,

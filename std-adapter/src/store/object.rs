@@ -249,6 +249,8 @@ mod compat {
     pub(super) enum Tagged {
         Waiting {
             reason: String,
+            #[serde(default)]
+            message: Option<String>,
         },
         Running {
             #[serde(rename = "startedAt", default)]
@@ -271,8 +273,8 @@ mod compat {
         fn from(form: StatusForm) -> Self {
             match form {
                 StatusForm::Word(Word::Running) => ContainerStatus::RUNNING,
-                StatusForm::Tagged(Tagged::Waiting { reason }) => {
-                    ContainerStatus::Waiting { reason }
+                StatusForm::Tagged(Tagged::Waiting { reason, message }) => {
+                    ContainerStatus::Waiting { reason, message }
                 }
                 StatusForm::Tagged(Tagged::Running { started_at }) => {
                     ContainerStatus::Running { started_at }
@@ -600,7 +602,8 @@ mod tests {
                 ContainerStatus::RUNNING,
                 ContainerStatus::exited(Some(1)),
                 ContainerStatus::Waiting {
-                    reason: "ContainerCreating".into()
+                    reason: "ContainerCreating".into(),
+                    message: None,
                 }
             ]
         );
