@@ -3,7 +3,18 @@
 use crate::clock::Clock;
 use crate::process::ProcessActuator;
 use crate::runtime::Runtime;
-use crate::store::{ContainerStatus, Store};
+use crate::store::{ContainerStatus, Store, StoredObject};
+
+/// Binds a pod that names no node (no `spec.nodeName`) to `node`, as the
+/// scheduler would: the lone agent of a local store runs every pod it is
+/// given. An object with no containers has nothing to run and stays
+/// unbound (a delete removes it at once, R19).
+pub(crate) fn bind_unbound(object: &mut StoredObject, node: &str) {
+    if object.node.is_none() && !object.containers.is_empty() {
+        object.node = Some(node.to_owned());
+        object.record.scheduled = true;
+    }
+}
 
 /// Starts an object's containers that are not running and reports each
 /// one's status: `Running`, or `ContainerCannotRun` with the reason, which

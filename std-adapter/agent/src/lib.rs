@@ -58,6 +58,7 @@ use grace_std::{clock, process, runtime, store};
 pub mod access;
 pub mod api;
 mod batched;
+mod collect;
 mod containers;
 mod error;
 mod input;

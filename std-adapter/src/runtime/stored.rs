@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
-use crate::store::{ContainerStatus, KillState, StoredContainer, StoredObject};
+use crate::store::{ContainerStatus, KillState, OwnerReference, StoredContainer, StoredObject};
 
 /// The parts of a stored object that its lifecycle does not hold. The
 /// lifecycle is the one copy of the record and the kill state: the stored
@@ -21,6 +21,7 @@ pub(super) struct Spec {
     pub(super) status: Vec<ContainerStatus>,
     pub(super) labels: BTreeMap<String, String>,
     pub(super) created: Option<Timestamp>,
+    pub(super) owners: Vec<OwnerReference>,
 }
 
 impl Spec {
@@ -32,6 +33,7 @@ impl Spec {
             status: object.status,
             labels: object.labels,
             created: object.created,
+            owners: object.owners,
         }
     }
 
@@ -49,6 +51,7 @@ impl Spec {
             created,
             agent: _,
             status,
+            owners,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -67,6 +70,9 @@ impl Spec {
         if *status != self.status {
             status.clone_from(&self.status);
         }
+        if *owners != self.owners {
+            owners.clone_from(&self.owners);
+        }
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
@@ -84,6 +90,7 @@ impl Spec {
             created: self.created,
             agent,
             status: self.status.clone(),
+            owners: self.owners.clone(),
         }
     }
 }

@@ -64,7 +64,9 @@ pub use self::etcd::{
     Lease,
 };
 pub use self::memory::MemoryStore;
-pub use self::object::{ContainerStatus, FINALIZERS, KillState, StoredContainer, StoredObject};
+pub use self::object::{
+    ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,
+};
 pub use self::redb::{RedbOptions, RedbStore};
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
