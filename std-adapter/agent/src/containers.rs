@@ -10,10 +10,18 @@ use crate::store::{ContainerStatus, Store, StoredObject};
 /// given. An object with no containers has nothing to run and stays
 /// unbound (a delete removes it at once, R19).
 pub(crate) fn bind_unbound(object: &mut StoredObject, node: &str) {
-    if object.node.is_none() && !object.containers.is_empty() {
+    if wants_binding(object) {
         object.node = Some(node.to_owned());
         object.record.scheduled = true;
     }
+}
+
+/// Whether `object` is a pod waiting to be bound to a node: it names no
+/// node, has containers to run, and is not being deleted.
+pub(crate) fn wants_binding(object: &StoredObject) -> bool {
+    object.node.is_none()
+        && !object.containers.is_empty()
+        && object.record.deletion_timestamp.is_none()
 }
 
 /// Starts an object's containers that are not running and reports each

@@ -58,6 +58,8 @@ use grace_std::{clock, process, runtime, store};
 pub mod access;
 pub mod api;
 mod batched;
+#[cfg(feature = "etcd")]
+mod bind;
 mod collect;
 mod containers;
 mod error;

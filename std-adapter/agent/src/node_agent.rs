@@ -3,6 +3,9 @@
 //! in a program). It runs the local agent's start-up and event loop; its
 //! inputs are the store's watch, not a socket.
 //!
+//! - Pods that name no node are bound by the agents, least loaded first
+//!   (see `bind`: a wait proportional to the pods bound here, then a
+//!   compare-and-swap on the pod's revision; exactly one agent wins).
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
 //!   by whoever makes them ([`grace_std::api_server`]: the CLI); the agent
@@ -49,7 +52,7 @@ use crate::process::logs::ContainerLogs;
 use crate::run_loop::{self, Running, Serving, fenced};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::startup::{self, RunClock, stop_on_signal};
-use crate::store::{EtcdStore, Lease, NodeScoped, Revision, Store, StoreError};
+use crate::store::{EtcdStore, EventKind, Lease, NodeScoped, Revision, Store, StoreError};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]
@@ -224,7 +227,10 @@ fn start(
         &tx,
         log,
     )?;
-    spawn_watch(store.clone(), from, tx.clone());
+    // Unbound pods are offered to this node's binder (see `bind`), whose
+    // writes carry the node's fencing token too.
+    let binder = crate::bind::spawn(store.with_fencing(&node, epoch), node.clone());
+    spawn_watch(store.clone(), from, tx.clone(), binder);
 
     let _ = writeln!(
         log,
@@ -361,7 +367,12 @@ impl Heartbeat {
 /// Follows the store's change log from `from`, naming each changed object
 /// to the runtime thread; reopens the watch where it stopped after an
 /// outage.
-fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
+fn spawn_watch(
+    store: EtcdStore,
+    from: Revision,
+    tx: mpsc::Sender<Input>,
+    binder: mpsc::Sender<String>,
+) {
     std::thread::spawn(move || {
         let mut after = from;
         loop {
@@ -386,6 +397,11 @@ fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
                 match event {
                     Ok(event) => {
                         after = event.revision;
+                        if event.kind != EventKind::Deleted
+                            && crate::containers::wants_binding(&event.object)
+                        {
+                            let _ = binder.send(event.name.clone());
+                        }
                         if tx.send(Input::Changed(event.name)).is_err() {
                             return;
                         }

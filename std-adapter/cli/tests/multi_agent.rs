@@ -454,3 +454,61 @@ fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
     });
     assert!(!alive(&cluster.pid_file("web")));
 }
+
+/// Pods that name no node are bound by the agents (least loaded first,
+/// a compare-and-swap on the revision): each exactly once, each run once,
+/// and both agents get some.
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_unbound_pods_are_each_bound_once_by_the_least_loaded_agent_and_run() {
+    const N: usize = 8;
+    let cluster = Cluster::new("bind");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    for i in 0..N {
+        let name = format!("u{i}");
+        let pid = cluster.pid_file(&name);
+        let file = cluster.dir.path().join(format!("{name}.json"));
+        // `echo $$ >>`: a second start would leave a second line.
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"metadata":{{"name":"{name}"}},
+                    "spec":{{"terminationGracePeriodSeconds":1,
+                            "containers":[{{"name":"app","command":["sh","-c","echo $$ >> {pid}; while :; do sleep 0.05; done"]}}]}}}}"#,
+                pid = pid.display()
+            ),
+        )
+        .expect("file written");
+        let _ = cluster.ok(&["apply", "-f", file.to_str().expect("utf-8")]);
+    }
+    wait_for("every pod runs", Duration::from_secs(20), || {
+        (0..N).all(|i| alive(&cluster.pid_file(&format!("u{i}"))))
+    });
+    let store = cluster.store();
+    let mut on = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..N {
+        let name = format!("u{i}");
+        let (object, _) = store.get(&name).expect("readable").expect("stored");
+        let node = object.node.expect("bound");
+        *on.entry(node).or_default() += 1;
+        let starts = std::fs::read_to_string(cluster.pid_file(&name)).expect("pid file");
+        assert_eq!(starts.lines().count(), 1, "{name} started once");
+    }
+    assert_eq!(on.values().sum::<usize>(), N, "{on:?}");
+    assert!(
+        on.get("node-a").is_some_and(|&n| n > 0) && on.get("node-b").is_some_and(|&n| n > 0),
+        "both agents take some: {on:?}"
+    );
+    // `get -o wide` shows where each runs.
+    let wide = cluster.ok(&["get", "-o", "wide"]);
+    assert!(wide.contains("node-a") && wide.contains("node-b"), "{wide}");
+    for i in 0..N {
+        let _ = cluster.ok(&["delete", &format!("u{i}"), "--wait=false"]);
+    }
+    wait_for("all gone", Duration::from_secs(20), || {
+        (0..N).all(|i| !alive(&cluster.pid_file(&format!("u{i}"))))
+    });
+    a.stop();
+    b.stop();
+}
