@@ -116,7 +116,7 @@ pub enum GcStep {
         /// The owner.
         name: String,
         /// `orphan` or `foregroundDeletion`.
-        finalizer: Name,
+        finalizer: &'static str,
     },
 }
 
@@ -183,19 +183,17 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
                     owners: vec![o.uid.clone()],
                 });
             }
-            if let Ok(f) = Name::try_from(FINALIZER_ORPHAN) {
-                steps.push(GcStep::RemoveFinalizer {
-                    name: o.name.clone(),
-                    finalizer: f,
-                });
-            }
+            steps.push(GcStep::RemoveFinalizer {
+                name: o.name.clone(),
+                finalizer: FINALIZER_ORPHAN,
+            });
         } else if o.foreground {
             let blocked = dependents(objects, &o.uid)
                 .any(|d| d.owners.iter().any(|r| r.uid == o.uid && r.blocks()));
-            if !blocked && let Ok(f) = Name::try_from(FINALIZER_FOREGROUND) {
+            if !blocked {
                 steps.push(GcStep::RemoveFinalizer {
                     name: o.name.clone(),
-                    finalizer: f,
+                    finalizer: FINALIZER_FOREGROUND,
                 });
             }
         }

@@ -35,7 +35,7 @@ pub(crate) fn spawn<S: Store + Send + 'static>(store: S, node: String) -> mpsc::
             let load = bound_to(&listing.objects, &node);
             for (name, object, _) in &listing.objects {
                 if wants_binding(object) {
-                    due.insert(name.clone(), Instant::now() + delay(load));
+                    due.insert(name.clone(), after(delay(load)));
                 }
             }
         }
@@ -45,9 +45,9 @@ pub(crate) fn spawn<S: Store + Send + 'static>(store: S, node: String) -> mpsc::
             });
             match rx.recv_timeout(wait) {
                 Ok(name) => {
-                    if !due.contains_key(&name) {
+                    if let std::collections::btree_map::Entry::Vacant(entry) = due.entry(name) {
                         let load = store.list().map_or(0, |l| bound_to(&l.objects, &node));
-                        due.insert(name, Instant::now() + delay(load));
+                        entry.insert(after(delay(load)));
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -65,12 +65,18 @@ pub(crate) fn spawn<S: Store + Send + 'static>(store: S, node: String) -> mpsc::
                     && !matches!(e, StoreError::Conflict { .. } | StoreError::NotFound { .. })
                 {
                     // The store is away: looked at again later.
-                    due.insert(name, Instant::now() + Duration::from_secs(1));
+                    due.insert(name, after(Duration::from_secs(1)));
                 }
             }
         }
     });
     tx
+}
+
+/// The instant `wait` from now (now, should that overflow).
+fn after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait).unwrap_or(now)
 }
 
 /// The wait before trying to bind, with `load` pods bound here.

@@ -16,8 +16,8 @@
 use grace_core::{Name, Record, Strategy};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
-    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod, PodSpec,
-    PodStatus,
+    ContainerStateWaiting, ContainerStatus, ExecAction, Lifecycle, LifecycleHandler, Pod,
+    PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -513,6 +513,9 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     }
 }
 
+/// Why a pod that names no node waits.
+const UNSCHEDULED: &str = "no spec.nodeName: waiting for an agent to bind it to its node";
+
 /// `status.phase` and each container's state, from the kill state the
 /// runtime persisted.
 fn status(object: &StoredObject) -> PodStatus {
@@ -567,7 +570,7 @@ fn status(object: &StoredObject) -> PodStatus {
             _ if !object.record.scheduled => ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some("Unscheduled".into()),
-                    message: Some("no spec.nodeName: no agent runs it".into()),
+                    message: Some(UNSCHEDULED.into()),
                 }),
                 ..ContainerState::default()
             },
@@ -636,8 +639,19 @@ fn status(object: &StoredObject) -> PodStatus {
     } else {
         object.record.phase.as_str()
     };
+    // Not bound yet: the scheduler's condition says why it waits.
+    let conditions = (!object.record.scheduled && !object.containers.is_empty()).then(|| {
+        vec![PodCondition {
+            type_: "PodScheduled".to_owned(),
+            status: "False".to_owned(),
+            reason: Some("Unschedulable".to_owned()),
+            message: Some(UNSCHEDULED.to_owned()),
+            ..PodCondition::default()
+        }]
+    });
     PodStatus {
         phase: Some(phase.to_owned()).filter(|p| !p.is_empty()),
+        conditions,
         container_statuses: statuses(false),
         init_container_statuses: statuses(true),
         ..PodStatus::default()

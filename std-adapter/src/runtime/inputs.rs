@@ -273,6 +273,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 deleted.map(|_| ())
             }
             GcStep::RemoveFinalizer { name, finalizer } => {
+                let Ok(finalizer) = Name::try_from(finalizer) else {
+                    return Ok(false);
+                };
                 let removed = self
                     .handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer.clone()));
                 if removed.is_ok() {
