@@ -10,12 +10,18 @@ use crate::store::Store;
 
 /// The garbage collector's step after a change to `name` (a delete), or
 /// after removals (`None`). With no owner reference stored, only `name`'s
-/// own GC finalizers can be due; otherwise every object is looked at.
+/// own GC finalizers can be due; otherwise every object is looked at. A
+/// node agent's runtime sees its node's objects only, not the dependents
+/// elsewhere: there the collector over the whole store does it
+/// (`shared_gc`), and this nothing.
 pub(crate) fn collect<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     node: &str,
     name: Option<&str>,
 ) -> Result<(), RuntimeError> {
+    if !rt.store().shows_every_object() {
+        return Ok(());
+    }
     if !rt.garbage_pending() {
         if let Some(name) = name {
             let _ = rt.collect_garbage(name)?;

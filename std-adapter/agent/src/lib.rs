@@ -72,6 +72,8 @@ mod outage;
 pub mod quota;
 mod run_loop;
 mod serve;
+#[cfg(feature = "etcd")]
+mod shared_gc;
 mod startup;
 pub mod update;
 pub mod validate;

@@ -6,6 +6,9 @@
 //! - Pods that name no node are bound by the agents, least loaded first
 //!   (see `bind`: a wait proportional to the pods bound here, then a
 //!   compare-and-swap on the pod's revision; exactly one agent wins).
+//! - It runs the garbage collector over the whole store when its watch
+//!   shows a removal or a GC finalizer on an object being deleted (see
+//!   `shared_gc`): dependents go with their owner, across nodes.
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
 //!   by whoever makes them ([`grace_std::api_server`]: the CLI); the agent
@@ -230,7 +233,13 @@ fn start(
     // Unbound pods are offered to this node's binder (see `bind`), whose
     // writes carry the node's fencing token too.
     let binder = crate::bind::spawn(store.with_fencing(&node, epoch), node.clone());
-    spawn_watch(store.clone(), from, tx.clone(), binder);
+    // So is the garbage collector (owner references), over the whole
+    // store: its runtime sees its own node's objects only.
+    let collector = crate::shared_gc::spawn(store.with_fencing(&node, epoch));
+    // What was left undone while no agent ran (a crash between a delete
+    // and its collection).
+    let _ = collector.send(());
+    spawn_watch(store.clone(), from, tx.clone(), binder, collector);
 
     let _ = writeln!(
         log,
@@ -372,6 +381,7 @@ fn spawn_watch(
     from: Revision,
     tx: mpsc::Sender<Input>,
     binder: mpsc::Sender<String>,
+    collector: mpsc::Sender<()>,
 ) {
     std::thread::spawn(move || {
         let mut after = from;
@@ -401,6 +411,9 @@ fn spawn_watch(
                             && crate::containers::wants_binding(&event.object)
                         {
                             let _ = binder.send(event.name.clone());
+                        }
+                        if crate::shared_gc::calls_for_collection(event.kind, &event.object) {
+                            let _ = collector.send(());
                         }
                         if tx.send(Input::Changed(event.name)).is_err() {
                             return;

@@ -157,8 +157,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// finalizers of the object just deleted: a stored object holds an
     /// owner reference, or an owner is waiting for its dependents (then a
     /// removal calls for [`collect_all_garbage`](Self::collect_all_garbage)).
+    /// Never on a store that shows some objects only
+    /// ([`Store::shows_every_object`]): there an owner out of view would
+    /// look gone.
     pub fn garbage_pending(&self) -> bool {
-        self.gc_waiting || self.has_owner_references()
+        self.store.shows_every_object() && (self.gc_waiting || self.has_owner_references())
     }
 
     /// Whether a stored object holds an owner reference.
