@@ -200,3 +200,135 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
     }
     steps
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{GcObject, GcStep, plan};
+    use crate::store::OwnerReference;
+
+    fn object(name: &str, owners: &[(&str, bool)]) -> GcObject {
+        GcObject {
+            name: name.to_owned(),
+            uid: format!("uid-{name}"),
+            deleting: false,
+            orphan: false,
+            foreground: false,
+            owners: owners
+                .iter()
+                .map(|(o, block)| {
+                    OwnerReference::new("v1", "Pod", *o, format!("uid-{o}"))
+                        .with_block_owner_deletion(Some(*block))
+                })
+                .collect(),
+        }
+    }
+
+    fn deleting(mut o: GcObject, orphan: bool, foreground: bool) -> GcObject {
+        o.deleting = true;
+        o.orphan = orphan;
+        o.foreground = foreground;
+        o
+    }
+
+    fn delete(name: &str, foreground: bool) -> GcStep {
+        GcStep::Delete {
+            name: name.to_owned(),
+            uid: format!("uid-{name}"),
+            foreground,
+        }
+    }
+
+    fn drop_owner(name: &str, owner: &str) -> GcStep {
+        GcStep::DropOwners {
+            name: name.to_owned(),
+            uid: format!("uid-{name}"),
+            owners: vec![format!("uid-{owner}")],
+        }
+    }
+
+    fn remove(name: &str, finalizer: &'static str) -> GcStep {
+        GcStep::RemoveFinalizer {
+            name: name.to_owned(),
+            finalizer,
+        }
+    }
+
+    #[test]
+    fn the_garbage_collector_s_steps_as_kubernetes_takes_them() {
+        let cases: Vec<(&str, Vec<GcObject>, Vec<GcStep>)> = vec![
+            (
+                "an owner there holds its dependent",
+                vec![object("o", &[]), object("d", &[("o", true)])],
+                vec![],
+            ),
+            (
+                "background: the owner gone, the dependent is deleted",
+                vec![object("d", &[("o", false)])],
+                vec![delete("d", false)],
+            ),
+            (
+                "a dependent already being deleted is left to finish",
+                vec![deleting(object("d", &[("o", false)]), false, false)],
+                vec![],
+            ),
+            (
+                "two owners, one gone: only the reference goes",
+                vec![object("b", &[]), object("d", &[("a", false), ("b", false)])],
+                vec![drop_owner("d", "a")],
+            ),
+            (
+                "foreground: dependents deleted, the owner held by the blocking one",
+                vec![
+                    deleting(object("o", &[]), false, true),
+                    object("d1", &[("o", true)]),
+                    object("d2", &[("o", false)]),
+                ],
+                vec![delete("d1", false), delete("d2", false)],
+            ),
+            (
+                "foreground: no blocking dependent left, the finalizer goes (R45)",
+                vec![
+                    deleting(object("o", &[]), false, true),
+                    deleting(object("d2", &[("o", false)]), false, false),
+                ],
+                vec![remove("o", "foregroundDeletion")],
+            ),
+            (
+                "foreground: a dependent with dependents is deleted in the foreground",
+                vec![
+                    deleting(object("o", &[]), false, true),
+                    object("d", &[("o", true)]),
+                    object("e", &[("d", true)]),
+                ],
+                vec![delete("d", true)],
+            ),
+            (
+                "orphan: references dropped, then the finalizer",
+                vec![
+                    deleting(object("o", &[]), true, false),
+                    object("d", &[("o", true)]),
+                ],
+                vec![drop_owner("d", "o"), remove("o", "orphan")],
+            ),
+            (
+                "no dependents: the GC finalizers go at once (R37, R38)",
+                vec![
+                    deleting(object("a", &[]), true, false),
+                    deleting(object("b", &[]), false, true),
+                ],
+                vec![remove("a", "orphan"), remove("b", "foregroundDeletion")],
+            ),
+            (
+                "not being deleted: a GC finalizer waits",
+                vec![GcObject {
+                    orphan: true,
+                    ..object("a", &[])
+                }],
+                vec![],
+            ),
+        ];
+        for (case, objects, want) in cases {
+            assert_eq!(plan(&objects), want, "{case}");
+        }
+    }
+}
