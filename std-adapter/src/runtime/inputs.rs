@@ -164,14 +164,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.store.shows_every_object() && (self.gc_waiting || self.has_owner_references())
     }
 
-    /// Whether a stored object holds an owner reference.
+    /// Whether a stored object may hold an owner reference (kept as a
+    /// flag: a delete asks, and a scan of every object each time would
+    /// cost a mass delete dearly).
     fn has_owner_references(&self) -> bool {
-        self.objects.names().any(|n| {
-            self.objects
-                .id(n)
-                .and_then(|id| self.objects.get(id))
-                .is_some_and(|e| e.revision.is_some() && !e.spec.owners.is_empty())
-        })
+        self.objects.owners_seen()
     }
 
     /// The garbage collector's steps over every stored object
@@ -196,10 +193,11 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 break;
             }
         }
-        self.gc_waiting = self
-            .gc_view()
+        let view = self.gc_view();
+        self.gc_waiting = view
             .iter()
             .any(|o| o.deleting && (o.orphan || o.foreground));
+        self.objects.recount_owners();
         Ok(collected)
     }
 
@@ -323,6 +321,9 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         owners: Vec<OwnerReference>,
     ) -> Result<(), RuntimeError> {
+        if !owners.is_empty() {
+            self.objects.saw_owners();
+        }
         let done = self.replace_in_spec(name, owners, |spec| &mut spec.owners);
         self.objects.close();
         done
