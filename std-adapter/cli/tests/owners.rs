@@ -70,13 +70,15 @@ fn pod(dir: &Path, name: &str) -> Option<serde_json::Value> {
 fn manifest(dir: &Path, name: &str, ignore_term: bool, owners: &[String]) -> String {
     let pid = dir.join(format!("{name}.pid"));
     let trap = if ignore_term { "''" } else { "'exit 0'" };
+    // One that ignores SIGTERM lingers for its grace.
+    let grace = if ignore_term { 5 } else { 3 };
     let owners = if owners.is_empty() {
         String::new()
     } else {
         format!("  ownerReferences: [{}]\n", owners.join(", "))
     };
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{owners}spec:\n  terminationGracePeriodSeconds: 3\n  containers:\n  - name: app\n    command: [sh, -c, \"echo $$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done\"]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{owners}spec:\n  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    command: [sh, -c, \"echo $$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done\"]\n",
         pid = pid.display(),
     )
 }
@@ -176,7 +178,7 @@ fn r38_foreground_delete_keeps_the_owner_until_its_blocking_dependents_are_gone(
         &["delete", "owner", "--cascade=foreground", "--wait=false"],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
-    // d1 ignores SIGTERM: it lingers for its grace (3 s), and the owner,
+    // d1 ignores SIGTERM: it lingers for its grace (5 s), and the owner,
     // whose own workload exits at once, with it.
     wait_for("d1 is being deleted", Duration::from_secs(10), || {
         pod(d, "d1").is_some_and(|p| p["metadata"]["deletionTimestamp"].is_string())
