@@ -601,3 +601,42 @@ fn etcd_r38_foreground_delete_keeps_the_owner_until_its_blocking_dependent_on_an
     a.stop();
     b.stop();
 }
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r37_orphan_delete_of_an_owner_leaves_its_dependents_without_the_reference_for_good() {
+    let cluster = Cluster::new("owners-orphan");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    owner_across_nodes(&cluster);
+    let _ = cluster.ok(&["delete", "owner", "--cascade=orphan"]);
+    assert!(cluster.status("owner").is_none());
+    let store = cluster.store();
+    let references = |name: &str| {
+        store
+            .get(name)
+            .expect("readable")
+            .map(|(o, _)| (o.owners.len(), o.record.deletion_timestamp.is_some()))
+    };
+    assert_eq!(references("d1"), Some((0, false)));
+    assert_eq!(references("d2"), Some((0, false)));
+    assert!(alive(&cluster.pid_file("d1")) && alive(&cluster.pid_file("d2")));
+    // d1's agent writes d1 again (its exit): the reference stays gone,
+    // and d1 stays (no owner to go with).
+    let pid = std::fs::read_to_string(cluster.pid_file("d1")).expect("pid");
+    let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+    wait_for("d1's exit is written", Duration::from_secs(10), || {
+        store.get("d1").expect("readable").is_some_and(|(o, _)| {
+            !o.status.is_empty()
+                && o.status
+                    .iter()
+                    .all(|s| !matches!(s, grace_std::store::ContainerStatus::Running))
+        })
+    });
+    assert_eq!(references("d1"), Some((0, false)));
+    for name in ["d1", "d2"] {
+        let _ = cluster.ok(&["delete", name, "--grace-period=0", "--force"]);
+    }
+    a.stop();
+    b.stop();
+}
