@@ -21,10 +21,13 @@
 
 use grace_core::Input;
 use grace_core::{
-    DeleteError, DeleteOptions, FinalizerChange, Now, UpdateError, UpdateOutcome, decide_delete,
+    DeleteError, DeleteOptions, FinalizerChange, Now, Preconditions, Propagation, UpdateError,
+    UpdateOutcome, decide_delete,
 };
 
-use crate::runtime::{DeleteAnswer, ObjectLifecycle, RuntimeError, fresh, stopped_containers};
+use crate::runtime::{
+    Collected, DeleteAnswer, ObjectLifecycle, RuntimeError, fresh, stopped_containers,
+};
 use crate::store::{FINALIZERS, Revision, Store, StoreError, StorePreconditions, StoredObject};
 
 /// A decision that keeps losing compare-and-swap races gives up after this
@@ -256,16 +259,26 @@ pub fn update_finalizers<S: Store + ?Sized>(
     })
 }
 
-/// The garbage collector's step ([`crate::gc`]) on a shared store:
-/// removes the `orphan` and `foregroundDeletion` finalizers of an object
-/// marked for deletion, each with [`update_finalizers`] (R45: the last one
-/// may remove the object). Returns the finalizers removed; none if the
-/// object is not being deleted, has neither, or is gone.
+/// The garbage collector's step ([`crate::gc`]) on a shared store after a
+/// delete of `name`: with no owner reference stored, it removes the
+/// `orphan` and `foregroundDeletion` finalizers of `name` if it is marked
+/// for deletion, each with [`update_finalizers`] (R45: the last one may
+/// remove the object); otherwise it is [`collect_all_garbage`]. Returns
+/// the finalizers removed from `name`.
 pub fn collect_garbage<S: Store + ?Sized>(
     store: &S,
     now: Now,
     name: &str,
 ) -> Result<Vec<grace_core::Name>, RuntimeError> {
+    if has_owner_references(store)? {
+        let collected = collect_all_garbage(store, now)?;
+        return Ok(collected
+            .finalizers_removed
+            .into_iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, f)| f)
+            .collect());
+    }
     let Some((object, _)) = store.get(name)? else {
         return Ok(Vec::new());
     };
@@ -283,6 +296,123 @@ pub fn collect_garbage<S: Store + ?Sized>(
         }
     }
     Ok(removed)
+}
+
+/// Whether an object of `store` holds an owner reference.
+fn has_owner_references<S: Store + ?Sized>(store: &S) -> Result<bool, RuntimeError> {
+    Ok(store
+        .list()?
+        .objects
+        .iter()
+        .any(|(_, o, _)| !o.owners.is_empty()))
+}
+
+/// The garbage collector's steps over every object of a shared store
+/// ([`crate::gc::plan`]), as [`Runtime::collect_all_garbage`] takes them
+/// in an agent: dependents whose owners are gone deleted ([`delete`]),
+/// references to orphaning owners dropped (a compare-and-swap on the
+/// revision read), GC finalizers removed once the owner's dependents allow
+/// it ([`update_finalizers`]). Several may run it at once: each step is
+/// conditional, and one that lost a race is planned again the next time.
+///
+/// [`Runtime::collect_all_garbage`]: crate::runtime::Runtime::collect_all_garbage
+pub fn collect_all_garbage<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+) -> Result<Collected, RuntimeError> {
+    let mut collected = Collected::default();
+    // A step may make another possible: planned again until nothing is new.
+    for _ in 0..8 {
+        let listing = store.list()?;
+        let view: Vec<crate::gc::GcObject> = listing
+            .objects
+            .iter()
+            .map(|(name, o, _)| crate::gc::GcObject::of(name, &o.record, &o.owners))
+            .collect();
+        let mut progressed = false;
+        for step in crate::gc::plan(&view) {
+            progressed |= gc_step(store, now, step, &mut collected)?;
+        }
+        if !progressed {
+            break;
+        }
+    }
+    Ok(collected)
+}
+
+/// Takes one step of the garbage collector on a shared store; whether it
+/// changed anything. An object gone, replaced or changed meanwhile is
+/// left for the next collection.
+fn gc_step<S: Store + ?Sized>(
+    store: &S,
+    now: Now,
+    step: crate::gc::GcStep,
+    collected: &mut Collected,
+) -> Result<bool, RuntimeError> {
+    use crate::gc::GcStep;
+    let result = match step {
+        GcStep::DropOwners { name, uid, owners } => {
+            let Some((mut object, revision)) = store.get(&name)? else {
+                return Ok(false);
+            };
+            let before = object.owners.len();
+            object.owners.retain(|r| !owners.contains(&r.uid));
+            if object.uid() != uid || object.owners.len() == before {
+                return Ok(false);
+            }
+            store
+                .update(&name, object, revision)
+                .map(|_| ())
+                .map_err(RuntimeError::from)
+        }
+        GcStep::Delete {
+            name,
+            uid,
+            foreground,
+        } => {
+            let policy = if foreground {
+                Propagation::Foreground
+            } else {
+                Propagation::Background
+            };
+            let options = DeleteOptions::default()
+                .with_propagation_policy(Some(policy))
+                .with_preconditions(Preconditions {
+                    uid: grace_core::Name::try_from(uid.as_str()).ok(),
+                    resource_version: None,
+                });
+            let deleted = delete(store, now, &name, &options);
+            if deleted.is_ok() {
+                collected.deleted.push(name);
+            }
+            deleted.map(|_| ())
+        }
+        GcStep::RemoveFinalizer { name, finalizer } => {
+            let Ok(finalizer) = grace_core::Name::try_from(finalizer) else {
+                return Ok(false);
+            };
+            let removed = update_finalizers(
+                store,
+                now,
+                &name,
+                &FinalizerChange::Remove(finalizer.clone()),
+            );
+            if removed.is_ok() {
+                collected.finalizers_removed.push((name, finalizer));
+            }
+            removed.map(|_| ())
+        }
+    };
+    match result {
+        Ok(()) => Ok(true),
+        Err(
+            RuntimeError::NotFound(_)
+            | RuntimeError::Update(UpdateError::NotFound)
+            | RuntimeError::Delete(DeleteError::NotFound | DeleteError::Conflict(_))
+            | RuntimeError::Store(StoreError::Conflict { .. } | StoreError::NotFound { .. }),
+        ) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 /// Declares `node` gone for good (D7): like PodGC on a deleted node (R82),

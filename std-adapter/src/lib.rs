@@ -4,7 +4,7 @@
 //! system — clocks ([`clock`]), storage ([`store`]), the write-ahead
 //! [`runtime`], real process control ([`process`]), requests decided
 //! against a shared store as an API server decides them ([`api_server`]),
-//! the garbage collector's step for objects without dependents ([`gc`])
+//! the garbage collector's step: owner references and GC finalizers ([`gc`])
 //! and files and directories private to this user ([`private`]: the
 //! process actuator's state directory is checked with it, as programs on
 //! top check their own data directories).

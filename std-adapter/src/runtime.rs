@@ -60,7 +60,7 @@ pub use actuator::{ActionError, Actuator, OwedKill, WorldEvent};
 pub use batch::Batch;
 pub use error::RuntimeError;
 use error::{cannot_encode, store_down};
-pub use inputs::DeleteAnswer;
+pub use inputs::{Collected, DeleteAnswer};
 use objects::{Id, Objects};
 pub use observe::Observed;
 use persisted::Codec;
@@ -112,6 +112,9 @@ pub struct Runtime<S, C, A> {
     /// While a [`Batch`] commits: the removals its actions owe, written
     /// with the batch after the actions instead of one store delete each.
     removals: Option<Vec<Write>>,
+    /// An owner marked for deletion still held by a GC finalizer after the
+    /// last collection (or none has run yet): a removal may release it.
+    gc_waiting: bool,
 }
 
 impl<S: fmt::Debug, C: fmt::Debug, A: fmt::Debug> fmt::Debug for Runtime<S, C, A> {

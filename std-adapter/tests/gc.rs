@@ -1,8 +1,10 @@
-//! The garbage collector's step (R36–R45): grace keeps no dependents, so
+//! The garbage collector's step (R36–R45) on objects without dependents:
 //! the `orphan` and `foregroundDeletion` finalizers a delete adds are
 //! removed once the object is marked for deletion, and the deletion then
 //! finishes on its own — in the runtime (the node agent's API server) and
-//! on a shared store (`api_server`).
+//! on a shared store (`api_server`). Dependents (owner references): the
+//! cases of `gc::plan`, and std-adapter/cli/tests/owners.rs with real
+//! processes.
 // A test reports by failing: it may unwrap, panic, index and count as it
 // likes (the workspace's restriction lints are for library code).
 #![allow(

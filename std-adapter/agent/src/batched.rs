@@ -107,7 +107,7 @@ pub(super) fn serve_batch<S: Store, C: Clock>(
     };
     let wrote = !batch.is_empty();
     let (committed, unwritten) = batch.commit_keeping_events();
-    answer(rt, waiting, committed.as_ref().err());
+    answer(rt, waiting, committed.as_ref().err(), node);
     let wrote = wrote && committed.is_ok();
     let failed = match (failed, committed) {
         (Some(e), _) => Some(e),
@@ -171,8 +171,10 @@ fn decide<S: Store, C: Clock>(
             if let Err(e) = check_name(&name) {
                 return Decided::Refused(invalid(e));
             }
+            let mut object = *object;
+            crate::containers::bind_unbound(&mut object, node);
             let start = object.node.as_deref() == Some(node);
-            match batch.create(&name, *object) {
+            match batch.create(&name, object) {
                 Ok(()) => Decided::Applied { name, start },
                 Err(e) => Decided::Refused(error(&name, &e)),
             }
@@ -242,7 +244,7 @@ pub(super) fn handle<S: Store, C: Clock>(
     let mut batch = rt.open_batch();
     let decided = decide(&mut batch, request, node);
     let committed = batch.commit();
-    let mut replies = settle(rt, vec![decided], committed.as_ref().err());
+    let mut replies = settle(rt, vec![decided], committed.as_ref().err(), node);
     replies.pop().unwrap_or_else(|| invalid("no answer".into()))
 }
 
@@ -252,9 +254,10 @@ fn answer<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     waiting: Vec<(mpsc::SyncSender<Reply>, Decided)>,
     failed: Option<&RuntimeError>,
+    node: &str,
 ) {
     let (senders, decided): (Vec<_>, Vec<_>) = waiting.into_iter().unzip();
-    let replies = settle(rt, decided, failed);
+    let replies = settle(rt, decided, failed, node);
     for (reply, sent) in senders.into_iter().zip(replies) {
         let _ = reply.send(sent);
     }
@@ -267,6 +270,7 @@ fn settle<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     decided: Vec<Decided>,
     failed: Option<&RuntimeError>,
+    node: &str,
 ) -> Vec<Reply> {
     // Started together once every answer is known (one commit for their
     // statuses); each apply is answered once its containers were started.
@@ -282,7 +286,7 @@ fn settle<S: Store, C: Clock>(
             (Decided::Done(_, done), None) => done,
             (Decided::Deleted(name, done), None) => {
                 // Retried at the next start if it fails now.
-                let _ = rt.collect_garbage(&name);
+                let _ = crate::collect::collect(rt, node, Some(&name));
                 done
             }
             (Decided::Applied { name, start: go }, None) => {

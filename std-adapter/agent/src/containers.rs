@@ -3,7 +3,26 @@
 use crate::clock::Clock;
 use crate::process::{LaunchError, ProcessActuator};
 use crate::runtime::Runtime;
-use crate::store::{ContainerStatus, Store};
+use crate::store::{ContainerStatus, Store, StoredObject};
+
+/// Binds a pod that names no node (no `spec.nodeName`) to `node`, as the
+/// scheduler would: the lone agent of a local store runs every pod it is
+/// given. An object with no containers has nothing to run and stays
+/// unbound (a delete removes it at once, R19).
+pub(crate) fn bind_unbound(object: &mut StoredObject, node: &str) {
+    if wants_binding(object) {
+        object.node = Some(node.to_owned());
+        object.record.scheduled = true;
+    }
+}
+
+/// Whether `object` is a pod waiting to be bound to a node: it names no
+/// node, has containers to run, and is not being deleted.
+pub(crate) fn wants_binding(object: &StoredObject) -> bool {
+    object.node.is_none()
+        && !object.containers.is_empty()
+        && object.record.deletion_timestamp.is_none()
+}
 
 /// Starts an object's containers that are not running and reports each
 /// one's status: `Running`, `ContainerCannotRun` with the reason, or

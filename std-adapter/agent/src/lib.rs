@@ -82,6 +82,9 @@ use grace_std::{clock, process, runtime, store};
 pub mod access;
 pub mod api;
 mod batched;
+#[cfg(feature = "etcd")]
+mod bind;
+mod collect;
 mod containers;
 mod error;
 mod input;
@@ -93,6 +96,8 @@ mod outage;
 pub mod quota;
 mod run_loop;
 mod serve;
+#[cfg(feature = "etcd")]
+mod shared_gc;
 mod startup;
 pub mod update;
 pub mod validate;

@@ -3,6 +3,12 @@
 //! in a program). It runs the local agent's start-up and event loop; its
 //! inputs are the store's watch, not a socket.
 //!
+//! - Pods that name no node are bound by the agents, least loaded first
+//!   (see `bind`: a wait proportional to the pods bound here, then a
+//!   compare-and-swap on the pod's revision; exactly one agent wins).
+//! - It runs the garbage collector over the whole store when its watch
+//!   shows a removal or a GC finalizer on an object being deleted (see
+//!   `shared_gc`): dependents go with their owner, across nodes.
 //! - It runs only the objects bound to its node: its runtime is opened on
 //!   the node's view of the store ([`NodeScoped`]). Requests are decided
 //!   by whoever makes them ([`grace_std::api_server`]: the CLI); the agent
@@ -48,7 +54,7 @@ use crate::process::logs::ContainerLogs;
 use crate::run_loop::{self, Running, Serving, fenced};
 use crate::runtime::{Recovery, Runtime, RuntimeError, Transition};
 use crate::startup::{self, RunClock, stop_on_signal};
-use crate::store::{EtcdStore, Lease, NodeScoped, Revision, Store, StoreError};
+use crate::store::{EtcdStore, EventKind, Lease, NodeScoped, Revision, Store, StoreError};
 
 /// How to run an agent on a shared store.
 #[derive(Clone, Debug)]
@@ -214,7 +220,16 @@ fn start(
         options.recovery,
         &tx,
     )?;
-    spawn_watch(store.clone(), from, tx.clone());
+    // Unbound pods are offered to this node's binder (see `bind`), whose
+    // writes carry the node's fencing token too.
+    let binder = crate::bind::spawn(store.with_fencing(&node, epoch), node.clone());
+    // So is the garbage collector (owner references), over the whole
+    // store: its runtime sees its own node's objects only.
+    let collector = crate::shared_gc::spawn(store.with_fencing(&node, epoch));
+    // What was left undone while no agent ran (a crash between a delete
+    // and its collection).
+    let _ = collector.send(());
+    spawn_watch(store.clone(), from, tx.clone(), binder, collector);
 
     tracing::info!(
         "grace agent: node {node}, etcd store {store:?}, fencing epoch {epoch}, lease {} s",
@@ -350,7 +365,13 @@ impl Heartbeat {
 /// Follows the store's change log from `from`, naming each changed object
 /// to the runtime thread; reopens the watch where it stopped after an
 /// outage.
-fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
+fn spawn_watch(
+    store: EtcdStore,
+    from: Revision,
+    tx: mpsc::Sender<Input>,
+    binder: mpsc::Sender<String>,
+    collector: mpsc::Sender<()>,
+) {
     std::thread::spawn(move || {
         let mut after = from;
         loop {
@@ -375,6 +396,14 @@ fn spawn_watch(store: EtcdStore, from: Revision, tx: mpsc::Sender<Input>) {
                 match event {
                     Ok(event) => {
                         after = event.revision;
+                        if event.kind != EventKind::Deleted
+                            && crate::containers::wants_binding(&event.object)
+                        {
+                            let _ = binder.send(event.name.clone());
+                        }
+                        if crate::shared_gc::calls_for_collection(event.kind, &event.object) {
+                            let _ = collector.send(());
+                        }
                         if tx.send(Input::Changed(event.name)).is_err() {
                             return;
                         }

@@ -141,6 +141,14 @@ pub(crate) fn serve<S: Store>(
         let removed = log_transitions(transitions);
         remove_logs(rt, logs, &removed);
         forget_not_run(rt, &removed, node);
+        // A removal may free a foreground owner or leave dependents
+        // without an owner. A failure is tried again at the next one.
+        if !removed.is_empty()
+            && rt.garbage_pending()
+            && let Err(e) = crate::collect::collect(rt, node, None)
+        {
+            tracing::warn!("grace agent: garbage collection: {e} (retried at the next removal)");
+        }
         if let Some(awaited) = &mut stopping {
             awaited.retain(|name| rt.actuator().holds(name));
             if awaited.is_empty() {
@@ -204,11 +212,11 @@ pub(crate) fn serve<S: Store>(
                 next = outage.served(served)?;
             }
             Ok(Input::Changed(name)) => {
-                if let Err(e) = observe(rt, &name, &mut waiting) {
+                if let Err(e) = observe(rt, &name, &mut waiting, node) {
                     retry_unless_fenced(e)?;
                 }
             }
-            Ok(Input::Resync) => resync(rt, &mut waiting)?,
+            Ok(Input::Resync) => resync(rt, &mut waiting, node)?,
             Ok(Input::Stop) if on_exit == OnExit::Stop => {
                 if stopping.is_none() {
                     stopping = Some(stop_workloads(rt, node));
@@ -220,7 +228,7 @@ pub(crate) fn serve<S: Store>(
         if outage.due() {
             own_steps(rt, &mut outage)?;
         }
-        take_freed(rt, &mut waiting)?;
+        take_freed(rt, &mut waiting, node)?;
     }
 }
 
@@ -285,6 +293,7 @@ fn observe<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     name: &str,
     waiting: &mut Vec<String>,
+    node: &str,
 ) -> Result<(), RuntimeError> {
     match rt.observe(name)? {
         Observed::New => start(rt, name),
@@ -297,14 +306,14 @@ fn observe<S: Store>(
     }
     // The garbage collector's step, should the request's maker have left
     // it undone (it runs it right after the delete).
-    let _ = rt.collect_garbage(name)?;
-    Ok(())
+    crate::collect::collect(rt, node, Some(name))
 }
 
 /// [`Input::Resync`]: every object known or stored is looked at again.
 fn resync<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     waiting: &mut Vec<String>,
+    node: &str,
 ) -> Result<(), RuntimeError> {
     let mut names: Vec<String> = rt.names().map(str::to_owned).collect();
     match rt.store().list() {
@@ -315,7 +324,10 @@ fn resync<S: Store>(
     }
     names.sort();
     names.dedup();
-    match names.iter().try_for_each(|name| observe(rt, name, waiting)) {
+    match names
+        .iter()
+        .try_for_each(|name| observe(rt, name, waiting, node))
+    {
         Ok(()) => Ok(()),
         Err(e) => retry_unless_fenced(e),
     }
@@ -326,6 +338,7 @@ fn resync<S: Store>(
 fn take_freed<S: Store>(
     rt: &mut Runtime<S, RunClock, ProcessActuator>,
     waiting: &mut Vec<String>,
+    node: &str,
 ) -> Result<(), RuntimeError> {
     let free: Vec<String> = waiting
         .iter()
@@ -334,7 +347,7 @@ fn take_freed<S: Store>(
         .collect();
     waiting.retain(|n| !free.contains(n));
     for name in free {
-        if let Err(e) = observe(rt, &name, waiting) {
+        if let Err(e) = observe(rt, &name, waiting, node) {
             retry_unless_fenced(e)?;
         }
     }

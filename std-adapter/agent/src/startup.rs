@@ -88,7 +88,7 @@ pub(crate) fn pick_up<S: Store>(
             reconcile(rt, &name, gone)?;
             let _ = rt.handle_agent_sync(&name)?;
         }
-        if let Err(e) = rt.collect_garbage(&name) {
+        if let Err(e) = crate::collect::collect(rt, node, Some(&name)) {
             tracing::warn!(
                 object = %name,
                 "grace agent: {name}: garbage collection: {e} (retried at the next start)"

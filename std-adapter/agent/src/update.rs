@@ -1,5 +1,5 @@
 //! An update of a stored object, as the Kubernetes API server updates a
-//! Pod: labels may change at any time; finalizers may be removed (the last
+//! Pod: labels and owner references may change at any time; finalizers may be removed (the last
 //! one may complete a deletion, R45) and added only while the object is not
 //! being deleted (R46: the whole update is refused otherwise); everything
 //! else of the spec is immutable and a change to it is refused; a uid given
@@ -17,7 +17,7 @@ use crate::api::{ApiError, ErrorKind, Reply};
 use crate::clock::Clock;
 use crate::process::ProcessActuator;
 use crate::runtime::{Runtime, RuntimeError};
-use crate::store::{Store, StoredObject};
+use crate::store::{OwnerReference, Store, StoredObject};
 
 /// What an update changes, once checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,12 +28,17 @@ pub struct Plan {
     pub add: Vec<Name>,
     /// Finalizers to remove.
     pub remove: Vec<Name>,
+    /// The new owner references, if they differ.
+    pub owners: Option<Vec<OwnerReference>>,
 }
 
 impl Plan {
     /// Whether the update changes nothing.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_none() && self.add.is_empty() && self.remove.is_empty()
+        self.labels.is_none()
+            && self.add.is_empty()
+            && self.remove.is_empty()
+            && self.owners.is_none()
     }
 }
 
@@ -52,7 +57,8 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
     }
     let immutable = [
         ("kind", old.strategy != new.strategy),
-        ("spec.nodeName", old.node != new.node),
+        // A manifest without it keeps the node the pod was bound to.
+        ("spec.nodeName", new.node.is_some() && old.node != new.node),
         (
             "spec.terminationGracePeriodSeconds",
             old.record.termination_grace_period_seconds
@@ -96,6 +102,7 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
         labels: (old.labels != new.labels).then(|| new.labels.clone()),
         add,
         remove,
+        owners: (old.owners != new.owners).then(|| new.owners.clone()),
     })
 }
 
@@ -123,6 +130,7 @@ pub fn put<S: Store, C: Clock>(
                     },
                 })?;
         }
+        crate::containers::bind_unbound(&mut object, node);
         let bound_here = object.node.as_deref() == Some(node);
         rt.create(name, object)?;
         let revision = rt.object(name).map_or(0, |o| o.record.resource_version);
@@ -138,6 +146,9 @@ pub fn put<S: Store, C: Clock>(
     let changed = !plan.is_empty();
     if let Some(labels) = plan.labels {
         rt.update_labels(name, labels)?;
+    }
+    if let Some(owners) = plan.owners {
+        rt.update_owners(name, owners)?;
     }
     for f in plan.add {
         let _ = rt.handle_finalizer_update(name, &FinalizerChange::Add(f))?;

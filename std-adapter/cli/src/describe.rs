@@ -124,11 +124,22 @@ pub fn text(name: &str, object: &StoredObject) -> String {
     );
     line(
         "Node",
-        object
-            .node
-            .clone()
-            .unwrap_or_else(|| "<none> (unscheduled)".into()),
+        object.node.clone().unwrap_or_else(|| {
+            if object.containers.is_empty() {
+                "<none> (unscheduled)".into()
+            } else {
+                "<none> (PodScheduled False: waiting for an agent to bind it)".into()
+            }
+        }),
     );
+    if !object.owners.is_empty() {
+        let owners: Vec<String> = object
+            .owners
+            .iter()
+            .map(|r| format!("{}/{} ({})", r.kind, r.name, r.uid))
+            .collect();
+        line("Owners", owners.join(", "));
+    }
     line("Status", status_word(object));
     line(
         "Phase",

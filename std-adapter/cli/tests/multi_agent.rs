@@ -455,3 +455,189 @@ fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
     });
     assert!(!alive(&cluster.pid_file("web")));
 }
+
+/// Pods that name no node are bound by the agents (least loaded first,
+/// a compare-and-swap on the revision): each exactly once, each run once,
+/// and both agents get some.
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_unbound_pods_are_each_bound_once_by_the_least_loaded_agent_and_run() {
+    const N: usize = 8;
+    let cluster = Cluster::new("bind");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    for i in 0..N {
+        let name = format!("u{i}");
+        let pid = cluster.pid_file(&name);
+        let file = cluster.dir.path().join(format!("{name}.json"));
+        // `echo $$ >>`: a second start would leave a second line.
+        std::fs::write(
+            &file,
+            format!(
+                r#"{{"metadata":{{"name":"{name}"}},
+                    "spec":{{"terminationGracePeriodSeconds":1,
+                            "containers":[{{"name":"app","command":["sh","-c","echo $$ >> {pid}; while :; do sleep 0.05; done"]}}]}}}}"#,
+                pid = pid.display()
+            ),
+        )
+        .expect("file written");
+        let _ = cluster.ok(&["apply", "-f", file.to_str().expect("utf-8")]);
+    }
+    wait_for("every pod runs", Duration::from_secs(20), || {
+        (0..N).all(|i| alive(&cluster.pid_file(&format!("u{i}"))))
+    });
+    let store = cluster.store();
+    let mut on = std::collections::BTreeMap::<String, usize>::new();
+    for i in 0..N {
+        let name = format!("u{i}");
+        let (object, _) = store.get(&name).expect("readable").expect("stored");
+        let node = object.node.expect("bound");
+        *on.entry(node).or_default() += 1;
+        let starts = std::fs::read_to_string(cluster.pid_file(&name)).expect("pid file");
+        assert_eq!(starts.lines().count(), 1, "{name} started once");
+    }
+    assert_eq!(on.values().sum::<usize>(), N, "{on:?}");
+    assert!(
+        on.get("node-a").is_some_and(|&n| n > 0) && on.get("node-b").is_some_and(|&n| n > 0),
+        "both agents take some: {on:?}"
+    );
+    // `get -o wide` shows where each runs.
+    let wide = cluster.ok(&["get", "-o", "wide"]);
+    assert!(wide.contains("node-a") && wide.contains("node-b"), "{wide}");
+    for i in 0..N {
+        let _ = cluster.ok(&["delete", &format!("u{i}"), "--wait=false"]);
+    }
+    wait_for("all gone", Duration::from_secs(20), || {
+        (0..N).all(|i| !alive(&cluster.pid_file(&format!("u{i}"))))
+    });
+    a.stop();
+    b.stop();
+}
+
+/// A pod on `node` (`None`: no nodeName) whose workload exits on SIGTERM
+/// (or ignores it) and writes its pid, with these owner references (JSON).
+fn owned_pod(cluster: &Cluster, name: &str, node: Option<&str>, ignore_term: bool, owners: &str) {
+    let pid = cluster.pid_file(name);
+    let file = cluster.dir.path().join(format!("{name}.json"));
+    let node = node.map_or(String::new(), |n| format!(r#""nodeName":"{n}","#));
+    let trap = if ignore_term { "''" } else { "'exit 0'" };
+    // One that ignores SIGTERM lingers for its grace.
+    let grace = if ignore_term { 5 } else { 2 };
+    std::fs::write(
+        &file,
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","ownerReferences":[{owners}]}},
+                "spec":{{{node}"terminationGracePeriodSeconds":{grace},
+                        "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done"]}}]}}}}"#,
+            pid = pid.display()
+        ),
+    )
+    .expect("file written");
+    let _ = cluster.ok(&["apply", "-f", file.to_str().expect("utf-8")]);
+    wait_for(&format!("{name} running"), Duration::from_secs(15), || {
+        alive(&pid)
+    });
+}
+
+/// An owner on node-a, a blocking dependent on node-b that ignores
+/// SIGTERM and an unbound one; returns the owner's uid.
+fn owner_across_nodes(cluster: &Cluster) -> String {
+    owned_pod(cluster, "owner", Some("node-a"), false, "");
+    let pod: serde_json::Value =
+        serde_json::from_str(&cluster.ok(&["get", "owner", "-o", "json"])).expect("JSON");
+    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let reference = |block: bool| {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","name":"owner","uid":"{uid}","blockOwnerDeletion":{block}}}"#
+        )
+    };
+    owned_pod(cluster, "d1", Some("node-b"), true, &reference(true));
+    owned_pod(cluster, "d2", None, false, &reference(false));
+    uid
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r38_background_delete_of_an_owner_deletes_its_dependents_on_other_nodes() {
+    let cluster = Cluster::new("owners-bg");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    owner_across_nodes(&cluster);
+    let _ = cluster.ok(&["delete", "owner", "--wait=false"]);
+    wait_for("the dependents are gone", Duration::from_secs(20), || {
+        cluster.status("d1").is_none() && cluster.status("d2").is_none()
+    });
+    assert!(cluster.status("owner").is_none());
+    assert!(!alive(&cluster.pid_file("d1")) && !alive(&cluster.pid_file("d2")));
+    a.stop();
+    b.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r38_foreground_delete_keeps_the_owner_until_its_blocking_dependent_on_another_node_is_gone()
+{
+    let cluster = Cluster::new("owners-fg");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    owner_across_nodes(&cluster);
+    let _ = cluster.ok(&["delete", "owner", "--cascade=foreground", "--wait=false"]);
+    wait_for(
+        "the owner's workload stopped",
+        Duration::from_secs(10),
+        || !alive(&cluster.pid_file("owner")),
+    );
+    wait_for("d1 is being deleted", Duration::from_secs(10), || {
+        cluster.status("d1").as_deref() == Some("Terminating")
+    });
+    // d1 ignores SIGTERM for its grace (5 s): the owner waits for it.
+    assert!(alive(&cluster.pid_file("d1")), "d1 still runs");
+    assert_eq!(cluster.status("owner").as_deref(), Some("Terminating"));
+    wait_for("d1 and d2 are gone", Duration::from_secs(20), || {
+        cluster.status("d1").is_none() && cluster.status("d2").is_none()
+    });
+    wait_for("then the owner", Duration::from_secs(10), || {
+        cluster.status("owner").is_none()
+    });
+    a.stop();
+    b.stop();
+}
+
+#[test]
+#[ignore = "needs etcd: set GRACE_ETCD_ENDPOINTS (e.g. http://127.0.0.1:23790)"]
+fn etcd_r37_orphan_delete_of_an_owner_leaves_its_dependents_without_the_reference_for_good() {
+    let cluster = Cluster::new("owners-orphan");
+    let a = cluster.agent("node-a");
+    let b = cluster.agent("node-b");
+    owner_across_nodes(&cluster);
+    let _ = cluster.ok(&["delete", "owner", "--cascade=orphan"]);
+    assert!(cluster.status("owner").is_none());
+    let store = cluster.store();
+    let references = |name: &str| {
+        store
+            .get(name)
+            .expect("readable")
+            .map(|(o, _)| (o.owners.len(), o.record.deletion_timestamp.is_some()))
+    };
+    assert_eq!(references("d1"), Some((0, false)));
+    assert_eq!(references("d2"), Some((0, false)));
+    assert!(alive(&cluster.pid_file("d1")) && alive(&cluster.pid_file("d2")));
+    // d1's agent writes d1 again (its exit): the reference stays gone,
+    // and d1 stays (no owner to go with).
+    let pid = std::fs::read_to_string(cluster.pid_file("d1")).expect("pid");
+    let _ = Command::new("kill").args(["-KILL", pid.trim()]).status();
+    wait_for("d1's exit is written", Duration::from_secs(10), || {
+        store.get("d1").expect("readable").is_some_and(|(o, _)| {
+            !o.status.is_empty()
+                && o.status
+                    .iter()
+                    .all(|s| !matches!(s, grace_std::store::ContainerStatus::Running))
+        })
+    });
+    assert_eq!(references("d1"), Some((0, false)));
+    for name in ["d1", "d2"] {
+        let _ = cluster.ok(&["delete", name, "--grace-period=0", "--force"]);
+    }
+    a.stop();
+    b.stop();
+}

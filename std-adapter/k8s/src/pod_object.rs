@@ -4,7 +4,7 @@
 //! Pod again, with a status from its kill state ([`to_pod`]).
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
-//! `finalizers`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
+//! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
 //! `env` with values and pod field references, `workingDir`,
@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use grace_std::api_server::check_name;
 use grace_std::runtime::{CONTAINERS, KillRecord};
-use grace_std::store::{FINALIZERS, StoredContainer, StoredObject};
+use grace_std::store::{FINALIZERS, OwnerReference, StoredContainer, StoredObject};
 use rustix::process::Signal;
 
 /// A field of a Pod that grace refuses, and why. `path` is the field in
@@ -128,6 +128,7 @@ const POD: Used = Used::Fields(&[
             ("uid", Used::Leaf),
             ("labels", Used::Leaf),
             ("finalizers", Used::Leaf),
+            ("ownerReferences", Used::Leaf),
         ]),
     ),
     (
@@ -296,11 +297,51 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     object.strategy = Strategy::POD;
     object.containers = containers;
     object.labels = labels;
+    object.owners = owners(meta)?;
     Ok(PodObject {
         name,
         object,
         warnings,
     })
+}
+
+/// `metadata.ownerReferences`, checked as the API server checks them: a
+/// uid and a name each, no uid twice, at most one controller.
+fn owners(meta: &ObjectMeta) -> Result<Vec<OwnerReference>, PodError> {
+    let mut owners: Vec<OwnerReference> = Vec::new();
+    for (i, r) in meta.owner_references.iter().flatten().enumerate() {
+        let path = format!("metadata.ownerReferences[{i}]");
+        if r.uid.is_empty() {
+            return Err(PodError::at(
+                format!("{path}.uid"),
+                "Invalid value: \"\": uid must not be empty",
+            ));
+        }
+        if r.name.is_empty() {
+            return Err(PodError::at(
+                format!("{path}.name"),
+                "Invalid value: \"\": name must not be empty",
+            ));
+        }
+        if owners.iter().any(|o| o.uid == r.uid) {
+            return Err(PodError::at(
+                format!("{path}.uid"),
+                format!("Duplicate value: \"{}\"", r.uid),
+            ));
+        }
+        if r.controller == Some(true) && owners.iter().any(|o| o.controller == Some(true)) {
+            return Err(PodError::at(
+                "metadata.ownerReferences",
+                "Invalid value: only one reference can have Controller set to true",
+            ));
+        }
+        owners.push(
+            OwnerReference::new(&r.api_version, &r.kind, &r.name, &r.uid)
+                .with_controller(r.controller)
+                .with_block_owner_deletion(r.block_owner_deletion),
+        );
+    }
+    Ok(owners)
 }
 
 /// One container of `spec` (`sidecar`: a native sidecar from
@@ -483,6 +524,22 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     // uid, resourceVersion, generation, the deletion's timestamp and
     // grace, finalizers: as the bridge writes them for a cluster.
     crate::apply_record(meta, &mut metadata);
+    metadata.owner_references = (!object.owners.is_empty()).then(|| {
+        object
+            .owners
+            .iter()
+            .map(
+                |r| k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: r.api_version.clone(),
+                    kind: r.kind.clone(),
+                    name: r.name.clone(),
+                    uid: r.uid.clone(),
+                    controller: r.controller,
+                    block_owner_deletion: r.block_owner_deletion,
+                },
+            )
+            .collect()
+    });
     let exec = |hook: &String| LifecycleHandler {
         exec: Some(ExecAction {
             command: Some(vec!["sh".into(), "-c".into(), hook.clone()]),
@@ -595,7 +652,7 @@ fn status(object: &StoredObject) -> PodStatus {
             _ if !object.record.scheduled => ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some("Unscheduled".into()),
-                    message: Some("no spec.nodeName: no agent runs it".into()),
+                    message: Some(crate::pod_status::UNSCHEDULED.into()),
                 }),
                 ..ContainerState::default()
             },

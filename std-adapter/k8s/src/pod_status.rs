@@ -16,6 +16,10 @@ use k8s_openapi::api::core::v1::PodCondition;
 
 use grace_std::store::{ContainerStatus, StoredObject};
 
+/// Why a pod that names no node waits.
+pub(crate) const UNSCHEDULED: &str =
+    "no spec.nodeName: waiting for an agent to bind it to its node";
+
 /// The restart policy the agent applies: it starts no container again, so
 /// a pod whose containers have all exited is over.
 const AGENT_RESTART_POLICY: RestartPolicy = RestartPolicy::Never;
@@ -90,8 +94,8 @@ pub fn conditions(object: &StoredObject) -> Vec<PodCondition> {
         return vec![condition(
             "PodScheduled",
             false,
-            None,
-            Some("no spec.nodeName: no agent runs it".into()),
+            Some("Unschedulable".into()),
+            Some(UNSCHEDULED.into()),
             None,
         )];
     }

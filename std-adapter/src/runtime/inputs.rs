@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use grace_core::{
-    ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now, Record,
-    UpdateError, UpdateOutcome, decide_delete,
+    ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now,
+    Preconditions, Propagation, Record, UpdateError, UpdateOutcome, decide_delete,
 };
 use grace_core::{DeleteError, Input, Timestamp};
 
@@ -13,7 +13,9 @@ use super::objects::Entry;
 use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
-use crate::store::{ContainerStatus, FINALIZERS, KillState, Store, StoreError, StoredObject};
+use crate::store::{
+    ContainerStatus, FINALIZERS, KillState, OwnerReference, Store, StoreError, StoredObject,
+};
 
 /// The answer to a delete request (the REST response, R33). Made by the
 /// runtime and the API server only; fields may be added.
@@ -25,6 +27,18 @@ pub struct DeleteAnswer {
     /// The object as written (when removed, the last state written before
     /// removal), or for a dry run as the same decision would write it.
     pub record: Record<FINALIZERS>,
+}
+
+/// What [`Runtime::collect_all_garbage`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Collected {
+    /// The dependents it deleted (their owners gone): a node agent starts
+    /// the kills of those bound to its node.
+    pub deleted: Vec<String>,
+    /// The GC finalizers it removed, with the object they were removed
+    /// from.
+    pub finalizers_removed: Vec<(String, Name)>,
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -103,12 +117,24 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         self.input(name, finalizer_update(change))
     }
 
-    /// The garbage collector's step ([`crate::gc`]): removes the `orphan`
-    /// and `foregroundDeletion` finalizers of an object marked for
-    /// deletion, one finalizer update each (R45: the last one may remove
-    /// the object). Returns the finalizers removed; none if the object is
-    /// not being deleted, has neither, or is gone.
+    /// The garbage collector's step ([`crate::gc`]) after a change to
+    /// `name`: with no owner reference stored, it removes the `orphan` and
+    /// `foregroundDeletion` finalizers of `name` if it is marked for
+    /// deletion (one finalizer update each; R45: the last one may remove
+    /// the object); otherwise it is [`collect_all_garbage`]. Returns the
+    /// finalizers removed from `name`.
+    ///
+    /// [`collect_all_garbage`]: Self::collect_all_garbage
     pub fn collect_garbage(&mut self, name: &str) -> Result<Vec<Name>, RuntimeError> {
+        if self.garbage_pending() {
+            let collected = self.collect_all_garbage()?;
+            return Ok(collected
+                .finalizers_removed
+                .into_iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, f)| f)
+                .collect());
+        }
         let Some(lifecycle) = self.lifecycle(name) else {
             return Ok(Vec::new());
         };
@@ -125,6 +151,145 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             }
         }
         Ok(removed)
+    }
+
+    /// Whether the garbage collector has more to do than remove the GC
+    /// finalizers of the object just deleted: a stored object holds an
+    /// owner reference, or an owner is waiting for its dependents (then a
+    /// removal calls for [`collect_all_garbage`](Self::collect_all_garbage)).
+    /// Never on a store that shows some objects only
+    /// ([`Store::shows_every_object`]): there an owner out of view would
+    /// look gone.
+    pub fn garbage_pending(&self) -> bool {
+        self.store.shows_every_object() && (self.gc_waiting || self.has_owner_references())
+    }
+
+    /// Whether a stored object may hold an owner reference (kept as a
+    /// flag: a delete asks, and a scan of every object each time would
+    /// cost a mass delete dearly).
+    fn has_owner_references(&self) -> bool {
+        self.objects.owners_seen()
+    }
+
+    /// The garbage collector's steps over every stored object
+    /// ([`crate::gc::plan`]), taken in order: dependents whose owners are
+    /// gone deleted, references to orphaning owners dropped, and the
+    /// `orphan` and `foregroundDeletion` finalizers removed once their
+    /// owner's dependents allow it. A step that fails ends the collection
+    /// with its error (what was done stays done; the rest is planned again
+    /// the next time). The caller starts the kills of the dependents
+    /// deleted ([`Collected::deleted`]).
+    pub fn collect_all_garbage(&mut self) -> Result<Collected, RuntimeError> {
+        let mut collected = Collected::default();
+        // A step may make another possible (a dependent removed at once
+        // frees its foreground owner): planned again until nothing is new.
+        for _ in 0..8 {
+            let steps = crate::gc::plan(&self.gc_view());
+            let mut progressed = false;
+            for step in steps {
+                progressed |= self.gc_step(step, &mut collected)?;
+            }
+            if !progressed {
+                break;
+            }
+        }
+        let view = self.gc_view();
+        self.gc_waiting = view
+            .iter()
+            .any(|o| o.deleting && (o.orphan || o.foreground));
+        self.objects.recount_owners();
+        Ok(collected)
+    }
+
+    /// What the garbage collector reads of every stored object.
+    fn gc_view(&self) -> Vec<crate::gc::GcObject> {
+        self.objects
+            .names()
+            .filter_map(|n| {
+                let id = self.objects.id(n)?;
+                self.objects
+                    .read(id, |entry, l| {
+                        (entry.revision.is_some() && l.is_stored())
+                            .then(|| crate::gc::GcObject::of(n, l.record(), &entry.spec.owners))
+                    })
+                    .ok()
+                    .flatten()
+                    .flatten()
+            })
+            .collect()
+    }
+
+    /// Takes one step of the garbage collector; whether it changed
+    /// anything. An object gone or replaced meanwhile is left alone.
+    fn gc_step(
+        &mut self,
+        step: crate::gc::GcStep,
+        collected: &mut Collected,
+    ) -> Result<bool, RuntimeError> {
+        use crate::gc::GcStep;
+        let gone = |e: &RuntimeError| {
+            matches!(
+                e,
+                RuntimeError::NotFound(_)
+                    | RuntimeError::Update(UpdateError::NotFound)
+                    | RuntimeError::Delete(DeleteError::NotFound | DeleteError::Conflict(_))
+            )
+        };
+        let result = match step {
+            GcStep::DropOwners { name, uid, owners } => {
+                let Some(object) = self.object(&name).filter(|o| o.uid() == uid) else {
+                    return Ok(false);
+                };
+                let kept: Vec<OwnerReference> = object
+                    .owners
+                    .iter()
+                    .filter(|r| !owners.contains(&r.uid))
+                    .cloned()
+                    .collect();
+                if kept.len() == object.owners.len() {
+                    return Ok(false);
+                }
+                self.update_owners(&name, kept)
+            }
+            GcStep::Delete {
+                name,
+                uid,
+                foreground,
+            } => {
+                let policy = if foreground {
+                    Propagation::Foreground
+                } else {
+                    Propagation::Background
+                };
+                let options = DeleteOptions::default()
+                    .with_propagation_policy(Some(policy))
+                    .with_preconditions(Preconditions {
+                        uid: Name::try_from(uid.as_str()).ok(),
+                        resource_version: None,
+                    });
+                let deleted = self.handle_delete(&name, &options);
+                if deleted.is_ok() {
+                    collected.deleted.push(name);
+                }
+                deleted.map(|_| ())
+            }
+            GcStep::RemoveFinalizer { name, finalizer } => {
+                let Ok(finalizer) = Name::try_from(finalizer) else {
+                    return Ok(false);
+                };
+                let removed = self
+                    .handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer.clone()));
+                if removed.is_ok() {
+                    collected.finalizers_removed.push((name, finalizer));
+                }
+                removed.map(|_| ())
+            }
+        };
+        match result {
+            Ok(()) => Ok(true),
+            Err(e) if gone(&e) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Replaces the object's labels (`metadata.labels`; allowed at any
@@ -145,6 +310,34 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         name: &str,
         labels: BTreeMap<String, String>,
     ) -> Result<(), RuntimeError> {
+        self.replace_in_spec(name, labels, |spec| &mut spec.labels)
+    }
+
+    /// Replaces the object's `metadata.ownerReferences` (allowed at any
+    /// time, as Kubernetes allows: the garbage collector removes those of
+    /// an orphaned owner). Writes nothing if they are unchanged.
+    pub fn update_owners(
+        &mut self,
+        name: &str,
+        owners: Vec<OwnerReference>,
+    ) -> Result<(), RuntimeError> {
+        if !owners.is_empty() {
+            self.objects.saw_owners();
+        }
+        let done = self.replace_in_spec(name, owners, |spec| &mut spec.owners);
+        self.objects.close();
+        done
+    }
+
+    /// Makes `value` the field of the object's spec that `field` picks,
+    /// and writes the object; on a failed write, the store's state is
+    /// taken again (or else the old value kept).
+    fn replace_in_spec<T: PartialEq>(
+        &mut self,
+        name: &str,
+        value: T,
+        field: fn(&mut Spec) -> &mut T,
+    ) -> Result<(), RuntimeError> {
         self.settle(name)?;
         let now = self.clock.now();
         let entry = self
@@ -152,17 +345,17 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             .named_mut(name)
             .filter(|e| e.revision.is_some())
             .ok_or_else(|| RuntimeError::NotFound(name.to_owned()))?;
-        if entry.spec.labels == labels {
+        if *field(&mut entry.spec) == value {
             return Ok(());
         }
-        let before = std::mem::replace(&mut entry.spec.labels, labels);
+        let before = std::mem::replace(field(&mut entry.spec), value);
         if let Err(e) = self.commit(name, now, None) {
             // As for any input: take the store's state, or else show the
             // last state known to be stored.
             if self.resync(name).is_err()
                 && let Some(entry) = self.objects.named_mut(name)
             {
-                entry.spec.labels = before;
+                *field(&mut entry.spec) = before;
             }
             return Err(e);
         }

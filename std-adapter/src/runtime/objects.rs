@@ -101,6 +101,10 @@ pub(super) struct Objects {
     /// count from later (see [`Runtime::stop_signal_sent`](super::Runtime)).
     /// Empty for objects that were never signalled.
     signals: HashMap<Id, Signals>,
+    /// An object with owner references may be tracked: set when one is
+    /// inserted or given some, cleared by [`recount_owners`](Self::recount_owners)
+    /// (so that objects without any cost the garbage collector no scan).
+    owners_seen: bool,
 }
 
 /// The signals sent to one object's containers (see [`Objects::signals`]).
@@ -180,6 +184,7 @@ impl Objects {
         if self.signals.get(&id).is_some_and(|s| *s.uid != *uid) {
             self.signals.remove(&id);
         }
+        self.owners_seen |= !spec.owners.is_empty();
         if let Some(entry) = self.get_mut(id) {
             entry.held = Held::Open(boxed);
             entry.spec = spec;
@@ -190,6 +195,26 @@ impl Objects {
         }
         self.opened.push(id);
         id
+    }
+
+    /// Whether a stored object may hold owner references (see
+    /// `owners_seen`).
+    pub(super) fn owners_seen(&self) -> bool {
+        self.owners_seen
+    }
+
+    /// Notes that an object was given owner references.
+    pub(super) fn saw_owners(&mut self) {
+        self.owners_seen = true;
+    }
+
+    /// Looks again whether a stored object holds owner references.
+    pub(super) fn recount_owners(&mut self) {
+        self.owners_seen = self
+            .slots
+            .iter()
+            .flatten()
+            .any(|e| e.revision.is_some() && !e.spec.owners.is_empty());
     }
 
     /// What the object's lifecycle says (see [`Summary`]).

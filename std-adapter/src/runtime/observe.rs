@@ -90,6 +90,19 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 }
             }
         };
+        // Owner references may change under the agent (the garbage
+        // collector drops those of an orphaning owner): taken, so that
+        // its next write of the object does not put them back.
+        if observed == Observed::Changed
+            && let Some((object, _)) = &stored
+            && let Some(entry) = self.objects.named_mut(name)
+            && entry.spec.owners != object.owners
+        {
+            entry.spec.owners.clone_from(&object.owners);
+            if !object.owners.is_empty() {
+                self.objects.saw_owners();
+            }
+        }
         self.emit(now, name, Change::Observed);
         self.commit(name, now, Some(from))?;
         Ok(observed)

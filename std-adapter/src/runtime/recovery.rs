@@ -144,6 +144,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             subscribers,
             writes: Writes::default(),
             removals: None,
+            // What an earlier run left is looked at by the first collection.
+            gc_waiting: true,
         };
         let listing = runtime.store.list()?;
         let now = runtime.clock.now();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
-use crate::store::{ContainerStatus, KillState, StoredContainer, StoredObject};
+use crate::store::{ContainerStatus, KillState, OwnerReference, StoredContainer, StoredObject};
 
 /// The parts of a stored object that its lifecycle does not hold. The
 /// lifecycle is the one copy of the record and the kill state: the stored
@@ -22,6 +22,7 @@ pub(super) struct Spec {
     pub(super) labels: BTreeMap<String, String>,
     pub(super) created: Option<Timestamp>,
     pub(super) started: Option<Timestamp>,
+    pub(super) owners: Vec<OwnerReference>,
 }
 
 impl Spec {
@@ -34,6 +35,7 @@ impl Spec {
             labels: object.labels,
             created: object.created,
             started: object.started,
+            owners: object.owners,
         }
     }
 
@@ -52,6 +54,7 @@ impl Spec {
             agent: _,
             status,
             started,
+            owners,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -71,6 +74,9 @@ impl Spec {
         if *status != self.status {
             status.clone_from(&self.status);
         }
+        if *owners != self.owners {
+            owners.clone_from(&self.owners);
+        }
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
@@ -89,6 +95,7 @@ impl Spec {
             agent,
             status: self.status.clone(),
             started: self.started,
+            owners: self.owners.clone(),
         }
     }
 }

@@ -68,7 +68,9 @@ pub use self::etcd::{
     Lease,
 };
 pub use self::memory::MemoryStore;
-pub use self::object::{ContainerStatus, FINALIZERS, KillState, StoredContainer, StoredObject};
+pub use self::object::{
+    ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,
+};
 pub use self::redb::{RedbOptions, RedbStore};
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
@@ -249,6 +251,15 @@ pub trait Store: Send + Sync {
         usize::MAX
     }
 
+    /// Whether [`get`](Store::get) and [`list`](Store::list) show every
+    /// stored object. A view that shows some only (one node's,
+    /// [`NodeScoped`]) cannot tell that an owner is gone: the runtime's
+    /// garbage collector follows no owner reference on it. `true` unless
+    /// the backend says otherwise.
+    fn shows_every_object(&self) -> bool {
+        true
+    }
+
     /// Stores `object` under `name`, which MUST be free; else
     /// [`StoreError::AlreadyExists`]. Returns the new revision.
     fn create(&self, name: &str, object: StoredObject) -> Result<Revision, StoreError> {
@@ -314,6 +325,9 @@ impl<T: Store + ?Sized> Store for std::sync::Arc<T> {
     }
     fn max_batch(&self) -> usize {
         (**self).max_batch()
+    }
+    fn shows_every_object(&self) -> bool {
+        (**self).shows_every_object()
     }
 }
 

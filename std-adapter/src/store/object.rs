@@ -67,6 +67,75 @@ pub struct StoredObject {
     /// (`status.startTime`, whole seconds); `None` until then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<Timestamp>,
+    /// `metadata.ownerReferences`: the objects this one depends on. The
+    /// garbage collector ([`crate::gc`]) deletes it once none of them is
+    /// left, and a foreground deletion of an owner waits for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owners: Vec<OwnerReference>,
+}
+
+/// One entry of `metadata.ownerReferences`: an object the holder depends
+/// on, named by its uid (what the garbage collector matches), with the
+/// fields Kubernetes keeps beside it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct OwnerReference {
+    /// The owner's `apiVersion` (`v1`).
+    pub api_version: String,
+    /// The owner's kind (`Pod`).
+    pub kind: String,
+    /// The owner's name.
+    pub name: String,
+    /// The owner's uid: the reference holds while an object with this uid
+    /// is stored.
+    pub uid: String,
+    /// Whether the owner is the managing controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
+    /// Whether a foreground deletion of the owner waits for this
+    /// dependent to be gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_owner_deletion: Option<bool>,
+}
+
+impl OwnerReference {
+    /// A reference to the owner `kind`/`name` with uid `uid`, neither
+    /// controller nor blocking.
+    pub fn new(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        uid: impl Into<String>,
+    ) -> Self {
+        OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: None,
+            block_owner_deletion: None,
+        }
+    }
+
+    /// The same reference with `controller` set (or unset).
+    #[must_use]
+    pub fn with_controller(mut self, controller: Option<bool>) -> Self {
+        self.controller = controller;
+        self
+    }
+
+    /// The same reference with `blockOwnerDeletion` set (or unset).
+    #[must_use]
+    pub fn with_block_owner_deletion(mut self, block: Option<bool>) -> Self {
+        self.block_owner_deletion = block;
+        self
+    }
+
+    /// Whether a foreground deletion of the owner waits for the dependent.
+    pub fn blocks(&self) -> bool {
+        self.block_owner_deletion == Some(true)
+    }
 }
 
 /// A container's state as its agent reports it, in Kubernetes' words
@@ -335,6 +404,7 @@ impl StoredObject {
             agent: None,
             status: Vec::new(),
             started: None,
+            owners: Vec::new(),
         }
     }
 

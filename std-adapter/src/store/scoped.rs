@@ -66,4 +66,9 @@ impl<S: Store> Store for NodeScoped<S> {
     fn watch(&self, from: Revision) -> Result<Watch, StoreError> {
         self.inner.watch(from)
     }
+
+    /// One node's objects only.
+    fn shows_every_object(&self) -> bool {
+        false
+    }
 }
