@@ -631,7 +631,7 @@ fn etcd_r37_orphan_delete_of_an_owner_leaves_its_dependents_without_the_referenc
             !o.status.is_empty()
                 && o.status
                     .iter()
-                    .all(|s| !matches!(s, grace_std::store::ContainerStatus::Running))
+                    .all(|s| !matches!(s, grace_std::store::ContainerStatus::Running { .. }))
         })
     });
     assert_eq!(references("d1"), Some((0, false)));

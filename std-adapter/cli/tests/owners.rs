@@ -78,7 +78,7 @@ fn manifest(dir: &Path, name: &str, ignore_term: bool, owners: &[String]) -> Str
         format!("  ownerReferences: [{}]\n", owners.join(", "))
     };
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{owners}spec:\n  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    command: [sh, -c, \"echo $$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done\"]\n",
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n{owners}spec:\n  terminationGracePeriodSeconds: {grace}\n  containers:\n  - name: app\n    command: [sh, -c, \"echo $$$$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done\"]\n",
         pid = pid.display(),
     )
 }
