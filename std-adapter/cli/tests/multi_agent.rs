@@ -528,7 +528,7 @@ fn owned_pod(cluster: &Cluster, name: &str, node: Option<&str>, ignore_term: boo
         format!(
             r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","ownerReferences":[{owners}]}},
                 "spec":{{{node}"terminationGracePeriodSeconds":{grace},
-                        "containers":[{{"name":"app","command":["sh","-c","echo $$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done"]}}]}}}}"#,
+                        "containers":[{{"name":"app","command":["sh","-c","echo $$$$ > {pid}; trap {trap} TERM; while :; do sleep 0.05; done"]}}]}}}}"#,
             pid = pid.display()
         ),
     )
