@@ -676,6 +676,41 @@ mod tests {
     }
 
     #[test]
+    fn the_requests_that_are_inputs_become_the_cores_inputs_and_no_other() {
+        let delete: Request = serde_json::from_str(
+            r#"{"op":"delete","name":"web","options":{"gracePeriodSeconds":5}}"#,
+        )
+        .expect("wire form");
+        let five = DeleteOptions::default().with_grace_period(Some(5));
+        assert_eq!(delete.input(), Some(Ok(("web", Input::Delete(five)))));
+        let remove: Request = serde_json::from_str(
+            r#"{"op":"remove_finalizer","name":"web","finalizer":"example.com/a"}"#,
+        )
+        .expect("wire form");
+        let a = Name::try_from("example.com/a").expect("short");
+        assert_eq!(
+            remove.input(),
+            Some(Ok((
+                "web",
+                Input::FinalizerUpdate(FinalizerChange::Remove(a))
+            )))
+        );
+        let long = "f".repeat(grace_core::NAME_CAPACITY + 1);
+        let too_long = Request::RemoveFinalizer {
+            name: "web".into(),
+            finalizer: long.clone(),
+        };
+        let refused = too_long.input().expect("an input").expect_err("too long");
+        assert_eq!(
+            refused.to_string(),
+            format!("finalizer `{long}`: name too long")
+        );
+        for other in [Request::Watch, Request::Status, Request::Get { name: None }] {
+            assert_eq!(other.input(), None, "{other:?}");
+        }
+    }
+
+    #[test]
     fn the_agent_protocol_takes_either_form() {
         let wire: Request = serde_json::from_str(
             r#"{"op":"delete","name":"web","options":{"gracePeriodSeconds":0}}"#,
