@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::{Probe, Recorder, WorldActuator};
 use common::pod;
-use grace_core::{Action, DeleteOptions, Duration, Input, Phase};
+use grace_core::{Action, DeleteOptions, Duration, Handled, Input, Phase};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{ActionError, Change, Recovery, Runtime};
 use grace_std::store::{
@@ -37,6 +37,78 @@ fn open(
 ) -> Runtime<RedbStore, Arc<ManualClock>, Recorder> {
     let store = RedbStore::open(path).expect("store opens");
     Runtime::open(store, clock.clone(), recorder.clone(), recovery).expect("runtime opens")
+}
+
+/// The runtime takes every input of the core through `handle`, those it
+/// had no method of its own for too: a fenced node (D7) is made durable
+/// and acted on like any input.
+#[test]
+fn d7_a_node_fenced_input_removes_the_deleting_pod_without_a_signal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
+        .expect("accepted");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
+    let _ = recorder.take();
+
+    let fenced = rt.handle("web-0", Input::NodeFenced).expect("taken");
+    assert_eq!(fenced.handled(), Handled::Applied);
+    let after = recorder.take();
+    assert!(
+        after
+            .iter()
+            .all(|(_, a)| !matches!(a, Action::SendKill { .. })),
+        "no SIGKILL for a node that is gone: {after:?}"
+    );
+    assert!(rt.lifecycle("web-0").is_none());
+    drop(rt);
+    let store = RedbStore::open(&path).expect("store opens");
+    assert!(
+        store.get("web-0").expect("read").is_none(),
+        "removed, durably"
+    );
+}
+
+/// One object's `Input::Timeout` through `handle`: early, it changes
+/// nothing; once the SIGKILL deadline has passed, the kill goes out as
+/// `handle_timeouts` would send it.
+#[test]
+fn a_timeout_input_on_one_object_does_nothing_early_and_kills_when_due() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(10)))
+        .expect("accepted");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
+    let _ = recorder.take();
+
+    let deadline = rt.poll_timeout();
+    let revision = rt.store().revision().expect("read");
+    clock.advance(secs(5));
+    let _ = rt.handle("web-0", Input::Timeout).expect("taken");
+    assert_eq!(recorder.take(), [], "nothing due yet");
+    assert_eq!(rt.poll_timeout(), deadline);
+    assert_eq!(
+        rt.store().revision().expect("read"),
+        revision,
+        "nothing written"
+    );
+
+    clock.advance(secs(5));
+    let _ = rt.handle("web-0", Input::Timeout).expect("taken");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendKill { container: 0 })]
+    );
 }
 
 #[test]
