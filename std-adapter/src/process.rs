@@ -930,15 +930,12 @@ impl Actuator for ProcessActuator {
     fn world_event(&mut self, event: WorldEvent) -> Vec<WorldEvent> {
         match event.input {
             grace_core::Input::PreStopFinished(container) => {
-                let container = container.get();
-                self.hook_returned(&event.object, container);
-                let held = self.held_exits.remove(&(event.object.clone(), container));
-                let mut take = vec![WorldEvent::pre_stop_finished(
-                    event.object.clone(),
-                    container,
-                )];
+                let (object, container) = (event.object.clone(), container.get());
+                self.hook_returned(&object, container);
+                let held = self.held_exits.remove(&(object.clone(), container));
+                let mut take = vec![event];
                 if let Some(code) = held {
-                    take.push(WorldEvent::exited(event.object, container, code));
+                    take.push(WorldEvent::exited(object, container, code));
                 }
                 take
             }

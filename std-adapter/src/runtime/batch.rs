@@ -29,7 +29,8 @@ use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredO
 /// [`commit`](Batch::commit) (see the module docs).
 ///
 /// [`handle`](Batch::handle) answers as [`Runtime::handle`] would (and
-/// each other method as the [`Runtime`] method of the same name would), against the state the batch has reached: a refused input changes
+/// each other method as the [`Runtime`] method of the same name would),
+/// against the state the batch has reached: a refused input changes
 /// nothing, and the inputs that follow see what each accepted one did. The
 /// answers hold only once `commit` has returned `Ok`; if it fails, no input
 /// of the batch is in effect in memory (the store's state is read back, as
