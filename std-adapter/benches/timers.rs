@@ -191,9 +191,12 @@ fn grace(n: usize) -> Measured {
         let name = format!("p{i}");
         rt.create(&name, pod(i)).expect("created");
         let _ = rt
-            .handle_delete(&name, &DeleteOptions::with_grace(grace_for(i)))
+            .handle(
+                &name,
+                Input::Delete(DeleteOptions::with_grace(grace_for(i))),
+            )
             .expect("accepted");
-        let _ = rt.handle_agent_sync(&name).expect("synced");
+        let _ = rt.handle(&name, Input::AgentSync).expect("synced");
     }
     let bytes = live(&region);
     measure_drive(rt, &region, bytes as f64 / n as f64, n)

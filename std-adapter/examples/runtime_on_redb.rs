@@ -15,7 +15,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use grace_core::{Action, DeleteOptions, Phase, Record, Stage};
+use grace_core::{Action, DeleteOptions, Input, Phase, Record, Stage};
 use grace_std::clock::{Clock, SystemClock};
 use grace_std::runtime::{ActionError, Actuator, Change, Runtime, WorldEvent};
 use grace_std::store::{RedbStore, StoredContainer, StoredObject};
@@ -41,10 +41,7 @@ impl Actuator for Notebook {
         lines.push(format!("{object}: {action}"));
         match *action {
             Action::RunPreStop { container, .. } => {
-                let returned = WorldEvent::PreStopFinished {
-                    object: object.to_owned(),
-                    container: usize::from(container),
-                };
+                let returned = WorldEvent::pre_stop_finished(object, container);
                 self.world
                     .send(returned)
                     .map_err(|e| ActionError::new(action, e))?;
@@ -53,11 +50,7 @@ impl Actuator for Notebook {
                 let (world, object) = (self.world.clone(), object.to_owned());
                 std::thread::spawn(move || {
                     std::thread::sleep(Duration::from_millis(50));
-                    let _ = world.send(WorldEvent::Exited {
-                        object,
-                        container: usize::from(container),
-                        code: Some(0),
-                    });
+                    let _ = world.send(WorldEvent::exited(object, container, Some(0)));
                 });
             }
             _ => {}
@@ -129,8 +122,8 @@ pub fn main() -> Result<(), Box<dyn Error>> {
         app.pre_stop = Some("curl -s localhost:8080/drain".into());
         web.containers.push(app);
         runtime.create("web-0", web)?;
-        runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?;
-        runtime.handle_agent_sync("web-0")?;
+        runtime.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))?;
+        runtime.handle("web-0", Input::AgentSync)?;
         drive(&mut runtime, &events, stopping)?;
         assert_eq!(
             runtime.lifecycle("web-0").map(|pod| pod.phase()),

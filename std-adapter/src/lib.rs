@@ -20,7 +20,7 @@
 //! store; an [`Actuator`] carries out what the machine decides.
 //!
 //! ```
-//! use grace_core::{Action, DeleteOptions, Record};
+//! use grace_core::{Action, DeleteOptions, Input, Record};
 //! use grace_std::clock::SystemClock;
 //! use grace_std::runtime::{ActionError, Actuator, Runtime};
 //! use grace_std::store::{RedbStore, StoredContainer, StoredObject};
@@ -44,9 +44,9 @@
 //! web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
 //! runtime.create("web-0", web)?;
 //!
-//! runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?; // durable, then endpoints removed
-//! runtime.handle_agent_sync("web-0")?;                             // SIGTERM; SIGKILL due in 30 s
-//! runtime.handle_container_exited("web-0", 0)?;                    // exited: final delete, removed
+//! runtime.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))?; // durable, then endpoints removed
+//! runtime.handle("web-0", Input::AgentSync)?;                              // SIGTERM; SIGKILL due in 30 s
+//! runtime.handle("web-0", Input::container_exited(0))?;                    // exited: final delete, removed
 //! assert!(runtime.lifecycle("web-0").is_none());
 //! assert!(transitions.try_iter().count() >= 5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -71,8 +71,8 @@ pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use runtime::{
-    ActionError, Actuator, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder, RuntimeError,
-    Transition, WorldEvent,
+    ActionError, Actuator, Answer, Change, DeleteAnswer, Recovery, Runtime, RuntimeBuilder,
+    RuntimeError, Transition, WorldEvent,
 };
 pub use store::{MemoryStore, RedbStore, Revision, Store, StoreError, StoredObject};
 

@@ -928,29 +928,19 @@ impl Actuator for ProcessActuator {
     /// processes runs: the hook is cut off and the exit is held until the
     /// hook is gone too.
     fn world_event(&mut self, event: WorldEvent) -> Vec<WorldEvent> {
-        match event {
-            WorldEvent::PreStopFinished { object, container } => {
+        match event.input {
+            grace_core::Input::PreStopFinished(container) => {
+                let (object, container) = (event.object.clone(), container.get());
                 self.hook_returned(&object, container);
                 let held = self.held_exits.remove(&(object.clone(), container));
-                let mut take = vec![WorldEvent::PreStopFinished {
-                    object: object.clone(),
-                    container,
-                }];
+                let mut take = vec![event];
                 if let Some(code) = held {
-                    take.push(WorldEvent::Exited {
-                        object,
-                        container,
-                        code,
-                    });
+                    take.push(WorldEvent::exited(object, container, code));
                 }
                 take
             }
-            WorldEvent::Exited {
-                object,
-                container,
-                code,
-            } => {
-                let key = (object, container);
+            grace_core::Input::ContainerExited(container) => {
+                let key = (event.object, container.get());
                 if let Some(hook) = self.hooks.get(&key) {
                     hook.kill();
                     // Its leader is reaped: its pid, and so its process
@@ -958,16 +948,14 @@ impl Actuator for ProcessActuator {
                     if let Some(group) = self.workloads.get_mut(&key) {
                         group.pgid = 0;
                     }
-                    self.held_exits.insert(key, code);
+                    self.held_exits.insert(key, event.exit_code);
                     return Vec::new();
                 }
                 let (object, container) = key;
-                vec![WorldEvent::Exited {
-                    object,
-                    container,
-                    code,
-                }]
+                vec![WorldEvent::exited(object, container, event.exit_code)]
             }
+            // The world's other inputs are taken as they come.
+            _ => vec![event],
         }
     }
 
@@ -975,11 +963,8 @@ impl Actuator for ProcessActuator {
     /// goes (after the runtime's input, so a crash in between leaves the
     /// record for the next agent to find gone and report).
     fn world_event_taken(&mut self, event: &WorldEvent) {
-        if let WorldEvent::Exited {
-            object, container, ..
-        } = event
-        {
-            self.reaped(object, *container);
+        if let Some((container, _)) = event.exit() {
+            self.reaped(&event.object, container);
         }
     }
 }

@@ -60,7 +60,7 @@ pub use actuator::{ActionError, Actuator, OwedKill, WorldEvent};
 pub use batch::Batch;
 pub use error::RuntimeError;
 use error::{cannot_encode, store_down};
-pub use inputs::{Collected, DeleteAnswer};
+pub use inputs::{Answer, Collected, DeleteAnswer};
 use objects::{Id, Objects};
 pub use observe::Observed;
 use persisted::Codec;

@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use grace_core::{Action, DeleteOptions, Name, Phase, Record, Stage};
+use grace_core::{Action, DeleteOptions, Input, Name, Phase, Record, Stage};
 use grace_std::clock::{Clock, SystemClock};
 use grace_std::runtime::{ActionError, KillRecord, ObjectLifecycle, Recovery, Runtime};
 use grace_std::store::{RedbStore, Store, StoredContainer, StoredObject};
@@ -172,7 +172,7 @@ fn worker(dir: &Path) {
             .lifecycle(&n)
             .is_some_and(|l| l.containers().iter().any(|c| c.stage() == Stage::Killed));
         if killed {
-            let _ = rt.handle_container_exited(&n, 0);
+            let _ = rt.handle(&n, Input::container_exited(0));
         }
         let exists = rt.store().get(&n).expect("readable").is_some();
         let was_created = history.contains(&format!(" created {n}\n"));
@@ -196,8 +196,10 @@ fn worker(dir: &Path) {
         if rt.lifecycle(&n).is_some_and(|l| l.phase() == Phase::Live) {
             let (grace, _, _) = spec(i);
             let response = rt
-                .handle_delete(&n, &DeleteOptions::with_grace(grace))
-                .expect("accepted");
+                .handle(&n, Input::Delete(DeleteOptions::with_grace(grace)))
+                .expect("accepted")
+                .delete()
+                .expect("a delete's answer");
             let ts = response
                 .record
                 .deletion_timestamp
@@ -205,7 +207,7 @@ fn worker(dir: &Path) {
             line(&format!("accepted {n} {ts:?}"));
         }
         if rt.lifecycle(&n).is_some() {
-            let _ = rt.handle_agent_sync(&n);
+            let _ = rt.handle(&n, Input::AgentSync);
         }
     }
 
@@ -218,7 +220,7 @@ fn worker(dir: &Path) {
             due.into_iter().map(|(_, n)| n).collect()
         };
         for n in due {
-            let _ = rt.handle_container_exited(&n, 0);
+            let _ = rt.handle(&n, Input::container_exited(0));
         }
         rt.handle_timeouts().expect("timeouts");
         for t in transitions.try_iter() {

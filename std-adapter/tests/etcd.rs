@@ -25,7 +25,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::actuators::Recorder;
-use grace_core::{Action, DeleteOptions, Name, Record};
+use grace_core::{Action, DeleteOptions, Input, Name, Record};
 use grace_std::api_server;
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Observed, Recovery, Runtime, RuntimeError};
@@ -305,7 +305,7 @@ fn d7_a_runtime_on_a_fenced_node_takes_no_step_even_before_it_checks_its_epoch()
     );
     assert_eq!(recorder.take_actions(), []);
     // Nor do the container's exit and the final delete land.
-    let _ = agent.handle_container_exited("web", 0);
+    let _ = agent.handle("web", Input::container_exited(0));
     assert_eq!(store.get("web").unwrap(), stopping);
 }
 

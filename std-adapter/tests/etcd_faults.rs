@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use common::actuators::Probe;
 use grace_core::{
-    Action, DeleteOptions, Duration as GraceDuration, Handled, Name, Now, Phase, Record, Stage,
-    Timestamp,
+    Action, DeleteOptions, Duration as GraceDuration, Handled, Input, Name, Now, Phase, Record,
+    Stage, Timestamp,
 };
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{
@@ -610,12 +610,18 @@ impl Agent {
             self.rt.create(&name, object).expect("created");
             let answer = self
                 .rt
-                .handle_delete(&name, &DeleteOptions::with_grace(p.grace))
-                .expect("accepted");
+                .handle(&name, Input::Delete(DeleteOptions::with_grace(p.grace)))
+                .expect("accepted")
+                .delete()
+                .expect("a delete's answer");
             let timestamp = answer.record.deletion_timestamp.expect("graceful");
             self.timestamps.insert(i, timestamp);
-            let synced = self.rt.handle_agent_sync(&name).expect("synced");
-            assert_eq!(synced, Handled::Applied, "{name}: the kill starts");
+            let synced = self.rt.handle(&name, Input::AgentSync).expect("synced");
+            assert_eq!(
+                synced.handled(),
+                Handled::Applied,
+                "{name}: the kill starts"
+            );
             self.synced_at.insert(i, self.now());
         }
     }
@@ -645,12 +651,12 @@ impl Agent {
                 continue;
             }
             let result = match report {
-                Report::PreStopFinished => self.rt.handle_pre_stop_finished(&name, 0),
+                Report::PreStopFinished => self.rt.handle(&name, Input::pre_stop_finished(0)),
                 Report::Exited => {
                     // Wall seconds, rounded up.
                     let wall = (self.clock.now().wall.as_unix_millis() + 999) / 1000;
                     self.exit_reported.insert(i, wall);
-                    self.rt.handle_container_exited(&name, 0)
+                    self.rt.handle(&name, Input::container_exited(0))
                 }
             };
             match result {
@@ -1181,7 +1187,7 @@ fn check_actions(agent: &Agent) -> BTreeMap<&'static str, usize> {
 #[test]
 fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
     use grace_std::clock::SystemClock;
-    use grace_std::process::{ProcessActuator, WorldEvent};
+    use grace_std::process::ProcessActuator;
 
     let server = EtcdServer::start();
     let store = server.client("/r63-frozen/");
@@ -1223,10 +1229,10 @@ fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
     };
 
     let _ = rt
-        .handle_delete("w", &DeleteOptions::with_grace(3))
+        .handle("w", Input::Delete(DeleteOptions::with_grace(3)))
         .expect("accepted");
     let deleted = Instant::now();
-    let _ = rt.handle_agent_sync("w").expect("synced");
+    let _ = rt.handle("w", Input::AgentSync).expect("synced");
     // The stop signal is written and sent; then etcd stops answering.
     server.freeze();
 
@@ -1247,7 +1253,7 @@ fn r63_sigkill_goes_out_when_the_grace_is_spent_while_etcd_is_out_of_reach() {
 
     let _ = kill_process(server.pid(), Signal::CONT);
     let exit = events.recv_timeout(PATIENCE).expect("the exit reported");
-    assert!(matches!(exit, WorldEvent::Exited { .. }), "{exit:?}");
+    assert!(exit.exit().is_some(), "{exit:?}");
     let mut exit = Some(exit);
     let started = Instant::now();
     while rt.store().get("w").ok() != Some(None) {

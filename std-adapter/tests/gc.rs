@@ -22,7 +22,7 @@ use std::sync::Arc;
 use common::actuators::Recorder;
 use common::pod;
 use grace_core::{
-    DeleteOptions, Duration, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, GcPolicy, Kind, Name,
+    DeleteOptions, Duration, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, GcPolicy, Input, Kind, Name,
     Propagation, Strategy,
 };
 use grace_std::api_server;
@@ -73,8 +73,8 @@ fn generic(uid: &str, policy: GcPolicy) -> StoredObject {
 /// Runs a pod's kill to its end: the agent sees the deletion, the
 /// workload exits on the stop signal.
 fn finish_kill(rt: &mut Rt, name: &str) {
-    let _ = rt.handle_agent_sync(name).expect("known");
-    let _ = rt.handle_container_exited(name, 0).expect("known");
+    let _ = rt.handle(name, Input::AgentSync).expect("known");
+    let _ = rt.handle(name, Input::container_exited(0)).expect("known");
 }
 
 #[test]
@@ -82,8 +82,10 @@ fn r37_orphan_finalizer_is_removed_by_the_gc_step_and_the_deletion_finishes() {
     let (mut rt, _) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let answer = rt
-        .handle_delete("web", &with(Propagation::Orphan, 10))
-        .expect("accepted");
+        .handle("web", Input::Delete(with(Propagation::Orphan, 10)))
+        .expect("accepted")
+        .delete()
+        .expect("a delete's answer");
     assert_eq!(
         answer
             .record
@@ -116,7 +118,7 @@ fn r38_foreground_finalizer_is_removed_by_the_gc_step_and_the_deletion_finishes(
     let (mut rt, _) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web", &with(Propagation::Foreground, 10))
+        .handle("web", Input::Delete(with(Propagation::Foreground, 10)))
         .expect("accepted");
     let stored = rt.object("web").expect("kept");
     assert_eq!(finalizers(&stored), [FINALIZER_FOREGROUND]);
@@ -136,7 +138,7 @@ fn r38_gc_after_the_workload_stopped_removes_the_object_at_once() {
     let (mut rt, clock) = runtime();
     rt.create("web", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web", &with(Propagation::Foreground, 1))
+        .handle("web", Input::Delete(with(Propagation::Foreground, 1)))
         .expect("accepted");
     finish_kill(&mut rt, "web");
     clock.advance(Duration::from_millis(5_000));
@@ -157,7 +159,7 @@ fn r37_default_gc_policy_orphan_on_a_non_graceful_type_finishes_through_r45() {
     // No propagation asked: the type's default adds `orphan`, which keeps
     // the object (R30) instead of removing it at once.
     let _ = rt
-        .handle_delete("cm", &DeleteOptions::default())
+        .handle("cm", Input::Delete(DeleteOptions::default()))
         .expect("accepted");
     let stored = rt.object("cm").expect("kept by the finalizer");
     assert_eq!(finalizers(&stored), [FINALIZER_ORPHAN]);
@@ -178,7 +180,7 @@ fn r39_gc_removes_only_its_own_finalizers_and_others_still_hold_the_object() {
         .expect("room");
     rt.create("cm", object).expect("created");
     let _ = rt
-        .handle_delete("cm", &with(Propagation::Orphan, 0))
+        .handle("cm", Input::Delete(with(Propagation::Orphan, 0)))
         .expect("accepted");
     assert_eq!(
         finalizers(&rt.object("cm").expect("kept")),
@@ -190,11 +192,11 @@ fn r39_gc_removes_only_its_own_finalizers_and_others_still_hold_the_object() {
         ["example.com/keep"]
     );
     let _ = rt
-        .handle_finalizer_update(
+        .handle(
             "cm",
-            &grace_core::FinalizerChange::Remove(
+            Input::FinalizerUpdate(grace_core::FinalizerChange::Remove(
                 Name::try_from("example.com/keep").expect("short"),
-            ),
+            )),
         )
         .expect("updated");
     assert!(rt.store().get("cm").expect("read").is_none());
@@ -222,7 +224,9 @@ fn r42_a_dry_run_cascade_leaves_nothing_for_the_gc() {
     let (mut rt, _) = runtime();
     rt.create("web", pod("u5", false)).expect("created");
     let options = with(Propagation::Orphan, 10).with_dry_run(true);
-    let _ = rt.handle_delete("web", &options).expect("accepted");
+    let _ = rt
+        .handle("web", Input::Delete(options.clone()))
+        .expect("accepted");
     assert!(rt.collect_garbage("web").expect("nothing").is_empty());
     let stored = rt.store().get("web").expect("read").expect("stored").0;
     assert!(stored.record.deletion_timestamp.is_none());

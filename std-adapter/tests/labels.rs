@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use common::actuators::Recorder;
 use common::pod;
-use grace_core::{DeleteOptions, Timestamp};
+use grace_core::{DeleteOptions, Input, Timestamp};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{RedbStore, Store};
@@ -58,7 +58,7 @@ fn labels_change_at_any_time_and_survive_later_writes_and_a_restart() {
             .expect("updated");
         // A delete writes the record: the labels stay, and may still change.
         let _ = rt
-            .handle_delete("web", &DeleteOptions::default())
+            .handle("web", Input::Delete(DeleteOptions::default()))
             .expect("graceful");
         rt.update_labels("web", labels(&[("app", "web"), ("tier", "back")]))
             .expect("updated while deleting");

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::workloads::{ProcessIdentity, WorkloadRecord};
-use grace_core::{Action, Name, Record};
+use grace_core::{Action, Input, Name, Record};
 use grace_std::process::{OrphanStop, ProcessActuator, WorldEvent};
 use grace_std::runtime::Actuator;
 use grace_std::store::{StoredContainer, StoredObject};
@@ -90,14 +90,7 @@ fn stop_signal_reaches_the_whole_group_including_grandchildren() {
     let event = events
         .recv_timeout(Duration::from_secs(10))
         .expect("exit reported");
-    assert_eq!(
-        event,
-        WorldEvent::Exited {
-            object: "p".into(),
-            container: 0,
-            code: Some(0)
-        }
-    );
+    assert_eq!(event, WorldEvent::exited("p", 0, Some(0)));
 }
 
 #[test]
@@ -137,16 +130,7 @@ fn sigkill_reaches_a_grandchild_that_ignores_sigterm() {
     let event = events
         .recv_timeout(Duration::from_secs(10))
         .expect("exit reported");
-    assert!(
-        matches!(
-            event,
-            WorldEvent::Exited {
-                code: Some(137),
-                ..
-            }
-        ),
-        "{event:?}"
-    );
+    assert!(event.exit() == Some((0, Some(137))), "{event:?}");
     eventually("the grandchild is gone", || !alive(gc));
 }
 
@@ -194,11 +178,7 @@ fn a_pre_stop_hook_is_cut_off_when_the_stop_signal_is_due() {
                 .expect("reported"),
         );
     }
-    assert!(seen.contains(&WorldEvent::Exited {
-        object: "p".into(),
-        container: 0,
-        code: Some(0)
-    }));
+    assert!(seen.contains(&WorldEvent::exited("p", 0, Some(0))));
 }
 
 #[test]
@@ -250,14 +230,7 @@ fn actions_are_idempotent_after_the_process_is_gone() {
     let event = events
         .recv_timeout(Duration::from_secs(10))
         .expect("exit reported");
-    assert_eq!(
-        event,
-        WorldEvent::Exited {
-            object: "p".into(),
-            container: 0,
-            code: Some(3)
-        }
-    );
+    assert_eq!(event, WorldEvent::exited("p", 0, Some(3)));
     actuator.reaped("p", 0);
     // Repeated after a restart: nothing to signal, no error.
     for action in [
@@ -326,9 +299,12 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
         rt.create(name, pod.clone()).expect("created");
         rt.actuator().start(name, &pod).expect("started");
         let _ = rt
-            .handle_delete(name, &grace_core::DeleteOptions::with_grace(30))
+            .handle(
+                name,
+                Input::Delete(grace_core::DeleteOptions::with_grace(30)),
+            )
             .expect("deleted");
-        let _ = rt.handle_agent_sync(name).expect("SIGTERM sent");
+        let _ = rt.handle(name, Input::AgentSync).expect("SIGTERM sent");
     }
     // `sleep` ends at its SIGTERM: every exit is reported.
     let exits: Vec<WorldEvent> = (0..PODS)
@@ -353,12 +329,8 @@ fn exits_that_wait_together_are_reported_with_one_commit_and_complete_each_delet
         assert!(!rt.actuator().is_running(name, 0), "{name} runs");
     }
     // An exit of an object no longer tracked changes nothing.
-    rt.handle_world_events([WorldEvent::Exited {
-        object: "gone".into(),
-        container: 0,
-        code: Some(0),
-    }])
-    .expect("nothing to do");
+    rt.handle_world_events([WorldEvent::exited("gone", 0, Some(0))])
+        .expect("nothing to do");
 }
 
 /// The reaper waits on one epoll set: every exit of many real processes
@@ -388,9 +360,10 @@ fn the_reaper_reports_each_exit_of_many_real_processes_once_and_wakes_for_a_new_
         let event = events
             .recv_timeout(Duration::from_secs(10))
             .unwrap_or_else(|_| panic!("only {} of {N} exits reported", seen.len()));
-        let WorldEvent::Exited { object, code, .. } = event else {
+        let Some((_, code)) = event.exit() else {
             panic!("not an exit: {event:?}");
         };
+        let object = event.object;
         assert!(
             seen.insert(object.clone(), code).is_none(),
             "{object} twice"
@@ -409,8 +382,8 @@ fn the_reaper_reports_each_exit_of_many_real_processes_once_and_wakes_for_a_new_
         .start("late", &object("exit 3", None))
         .expect("started");
     match events.recv_timeout(Duration::from_secs(10)) {
-        Ok(WorldEvent::Exited { object, code, .. }) => {
-            assert_eq!((object.as_str(), code), ("late", Some(3)));
+        Ok(event) if event.exit().is_some() => {
+            assert_eq!(event, WorldEvent::exited("late", 0, Some(3)));
         }
         other => panic!("the late exit: {other:?}"),
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::{Probe, Recorder, WorldActuator};
 use common::pod;
-use grace_core::{Action, DeleteOptions, Duration, Phase};
+use grace_core::{Action, DeleteOptions, Duration, Handled, Input, Phase};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{ActionError, Change, Recovery, Runtime};
 use grace_std::store::{
@@ -39,6 +39,78 @@ fn open(
     Runtime::open(store, clock.clone(), recorder.clone(), recovery).expect("runtime opens")
 }
 
+/// The runtime takes every input of the core through `handle`, those it
+/// had no method of its own for too: a fenced node (D7) is made durable
+/// and acted on like any input.
+#[test]
+fn d7_a_node_fenced_input_removes_the_deleting_pod_without_a_signal() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
+        .expect("accepted");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
+    let _ = recorder.take();
+
+    let fenced = rt.handle("web-0", Input::NodeFenced).expect("taken");
+    assert_eq!(fenced.handled(), Handled::Applied);
+    let after = recorder.take();
+    assert!(
+        after
+            .iter()
+            .all(|(_, a)| !matches!(a, Action::SendKill { .. })),
+        "no SIGKILL for a node that is gone: {after:?}"
+    );
+    assert!(rt.lifecycle("web-0").is_none());
+    drop(rt);
+    let store = RedbStore::open(&path).expect("store opens");
+    assert!(
+        store.get("web-0").expect("read").is_none(),
+        "removed, durably"
+    );
+}
+
+/// One object's `Input::Timeout` through `handle`: early, it changes
+/// nothing; once the SIGKILL deadline has passed, the kill goes out as
+/// `handle_timeouts` would send it.
+#[test]
+fn a_timeout_input_on_one_object_does_nothing_early_and_kills_when_due() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("grace.redb");
+    let clock = Arc::new(ManualClock::at_unix_millis(1_000_000));
+    let recorder = Recorder::default();
+    let mut rt = open(&path, &clock, &recorder, Recovery::default());
+    rt.create("web-0", pod("u1", false)).expect("created");
+    let _ = rt
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(10)))
+        .expect("accepted");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
+    let _ = recorder.take();
+
+    let deadline = rt.poll_timeout();
+    let revision = rt.store().revision().expect("read");
+    clock.advance(secs(5));
+    let _ = rt.handle("web-0", Input::Timeout).expect("taken");
+    assert_eq!(recorder.take(), [], "nothing due yet");
+    assert_eq!(rt.poll_timeout(), deadline);
+    assert_eq!(
+        rt.store().revision().expect("read"),
+        revision,
+        "nothing written"
+    );
+
+    clock.advance(secs(5));
+    let _ = rt.handle("web-0", Input::Timeout).expect("taken");
+    assert_eq!(
+        recorder.take(),
+        [("web-0".into(), Action::SendKill { container: 0 })]
+    );
+}
+
 #[test]
 fn d6_restart_honours_the_original_kill_deadline() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -49,9 +121,9 @@ fn d6_restart_honours_the_original_kill_deadline() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(10))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(10)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     assert_eq!(
         recorder.take(),
         [
@@ -85,7 +157,9 @@ fn d6_restart_honours_the_original_kill_deadline() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.handle_container_exited("web-0", 0).expect("known");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("known");
     assert_eq!(
         recorder.take(),
         [("web-0".into(), Action::ContainerStopped { container: 0 })]
@@ -107,9 +181,9 @@ fn d6_reset_full_grace_restarts_the_budget_but_never_skips_sigterm() {
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
     rt.create("hook-0", pod("u1", true)).expect("created");
     let _ = rt
-        .handle_delete("hook-0", &DeleteOptions::with_grace(10))
+        .handle("hook-0", Input::Delete(DeleteOptions::with_grace(10)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("hook-0").expect("known");
+    let _ = rt.handle("hook-0", Input::AgentSync).expect("known");
     assert_eq!(
         recorder.take().last(),
         Some(&(
@@ -158,20 +232,20 @@ fn d5_r62_late_shortening_kills_two_seconds_later_across_a_restart() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(30))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     assert_eq!(
         recorder.take().last(),
         Some(&("web-0".into(), Action::SendStopSignal { container: 0 }))
     );
     clock.advance(secs(10));
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(5))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(5)))
         .expect("accepted");
     let (stored, _) = rt.store().get("web-0").expect("readable").expect("kept");
     assert_eq!(stored.record.deletion_grace_period_seconds, Some(1));
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     assert!(recorder.take().is_empty(), "no second SIGTERM");
     assert_eq!(rt.poll_timeout().map(|t| t.as_millis()), Some(1_012_000));
 
@@ -188,7 +262,9 @@ fn d5_r62_late_shortening_kills_two_seconds_later_across_a_restart() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.handle_container_exited("web-0", 0).expect("known");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("known");
     assert!(
         rt.store().get("web-0").expect("readable").is_none(),
         "removed at T+12"
@@ -206,7 +282,7 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
 
     let mut rt = open(&path, &clock, &recorder, Recovery::ResetFullGrace);
     rt.create("web-0", pod("u1", false)).expect("created");
-    let _ = rt.handle_evict("web-0", 5).expect("known");
+    let _ = rt.handle("web-0", Input::evict(5)).expect("known");
     assert_eq!(
         recorder.take(),
         [("web-0".into(), Action::SendStopSignal { container: 0 })]
@@ -228,7 +304,9 @@ fn d6_reset_full_grace_restarts_an_eviction_in_progress() {
         recorder.take(),
         [("web-0".into(), Action::SendKill { container: 0 })]
     );
-    let _ = rt.handle_container_exited("web-0", 0).expect("known");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("known");
     let (stored, _) = rt
         .store()
         .get("web-0")
@@ -246,9 +324,9 @@ fn d6_another_boot_finds_the_workload_gone_and_finishes_the_deletion() {
     let mut rt = open(&path, &clock, &recorder, Recovery::default());
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(30))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     recorder.take();
     drop(rt);
 
@@ -300,7 +378,7 @@ fn accepted_deletion_is_durable_before_any_action() {
     .expect("opens");
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(10))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(10)))
         .expect("accepted");
     let seen = seen.lock().expect("not poisoned").clone();
     assert_eq!(seen, [(Action::RemoveEndpoints, Some(1_010))]);
@@ -320,7 +398,7 @@ fn transitions_are_reported_as_a_stream() {
     let stream = rt.subscribe();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(0))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(0)))
         .expect("accepted");
     let changes: Vec<Change> = stream.try_iter().map(|t| t.change).collect();
     assert_eq!(
@@ -405,9 +483,9 @@ fn deadlines_due_together_are_group_committed_write_ahead() {
         rt.create(&name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .handle_delete(&name, &DeleteOptions::with_grace(10))
+            .handle(&name, Input::Delete(DeleteOptions::with_grace(10)))
             .expect("accepted");
-        let _ = rt.handle_agent_sync(&name).expect("synced");
+        let _ = rt.handle(&name, Input::AgentSync).expect("synced");
     }
     seen.lock().expect("not poisoned").clear();
     let _ = store.take();
@@ -461,9 +539,9 @@ fn group_commit_rounds_fit_the_stores_largest_batch() {
         rt.create(&name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .handle_delete(&name, &DeleteOptions::with_grace(10))
+            .handle(&name, Input::Delete(DeleteOptions::with_grace(10)))
             .expect("accepted");
-        let _ = rt.handle_agent_sync(&name).expect("synced");
+        let _ = rt.handle(&name, Input::AgentSync).expect("synced");
     }
     let _ = store.take();
     recorder.take();
@@ -504,9 +582,9 @@ fn r62_sigkill_counts_two_seconds_from_when_the_stop_signal_really_went_out() {
     // budget; the stop signal went out at 1 000 300 (read after it
     // returned, rounded up to 1 000 301): no SIGKILL before 1 002 301.
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(1))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(1)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     assert_eq!(
         recorder.take_actions(),
         [

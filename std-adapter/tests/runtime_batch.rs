@@ -20,7 +20,9 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::Recorder;
 use common::pod;
-use grace_core::{DeleteError, DeleteOptions, Name, Phase, Preconditions, Record, Timestamp};
+use grace_core::{
+    DeleteError, DeleteOptions, Input, Name, Phase, Preconditions, Record, Timestamp,
+};
 use grace_std::clock::ManualClock;
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{
@@ -131,8 +133,12 @@ fn a_batch_of_deletes_is_one_commit_before_the_actions_and_one_after_and_answers
     let answers: Vec<_> = NAMES
         .iter()
         .map(|name| {
-            let answer = batch.handle_delete(name, &options).expect("accepted");
-            let _ = batch.handle_agent_sync(name).expect("synced");
+            let answer = batch
+                .handle(name, Input::Delete(options.clone()))
+                .expect("accepted")
+                .delete()
+                .expect("a delete's answer");
+            let _ = batch.handle(name, Input::AgentSync).expect("synced");
             answer
         })
         .collect();
@@ -147,8 +153,12 @@ fn a_batch_of_deletes_is_one_commit_before_the_actions_and_one_after_and_answers
 
     let alone_before = alone.commits();
     for (name, batched_answer) in NAMES.iter().zip(&answers) {
-        let answer = rt_alone.handle_delete(name, &options).expect("accepted");
-        let _ = rt_alone.handle_agent_sync(name).expect("synced");
+        let answer = rt_alone
+            .handle(name, Input::Delete(options.clone()))
+            .expect("accepted")
+            .delete()
+            .expect("a delete's answer");
+        let _ = rt_alone.handle(name, Input::AgentSync).expect("synced");
         assert_eq!(&answer, batched_answer, "{name}");
     }
     assert!(alone.commits() - alone_before >= 2 * NAMES.len());
@@ -183,20 +193,20 @@ fn a_refused_input_in_a_batch_writes_nothing_and_holds_back_no_other() {
     store.log.lock().expect("ok").clear();
     let mut batch = rt.open_batch();
     batch
-        .handle_delete("a", &DeleteOptions::default())
+        .handle("a", Input::Delete(DeleteOptions::default()))
         .expect("a");
-    let refused = batch.handle_delete("b", &wrong_uid);
+    let refused = batch.handle("b", Input::Delete(wrong_uid.clone()));
     assert!(
         matches!(refused, Err(RuntimeError::Delete(DeleteError::Conflict(_)))),
         "{refused:?}"
     );
-    let missing = batch.handle_delete("nobody", &DeleteOptions::default());
+    let missing = batch.handle("nobody", Input::Delete(DeleteOptions::default()));
     assert!(
         matches!(missing, Err(RuntimeError::NotFound(_))),
         "{missing:?}"
     );
     batch
-        .handle_delete("c", &DeleteOptions::default())
+        .handle("c", Input::Delete(DeleteOptions::default()))
         .expect("c");
     assert_eq!(batch.len(), 2, "only the accepted inputs are in the batch");
     batch.commit().expect("committed");
@@ -227,7 +237,7 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
     });
 
     let mut batch = rt.open_batch();
-    let missing = batch.handle_delete("x", &uid_x);
+    let missing = batch.handle("x", Input::Delete(uid_x.clone()));
     assert!(
         matches!(missing, Err(RuntimeError::NotFound(_))),
         "{missing:?}"
@@ -243,8 +253,10 @@ fn an_input_sees_the_inputs_before_it_in_its_batch() {
         "{again:?}"
     );
     let answer = batch
-        .handle_delete("x", &uid_x)
-        .expect("sees the created object");
+        .handle("x", Input::Delete(uid_x.clone()))
+        .expect("sees the created object")
+        .delete()
+        .expect("a delete's answer");
     assert_eq!(answer.response.outcome, grace_core::DeleteOutcome::Deleted);
     batch.commit().expect("committed");
 
@@ -261,7 +273,7 @@ fn a_batch_whose_commit_fails_is_undone_and_can_be_done_again() {
     let mut batch = rt.open_batch();
     for name in NAMES {
         batch
-            .handle_delete(name, &DeleteOptions::default())
+            .handle(name, Input::Delete(DeleteOptions::default()))
             .expect("accepted");
     }
     batch
@@ -287,7 +299,7 @@ fn a_batch_whose_commit_fails_is_undone_and_can_be_done_again() {
     let mut batch = rt.open_batch();
     for name in NAMES {
         batch
-            .handle_delete(name, &DeleteOptions::default())
+            .handle(name, Input::Delete(DeleteOptions::default()))
             .expect("accepted");
     }
     batch.commit().expect("committed");
@@ -305,7 +317,7 @@ fn a_batch_dropped_without_commit_writes_nothing_and_is_undone() {
     {
         let mut batch = rt.open_batch();
         batch
-            .handle_delete("a", &DeleteOptions::default())
+            .handle("a", Input::Delete(DeleteOptions::default()))
             .expect("accepted");
         batch
             .create("new", pod("uid-new", false))
@@ -314,7 +326,10 @@ fn a_batch_dropped_without_commit_writes_nothing_and_is_undone() {
     assert_eq!(store.commits(), before);
     assert_eq!(rt.lifecycle("a").map(|l| l.phase()), Some(Phase::Live));
     assert!(rt.lifecycle("new").is_none());
-    assert!(rt.handle_delete("a", &DeleteOptions::default()).is_ok());
+    assert!(
+        rt.handle("a", Input::Delete(DeleteOptions::default()))
+            .is_ok()
+    );
 }
 
 #[test]

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::Recorder;
 use common::pod;
-use grace_core::{Action, DeleteOptions, Duration, Phase};
+use grace_core::{Action, DeleteOptions, Duration, Input, Phase};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{Recovery, Runtime, RuntimeError};
 use grace_std::store::{
@@ -157,7 +157,7 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     // The decision is written, the endpoints removed, then the write that
     // records them as done fails.
     store.then(&[None, Some(Next::Refuse)]);
-    let result = rt.handle_delete("web-0", &DeleteOptions::with_grace(30));
+    let result = rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
     // Read back, the stored decision still owes the endpoints' removal:
@@ -172,8 +172,10 @@ fn a_write_refused_after_the_actions_neither_forgets_nor_moves_the_deletion() {
     // The client retries 5 s later: the timestamp stays where it was.
     clock.advance(secs(5));
     let response = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(30))
-        .expect("accepted");
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
+        .expect("accepted")
+        .delete()
+        .expect("a delete's answer");
     assert_eq!(
         response
             .record
@@ -191,14 +193,14 @@ fn a_refused_removal_is_retried() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(30))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     recorder.take_actions();
     // The decision is written, the container released, the record's
     // removal refused; read back at once, the removal is retried.
     store.then(&[None, Some(Next::Refuse)]);
-    let result = rt.handle_container_exited("web-0", 0);
+    let result = rt.handle("web-0", Input::container_exited(0));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert!(store.stored("web-0").is_none(), "removed on the retry");
 
@@ -206,11 +208,11 @@ fn a_refused_removal_is_retried() {
     // store, and a restart carries it out.
     rt.create("web-1", pod("u2", false)).expect("created");
     let _ = rt
-        .handle_delete("web-1", &DeleteOptions::with_grace(30))
+        .handle("web-1", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-1").expect("known");
+    let _ = rt.handle("web-1", Input::AgentSync).expect("known");
     store.then(&[None, Some(Next::GoDown)]);
-    let _ = rt.handle_container_exited("web-1", 0);
+    let _ = rt.handle("web-1", Input::container_exited(0));
     assert!(store.stored("web-1").is_some());
     drop(rt);
     store.down.store(false, Ordering::SeqCst);
@@ -225,12 +227,12 @@ fn a_removal_refused_while_the_store_is_down_is_retried_from_handle_timeouts() {
     let (store, clock, _recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(30))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("known");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("known");
     // The removal fails and the store stops answering altogether.
     store.then(&[None, Some(Next::GoDown)]);
-    let result = rt.handle_container_exited("web-0", 0);
+    let result = rt.handle("web-0", Input::container_exited(0));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     let retry = rt.poll_timeout().expect("a retry is scheduled");
     assert!(retry > clock.now().mono, "not a busy loop");
@@ -253,7 +255,7 @@ fn a_create_whose_acknowledgement_was_lost_is_tracked() {
     assert!(store.stored("web-0").is_some());
     assert!(rt.lifecycle("web-0").is_some(), "tracked");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(0))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(0)))
         .expect("deletable");
 }
 
@@ -265,19 +267,21 @@ fn a_write_whose_acknowledgement_was_lost_does_not_wedge_the_object() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     store.then(&[Some(Next::ApplyThenFail)]);
-    let result = rt.handle_delete("web-0", &DeleteOptions::with_grace(30));
+    let result = rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)));
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     assert_eq!(stored_ts(&store, "web-0"), Some(1_030));
 
     clock.advance(secs(5));
-    let _ = rt.handle_agent_sync("web-0").expect("not wedged");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("not wedged");
     assert!(
         recorder
             .take_actions()
             .contains(&Action::SendStopSignal { container: 0 }),
         "the stored deletion is acted on"
     );
-    let _ = rt.handle_container_exited("web-0", 0).expect("not wedged");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
 }
 
@@ -291,9 +295,9 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(5))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(5)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("synced");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("synced");
     recorder.take_actions();
 
     clock.advance(secs(5));
@@ -308,7 +312,9 @@ fn a_round_whose_batch_after_the_actions_lost_its_answer_does_not_wedge_the_obje
             .contains(&Action::SendKill { container: 0 })
     );
 
-    let _ = rt.handle_container_exited("web-0", 0).expect("not wedged");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("not wedged");
     assert!(store.stored("web-0").is_none(), "removed");
 }
 
@@ -325,9 +331,9 @@ fn a_store_still_down_at_the_retry_is_asked_once_not_once_per_object() {
         rt.create(name, pod(&format!("u{i}"), false))
             .expect("created");
         let _ = rt
-            .handle_delete(name, &DeleteOptions::with_grace(5))
+            .handle(name, Input::Delete(DeleteOptions::with_grace(5)))
             .expect("accepted");
-        let _ = rt.handle_agent_sync(name).expect("synced");
+        let _ = rt.handle(name, Input::AgentSync).expect("synced");
     }
     recorder.take_actions();
     clock.advance(secs(5));
@@ -382,9 +388,9 @@ fn r63_a_sigkill_due_while_the_store_takes_no_write_is_sent_at_its_deadline() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(3))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(3)))
         .expect("accepted");
-    let _ = rt.handle_agent_sync("web-0").expect("synced");
+    let _ = rt.handle("web-0", Input::AgentSync).expect("synced");
     assert!(
         recorder
             .take_actions()
@@ -416,7 +422,9 @@ fn r63_a_sigkill_due_while_the_store_takes_no_write_is_sent_at_its_deadline() {
     store.down.store(false, Ordering::SeqCst);
     clock.advance(secs(5));
     rt.handle_timeouts().expect("the store answers again");
-    let _ = rt.handle_container_exited("web-0", 0).expect("known");
+    let _ = rt
+        .handle("web-0", Input::container_exited(0))
+        .expect("known");
     assert!(store.stored("web-0").is_none(), "removed");
 }
 
@@ -429,14 +437,14 @@ fn r62_a_stop_signal_whose_record_was_not_written_is_not_sent_again() {
     let (store, clock, recorder, mut rt) = setup();
     rt.create("web-0", pod("u1", false)).expect("created");
     let _ = rt
-        .handle_delete("web-0", &DeleteOptions::with_grace(3))
+        .handle("web-0", Input::Delete(DeleteOptions::with_grace(3)))
         .expect("accepted");
     let deleted = clock.now().mono;
     // The stop signal's write-ahead passes; every write after it is
     // refused, while reads still work (a full disk).
     store.then(&[None]);
     store.then(&[Some(Next::Refuse); 100]);
-    let result = rt.handle_agent_sync("web-0");
+    let result = rt.handle("web-0", Input::AgentSync);
     assert!(matches!(result, Err(RuntimeError::Store(_))), "{result:?}");
     let stop_signals = |actions: &[Action]| {
         actions

@@ -21,7 +21,8 @@ use std::sync::Arc;
 
 use common::actuators::Recorder;
 use grace_core::{
-    Action, DeleteOptions, Duration, FinalizerChange, Name, Phase, PodPhase, Record, Timestamp,
+    Action, DeleteOptions, Duration, FinalizerChange, Input, Name, Phase, PodPhase, Record,
+    Timestamp,
 };
 use grace_std::api_server;
 use grace_std::clock::{Clock, ManualClock};
@@ -130,7 +131,9 @@ fn r57_deletion_decided_by_another_process_is_carried_out_as_stored() {
         w.recorder.take_actions(),
         [Action::SendKill { container: 0 }]
     );
-    let _ = agent.handle_container_exited("web", 0).expect("reported");
+    let _ = agent
+        .handle("web", Input::container_exited(0))
+        .expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
@@ -177,7 +180,9 @@ fn d4_force_delete_by_another_process_stops_the_workload_with_the_two_second_flo
         w.recorder.take_actions(),
         [Action::SendKill { container: 0 }]
     );
-    let _ = agent.handle_container_exited("web", 0).expect("reported");
+    let _ = agent
+        .handle("web", Input::container_exited(0))
+        .expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]
@@ -193,7 +198,7 @@ fn r80_deletion_accepted_while_the_agent_is_down_is_carried_out_when_it_returns(
     {
         let mut agent = w.agent();
         let _ = agent.observe("web").expect("observed");
-        let _ = agent.handle_agent_sync("web").expect("synced");
+        let _ = agent.handle("web", Input::AgentSync).expect("synced");
     }
     // The agent is gone: the deletion is accepted and waits (R80).
     w.delete("web", &DeleteOptions::with_grace(20));
@@ -252,7 +257,9 @@ fn r45_finalizer_removed_by_another_process_lets_the_agent_finish() {
     let mut agent = w.agent();
     w.delete("web", &DeleteOptions::with_grace(10));
     let _ = agent.observe("web").expect("observed");
-    let _ = agent.handle_container_exited("web", 0).expect("reported");
+    let _ = agent
+        .handle("web", Input::container_exited(0))
+        .expect("reported");
     let _ = w.recorder.take_actions();
     // The final delete was made; the finalizer holds the record.
     let held = w.stored("web").expect("held by its finalizer").record;
@@ -308,7 +315,9 @@ fn a_name_taken_by_a_new_object_stops_the_old_one_first() {
             Action::SendStopSignal { container: 0 }
         ]
     );
-    let _ = agent.handle_container_exited("web", 0).expect("reported");
+    let _ = agent
+        .handle("web", Input::container_exited(0))
+        .expect("reported");
     assert_eq!(
         w.recorder.take_actions(),
         [Action::ContainerStopped { container: 0 }]

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 
 use common::actuators::{Probe, WorldActuator};
 use common::pod;
-use grace_core::{Action, DeleteOptions, Duration, Instant, Stage};
+use grace_core::{Action, DeleteOptions, Duration, Input, Instant, Stage};
 use grace_std::clock::{Clock, ManualClock};
 use grace_std::runtime::{
     ActionError, Actuator, Change, KillRecord, Runtime, RuntimeBuilder, WorldEvent,
@@ -64,9 +64,9 @@ fn r60_r61_a_hook_the_actuator_reports_returned_early_sends_the_stop_signal_befo
     let mut rt = open(MemoryStore::new(), &clock, actuator);
     rt.create("web-0", pod("u1", true)).expect("created");
     let t0 = clock.now().mono;
-    rt.handle_delete("web-0", &DeleteOptions::with_grace(30))
+    rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    rt.handle_agent_sync("web-0").expect("synced");
+    rt.handle("web-0", Input::AgentSync).expect("synced");
 
     // The hook has returned in its world, but the runtime has not been
     // told yet: it still waits for the hook.
@@ -110,9 +110,9 @@ fn r63_an_exit_the_actuator_reports_removes_the_record_without_waiting_for_sigki
     let mut rt = open(store.clone(), &clock, actuator);
     rt.create("web-0", pod("u1", false)).expect("created");
     let t0 = clock.now().mono;
-    rt.handle_delete("web-0", &DeleteOptions::with_grace(30))
+    rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    rt.handle_agent_sync("web-0").expect("synced");
+    rt.handle("web-0", Input::AgentSync).expect("synced");
     assert!(matches!(stage(&rt), Stage::Stopping { .. }));
 
     assert_eq!(feed(&mut rt, &reports), 1);
@@ -161,9 +161,9 @@ fn d6_a_reported_hook_return_is_durable_before_the_stop_signal_it_owes_goes_out(
     );
     let mut rt = open(store.clone(), &clock, actuator);
     rt.create("web-0", pod("u1", true)).expect("created");
-    rt.handle_delete("web-0", &DeleteOptions::with_grace(30))
+    rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    rt.handle_agent_sync("web-0").expect("synced");
+    rt.handle("web-0", Input::AgentSync).expect("synced");
     assert_eq!(feed(&mut rt, &reports), 1);
 
     // Written ahead: the store already said "stopping", SIGKILL at 3 + 27 s.
@@ -197,9 +197,9 @@ fn an_action_the_actuator_cannot_carry_out_is_reported_failed_with_its_reason() 
     let mut rt = builder.open().expect("opens");
     rt.create("web-0", pod("u1", false)).expect("created");
     let t0: Instant = clock.now().mono;
-    rt.handle_delete("web-0", &DeleteOptions::with_grace(30))
+    rt.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))
         .expect("accepted");
-    rt.handle_agent_sync("web-0")
+    rt.handle("web-0", Input::AgentSync)
         .expect("a failed action is no failed input");
 
     let failed: Vec<Change> = transitions

@@ -41,11 +41,11 @@ use std::sync::Arc;
 
 use arbitrary::Arbitrary;
 use grace_core::{
-    ContainerSpec, DeleteOutcome, FinalizerChange, Instant, Kind, Name, Now, Record, Stage,
-    Strategy, WallTime,
+    ContainerSpec, DeleteOutcome, FinalizerChange, Input as CoreInput, Instant, Kind, Name, Now,
+    Record, Stage, Strategy, WallTime,
 };
 use grace_std::clock::{Clock, ManualClock};
-use grace_std::runtime::{Recovery, Runtime, RuntimeError};
+use grace_std::runtime::{Answer, Recovery, Runtime, RuntimeError};
 use grace_std::store::{MemoryStore, StoredContainer, StoredObject};
 
 pub use self::check::{Checker, persisted};
@@ -182,6 +182,76 @@ pub enum Op {
 
 fn object_name(i: u8) -> String {
     format!("obj-{}", i % NAMES)
+}
+
+impl Op {
+    /// The object this step feeds, the core's input it is, and what to
+    /// call it in a violation: the one place where the script's steps
+    /// become inputs (`None` for the steps that are not one object's
+    /// input). What the step picks is resolved against `rt` (a finalizer
+    /// the object has, a container index); a delete's preconditions
+    /// against its record at `now`.
+    fn input(&self, rt: &Rt, now: Now) -> Option<(String, CoreInput, &'static str)> {
+        let container = |n: &str, pick: u8| container_index(rt, n, pick);
+        Some(match self {
+            Op::Delete { name: n, spec } => {
+                let n = object_name(*n);
+                let record = rt
+                    .lifecycle(&n)
+                    .map(|l| l.record().clone())
+                    .unwrap_or_else(|| Record::new(Name::new()));
+                let options = spec.options(&record, now.wall.as_unix_millis());
+                (n, CoreInput::Delete(options), "delete")
+            }
+            Op::AddFinalizer { name: n, finalizer } => {
+                let f = FINALIZERS[usize::from(*finalizer) % FINALIZERS.len()];
+                let change = FinalizerChange::Add(name(f));
+                (
+                    object_name(*n),
+                    CoreInput::FinalizerUpdate(change),
+                    "add finalizer",
+                )
+            }
+            Op::RemoveFinalizer { name: n, finalizer } => {
+                let n = object_name(*n);
+                let f = rt
+                    .lifecycle(&n)
+                    .map(|l| finalizer.resolve(l.record()))
+                    .unwrap_or_default();
+                let change = CoreInput::FinalizerUpdate(FinalizerChange::Remove(f));
+                (n, change, "remove finalizer")
+            }
+            Op::AgentSync { name: n } => (object_name(*n), CoreInput::AgentSync, "agent sync"),
+            Op::Evict { name: n, grace } => (object_name(*n), CoreInput::evict(grace.0), "evict"),
+            Op::PreStopFinished {
+                name: n,
+                container: c,
+            } => {
+                let n = object_name(*n);
+                let c = container(&n, *c);
+                (n, CoreInput::pre_stop_finished(c), "pre-stop finished")
+            }
+            Op::ContainerExited {
+                name: n,
+                container: c,
+            } => {
+                let n = object_name(*n);
+                let c = container(&n, *c);
+                (n, CoreInput::container_exited(c), "container exited")
+            }
+            Op::Create { .. }
+            | Op::RemoveFinalizers { .. }
+            | Op::Advance { .. }
+            | Op::AdvanceSeconds { .. }
+            | Op::ToDeadline { .. }
+            | Op::Timeouts
+            | Op::WallJump { .. }
+            | Op::FailWrite { .. }
+            | Op::CrashAfter { .. }
+            | Op::Crash
+            | Op::Reboot { .. } => return None,
+        })
+    }
 }
 
 impl NewObject {
@@ -418,82 +488,34 @@ impl Harness {
                 let uid = format!("uid-{}", self.uids);
                 self.uids += 1;
                 let result = rt.create(&object_name(*n), object.build(&uid));
-                answer(&self.world, "create", &result)
-            }
-            Op::Delete { name: n, spec } => {
-                let n = object_name(*n);
-                let record = rt
-                    .lifecycle(&n)
-                    .map(|l| l.record().clone())
-                    .unwrap_or_else(|| Record::new(Name::new()));
-                let options = spec.options(&record, now.wall.as_unix_millis());
-                let result = rt.handle_delete(&n, &options);
-                answer(&self.world, "delete", &result)?;
-                if let Ok(answer) = result
-                    && !answer.response.dry_run
-                {
-                    // Kept means marked (removed at once: nothing to mark).
-                    if answer.response.outcome != DeleteOutcome::Deleted
-                        && answer.record.deletion_timestamp.is_none()
-                    {
-                        return Err(format!("delete of {n} kept without a timestamp"));
-                    }
-                    // Everything done so far is in the log; take it in
-                    // before the acceptance.
-                    self.settle()?;
-                    self.checker.accepted(record.uid.as_str())?;
-                }
-                Ok(())
-            }
-            Op::AddFinalizer { name: n, finalizer } => {
-                let f = FINALIZERS[usize::from(*finalizer) % FINALIZERS.len()];
-                let change = FinalizerChange::Add(name(f));
-                let result = rt.handle_finalizer_update(&object_name(*n), &change);
-                answer(&self.world, "add finalizer", &result)
-            }
-            Op::RemoveFinalizer { name: n, finalizer } => {
-                let n = object_name(*n);
-                let f = rt
-                    .lifecycle(&n)
-                    .map(|l| finalizer.resolve(l.record()))
-                    .unwrap_or_default();
-                let result = rt.handle_finalizer_update(&n, &FinalizerChange::Remove(f));
-                answer(&self.world, "remove finalizer", &result)
+                return answer(&self.world, "create", &result);
             }
             Op::RemoveFinalizers { name: n } => {
                 let n = object_name(*n);
-                self.remove_finalizers(&n)
+                return self.remove_finalizers(&n);
             }
-            Op::AgentSync { name: n } => {
-                let result = rt.handle_agent_sync(&object_name(*n));
-                answer(&self.world, "agent sync", &result)
-            }
-            Op::Evict { name: n, grace } => {
-                let result = rt.handle_evict(&object_name(*n), grace.0);
-                answer(&self.world, "evict", &result)
-            }
-            Op::PreStopFinished { name: n, container } => {
-                let n = object_name(*n);
-                let c = container_index(rt, &n, *container);
-                let result = rt.handle_pre_stop_finished(&n, c);
-                answer(&self.world, "pre-stop finished", &result)
-            }
-            Op::ContainerExited { name: n, container } => {
-                let n = object_name(*n);
-                let c = container_index(rt, &n, *container);
-                let result = rt.handle_container_exited(&n, c);
-                answer(&self.world, "container exited", &result)
-            }
-            Op::Advance { .. }
-            | Op::AdvanceSeconds { .. }
-            | Op::ToDeadline { .. }
-            | Op::Timeouts
-            | Op::WallJump { .. }
-            | Op::FailWrite { .. }
-            | Op::CrashAfter { .. }
-            | Op::Crash
-            | Op::Reboot { .. } => Ok(()),
+            _ => {}
         }
+        let Some((n, input, what)) = op.input(rt, now) else {
+            return Ok(());
+        };
+        let result = rt.handle(&n, input);
+        answer(&self.world, what, &result)?;
+        if let Ok(Answer::Delete(answer)) = result
+            && !answer.response.dry_run
+        {
+            // Kept means marked (removed at once: nothing to mark).
+            if answer.response.outcome != DeleteOutcome::Deleted
+                && answer.record.deletion_timestamp.is_none()
+            {
+                return Err(format!("delete of {n} kept without a timestamp"));
+            }
+            // Everything done so far is in the log; take it in before the
+            // acceptance.
+            self.settle()?;
+            self.checker.accepted(answer.record.uid.as_str())?;
+        }
+        Ok(())
     }
 
     fn remove_finalizers(&mut self, n: &str) -> Checked {
@@ -506,7 +528,7 @@ impl Harness {
             .map(|l| l.record().finalizers.iter().cloned().collect())
             .unwrap_or_default();
         for f in finalizers {
-            let result = rt.handle_finalizer_update(n, &FinalizerChange::Remove(f));
+            let result = rt.handle(n, CoreInput::FinalizerUpdate(FinalizerChange::Remove(f)));
             answer(&self.world, "remove finalizers", &result)?;
         }
         Ok(())
@@ -530,7 +552,7 @@ impl Harness {
             for n in &names {
                 self.remove_finalizers(n)?;
                 let Some(rt) = self.rt.as_mut() else { break };
-                let result = rt.handle_agent_sync(n);
+                let result = rt.handle(n, CoreInput::AgentSync);
                 answer(&self.world, "final agent sync", &result)?;
                 let killed: Vec<usize> = rt
                     .lifecycle(n)
@@ -544,7 +566,7 @@ impl Harness {
                     })
                     .unwrap_or_default();
                 for i in killed {
-                    let result = rt.handle_container_exited(n, i);
+                    let result = rt.handle(n, CoreInput::container_exited(i));
                     answer(&self.world, "final exit", &result)?;
                 }
             }

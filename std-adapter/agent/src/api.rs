@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use grace_core::{DeleteOptions, DeleteOutcome, Record};
+use grace_core::{DeleteOptions, DeleteOutcome, FinalizerChange, Input, Name, Record};
 use serde::{Deserialize, Serialize};
 
 use crate::store::{Event, FINALIZERS, Store, StoredObject};
@@ -87,6 +87,49 @@ pub enum Request {
     /// shows beside the objects.
     Status,
 }
+
+impl Request {
+    /// The object this request is about and the lifecycle input it is, for
+    /// the requests that are one ([`Request::Delete`],
+    /// [`Request::RemoveFinalizer`]): the one place where the protocol's
+    /// requests become grace-core's [`Input`]s, so that a new input needs
+    /// only its request here. `None` for the others, which are not an
+    /// object's input (a create, an update made of several inputs, the
+    /// reads); a finalizer name longer than the core holds is an error.
+    pub fn input(&self) -> Option<Result<(&str, Input), FinalizerTooLong>> {
+        match self {
+            Request::Delete { name, options } => Some(Ok((name, Input::Delete(options.clone())))),
+            Request::RemoveFinalizer { name, finalizer } => Some(
+                Name::try_from(finalizer.as_str())
+                    .map(|f| {
+                        (
+                            name.as_str(),
+                            Input::FinalizerUpdate(FinalizerChange::Remove(f)),
+                        )
+                    })
+                    .map_err(|_| FinalizerTooLong(finalizer.clone())),
+            ),
+            Request::Apply { .. }
+            | Request::Put { .. }
+            | Request::Get { .. }
+            | Request::Watch
+            | Request::Status => None,
+        }
+    }
+}
+
+/// A request names a finalizer longer than grace-core's names hold (the
+/// name, as given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FinalizerTooLong(pub String);
+
+impl std::fmt::Display for FinalizerTooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "finalizer `{}`: name too long", self.0)
+    }
+}
+
+impl std::error::Error for FinalizerTooLong {}
 
 /// The agent's own state, beside its objects' (a [`Reply::Status`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -630,6 +673,41 @@ mod tests {
         assert!(e.starts_with("dryRun"), "{e}");
         let e = delete_options_from_wire(r#"{"gracePeriod":3}"#).expect_err("unknown");
         assert!(e.contains("gracePeriod"), "{e}");
+    }
+
+    #[test]
+    fn the_requests_that_are_inputs_become_the_cores_inputs_and_no_other() {
+        let delete: Request = serde_json::from_str(
+            r#"{"op":"delete","name":"web","options":{"gracePeriodSeconds":5}}"#,
+        )
+        .expect("wire form");
+        let five = DeleteOptions::default().with_grace_period(Some(5));
+        assert_eq!(delete.input(), Some(Ok(("web", Input::Delete(five)))));
+        let remove: Request = serde_json::from_str(
+            r#"{"op":"remove_finalizer","name":"web","finalizer":"example.com/a"}"#,
+        )
+        .expect("wire form");
+        let a = Name::try_from("example.com/a").expect("short");
+        assert_eq!(
+            remove.input(),
+            Some(Ok((
+                "web",
+                Input::FinalizerUpdate(FinalizerChange::Remove(a))
+            )))
+        );
+        let long = "f".repeat(grace_core::NAME_CAPACITY + 1);
+        let too_long = Request::RemoveFinalizer {
+            name: "web".into(),
+            finalizer: long.clone(),
+        };
+        let refused = too_long.input().expect("an input").expect_err("too long");
+        assert_eq!(
+            refused.to_string(),
+            format!("finalizer `{long}`: name too long")
+        );
+        for other in [Request::Watch, Request::Status, Request::Get { name: None }] {
+            assert_eq!(other.input(), None, "{other:?}");
+        }
     }
 
     #[test]

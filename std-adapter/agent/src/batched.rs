@@ -16,14 +16,14 @@
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
-use grace_core::{DeleteError, FinalizerChange, Name};
+use grace_core::DeleteError;
 
 use crate::api::{ApiError, DeleteReport, ErrorKind, Reply, Request};
 use crate::clock::Clock;
 use crate::containers::start_all;
 use crate::input::Input;
 use crate::process::{ProcessActuator, WorldEvent};
-use crate::runtime::{Batch, Runtime, RuntimeError};
+use crate::runtime::{Answer, Batch, DeleteAnswer, Runtime, RuntimeError};
 use crate::store::Store;
 
 /// The environment variable that switches group commit off (`off`).
@@ -166,6 +166,11 @@ fn decide<S: Store, C: Clock>(
     request: Request,
     node: &str,
 ) -> Decided {
+    match request.input() {
+        Some(Ok((name, input))) => return decide_input(batch, name.to_owned(), input, node),
+        Some(Err(e)) => return Decided::Refused(invalid(e.to_string())),
+        None => {}
+    }
     match request {
         Request::Apply { name, object } => {
             if let Err(e) = check_name(&name) {
@@ -179,50 +184,63 @@ fn decide<S: Store, C: Clock>(
                 Err(e) => Decided::Refused(error(&name, &e)),
             }
         }
-        Request::Delete { name, options } => {
-            let answer = match batch.handle_delete(&name, &options) {
-                Ok(answer) => answer,
-                Err(e) => return Decided::Refused(error(&name, &e)),
-            };
-            // The agent sees its own node's deletions at once.
-            if !answer.response.dry_run
-                && batch
-                    .runtime()
-                    .object(&name)
-                    .is_some_and(|o| o.node.as_deref() == Some(node))
-                && let Err(e) = batch.handle_agent_sync(&name)
-            {
-                // The delete stays, as when it is handled alone.
-                return Decided::Done(name.clone(), error(&name, &e));
-            }
-            let dry_run = answer.response.dry_run;
-            let reply = Reply::Deleted(DeleteReport {
-                outcome: answer.response.outcome,
-                record: answer.record,
-                dry_run,
-                force: answer.response.force,
-            });
-            if dry_run {
-                Decided::Done(name, reply)
-            } else {
-                Decided::Deleted(name, reply)
-            }
-        }
-        Request::RemoveFinalizer { name, finalizer } => {
-            let Ok(finalizer) = Name::try_from(finalizer.as_str()) else {
-                return Decided::Refused(invalid(format!(
-                    "finalizer `{finalizer}`: name too long"
-                )));
-            };
-            match batch.handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer)) {
-                Ok(_) => Decided::Done(name, Reply::Updated),
-                Err(e) => Decided::Refused(error(&name, &e)),
-            }
-        }
-        // Put: see `handle`. Reads are served by the connection threads.
-        Request::Put { .. } | Request::Get { .. } | Request::Watch | Request::Status => {
+        // Delete and RemoveFinalizer: inputs, above. Put: see `handle`.
+        // Reads are served by the connection threads.
+        Request::Delete { .. }
+        | Request::RemoveFinalizer { .. }
+        | Request::Put { .. }
+        | Request::Get { .. }
+        | Request::Watch
+        | Request::Status => {
             Decided::Refused(invalid("not a change request decided on a batch".into()))
         }
+    }
+}
+
+/// Decides one request that is a lifecycle input ([`Request::input`]) on
+/// `name`, and its answer.
+fn decide_input<S: Store, C: Clock>(
+    batch: &mut Batch<'_, S, C, ProcessActuator>,
+    name: String,
+    input: grace_core::Input,
+    node: &str,
+) -> Decided {
+    match batch.handle(&name, input) {
+        Ok(Answer::Delete(answer)) => deleted(batch, name, answer, node),
+        Ok(_) => Decided::Done(name, Reply::Updated),
+        Err(e) => Decided::Refused(error(&name, &e)),
+    }
+}
+
+/// A delete decided: the agent sees its own node's deletions at once (its
+/// agent sync, in the same batch), and answers with the record (R33).
+fn deleted<S: Store, C: Clock>(
+    batch: &mut Batch<'_, S, C, ProcessActuator>,
+    name: String,
+    answer: DeleteAnswer,
+    node: &str,
+) -> Decided {
+    if !answer.response.dry_run
+        && batch
+            .runtime()
+            .object(&name)
+            .is_some_and(|o| o.node.as_deref() == Some(node))
+        && let Err(e) = batch.handle(&name, grace_core::Input::AgentSync)
+    {
+        // The delete stays, as when it is handled alone.
+        return Decided::Done(name.clone(), error(&name, &e));
+    }
+    let dry_run = answer.response.dry_run;
+    let reply = Reply::Deleted(DeleteReport {
+        outcome: answer.response.outcome,
+        record: answer.record,
+        dry_run,
+        force: answer.response.force,
+    });
+    if dry_run {
+        Decided::Done(name, reply)
+    } else {
+        Decided::Deleted(name, reply)
     }
 }
 
@@ -675,9 +693,14 @@ mod tests {
             .push(StoredContainer::new("main", vec!["sleep", "1000"]));
         rt.create("a", a).expect("created");
         let _ = rt
-            .handle_delete("a", &DeleteOptions::with_grace(30))
+            .handle(
+                "a",
+                grace_core::Input::Delete(DeleteOptions::with_grace(30)),
+            )
             .expect("deleted");
-        let _ = rt.handle_agent_sync("a").expect("its stop signal sent");
+        let _ = rt
+            .handle("a", grace_core::Input::AgentSync)
+            .expect("its stop signal sent");
         assert!(rt.lifecycle("a").is_some(), "waits for its container");
         let before = store.commits.load(Ordering::SeqCst);
         // Its exit comes first; two deletes wait behind it.
@@ -693,11 +716,7 @@ mod tests {
             replies.push(rx);
         }
         drop(tx);
-        let exit = WorldEvent::Exited {
-            object: "a".into(),
-            container: 0,
-            code: Some(143),
-        };
+        let exit = WorldEvent::exited("a", 0, Some(143));
 
         let served = serve_batch(&mut rt, Input::World(exit), &inputs, NODE, true);
         assert!(

@@ -34,7 +34,7 @@ pub(crate) fn collect<S: Store, C: Clock>(
             .object(&dependent)
             .is_some_and(|o| o.node.as_deref() == Some(node));
         if here {
-            let _ = rt.handle_agent_sync(&dependent)?;
+            let _ = rt.handle(&dependent, grace_core::Input::AgentSync)?;
         }
     }
     Ok(())

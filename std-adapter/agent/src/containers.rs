@@ -23,6 +23,7 @@ pub(crate) fn wants_binding(object: &StoredObject) -> bool {
         && !object.containers.is_empty()
         && object.record.deletion_timestamp.is_none()
 }
+use grace_core::Input;
 
 /// Starts an object's containers that are not running and reports each
 /// one's status: `Running`, `ContainerCannotRun` with the reason, or
@@ -66,7 +67,7 @@ pub(crate) fn start_all<'a, S: Store, C: Clock>(
                 other => ContainerStatus::cannot_run(other.message().to_owned()),
             };
             let _ = batch.set_container_status(name, i, status);
-            let _ = batch.handle_container_exited(name, i);
+            let _ = batch.handle(name, Input::container_exited(i));
         }
     }
     let _ = batch.commit();

@@ -1,6 +1,8 @@
 //! What the runtime thread of an agent takes, on one channel: requests
 //! from the socket's connections, changes from a store's watch, process
-//! events, and the order to stop.
+//! events, and the order to stop. The lifecycle inputs among them are
+//! grace-core's: a request's is [`Request::input`], a process event
+//! carries one ([`WorldEvent::input`]).
 
 use std::sync::mpsc;
 

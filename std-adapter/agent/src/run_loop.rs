@@ -412,7 +412,10 @@ fn stop_workloads<S: Store>(
             .record()
             .termination_grace_period_seconds
             .unwrap_or(DEFAULT_GRACE_SECONDS);
-        match rt.handle_evict(&name, grace) {
+        match rt
+            .handle(&name, grace_core::Input::evict(grace))
+            .map(|a| a.handled())
+        {
             Ok(grace_core::Handled::Applied) => {
                 evicted = evicted.saturating_add(1);
                 awaited.push(name);

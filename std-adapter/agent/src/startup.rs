@@ -86,7 +86,7 @@ pub(crate) fn pick_up<S: Store>(
     for name in names {
         if bound_here(rt, &name, node) {
             reconcile(rt, &name, gone)?;
-            let _ = rt.handle_agent_sync(&name)?;
+            let _ = rt.handle(&name, grace_core::Input::AgentSync)?;
         }
         if let Err(e) = crate::collect::collect(rt, node, Some(&name)) {
             tracing::warn!(
@@ -263,15 +263,15 @@ fn reconcile<S: Store, C: Clock>(
             grace_core::Stage::Stopped => {}
             grace_core::Stage::PreStop { .. } => {
                 if !rt.actuator().hook_running(name, i) && !reported(i, true) {
-                    let _ = rt.handle_pre_stop_finished(name, i)?;
+                    let _ = rt.handle(name, grace_core::Input::pre_stop_finished(i))?;
                 }
                 if !rt.actuator().is_running(name, i) && !reported(i, false) {
-                    let _ = rt.handle_container_exited(name, i)?;
+                    let _ = rt.handle(name, grace_core::Input::container_exited(i))?;
                 }
             }
             _ => {
                 if !rt.actuator().is_running(name, i) && !reported(i, false) {
-                    let _ = rt.handle_container_exited(name, i)?;
+                    let _ = rt.handle(name, grace_core::Input::container_exited(i))?;
                 }
             }
         }

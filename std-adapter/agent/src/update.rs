@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{FinalizerChange, Name};
+use grace_core::{FinalizerChange, Input, Name};
 
 use crate::api::{ApiError, ErrorKind, Reply};
 use crate::clock::Clock;
@@ -151,10 +151,10 @@ pub fn put<S: Store, C: Clock>(
         rt.update_owners(name, owners)?;
     }
     for f in plan.add {
-        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Add(f))?;
+        let _ = rt.handle(name, Input::FinalizerUpdate(FinalizerChange::Add(f)))?;
     }
     for f in plan.remove {
-        let _ = rt.handle_finalizer_update(name, &FinalizerChange::Remove(f))?;
+        let _ = rt.handle(name, Input::FinalizerUpdate(FinalizerChange::Remove(f)))?;
     }
     Ok(Reply::Configured { changed })
 }

@@ -14,7 +14,7 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use grace_core::{Action, DeleteOptions, Name, Phase, Record};
+use grace_core::{Action, DeleteOptions, Input, Name, Phase, Record};
 
 use crate::clock::{Clock, SystemClock};
 use crate::process::ProcessActuator;
@@ -290,10 +290,10 @@ fn start_parts(rt: &mut DemoRuntime) -> Result<(), DemoError> {
 /// Deletes every part with its grace, at t = 0, and lets the agent see it.
 fn delete_parts(out: &mut dyn Write, rt: &mut DemoRuntime) -> Result<(), RuntimeError> {
     for p in &PARTS {
-        let response = rt.handle_delete(p.name, &DeleteOptions::with_grace(p.grace))?;
-        let ts = response
-            .record
-            .deletion_timestamp
+        let answer = rt.handle(p.name, Input::Delete(DeleteOptions::with_grace(p.grace)))?;
+        let ts = answer
+            .delete()
+            .and_then(|a| a.record.deletion_timestamp)
             .map_or(0, |t| t.as_unix_seconds());
         say(
             out,
@@ -302,7 +302,7 @@ fn delete_parts(out: &mut dyn Write, rt: &mut DemoRuntime) -> Result<(), Runtime
                 0.0, p.name, p.grace, ts, p.grace
             ),
         );
-        let _ = rt.handle_agent_sync(p.name)?;
+        let _ = rt.handle(p.name, Input::AgentSync)?;
     }
     Ok(())
 }

@@ -28,13 +28,13 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration as StdDuration;
 
-use grace_core::{DeleteOptions, Name, Record};
+use grace_core::{DeleteOptions, Input, Name, Record};
 use rustix::process::Signal;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
 use crate::clock::{Clock, SystemClock};
-use crate::process::{Output, ProcessActuator, WorldEvent};
+use crate::process::{Output, ProcessActuator};
 use crate::runtime::{Recovery, Runtime, RuntimeError};
 use crate::store::{MemoryStore, StoredContainer, StoredObject};
 
@@ -254,8 +254,8 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
                 if !deleting {
                     // kubectl delete: the spec's grace.
                     deleting = true;
-                    let _ = rt.handle_delete("main", &DeleteOptions::default())?;
-                    let _ = rt.handle_agent_sync("main")?;
+                    let _ = rt.handle("main", Input::Delete(DeleteOptions::default()))?;
+                    let _ = rt.handle("main", Input::AgentSync)?;
                 }
                 continue;
             }
@@ -275,7 +275,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
             })
             .map_or(50, |ms| ms.min(50));
         if let Ok(event) = world.recv_timeout(StdDuration::from_millis(wait)) {
-            if let WorldEvent::Exited { code, .. } = event {
+            if let Some((_, code)) = event.exit() {
                 status = Some(exit_code(code));
                 if !deleting {
                     return Ok(status.unwrap_or(1));
@@ -291,7 +291,7 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
 }
 
 /// The shell convention: the code, or 128 + the signal (see
-/// [`WorldEvent::Exited`]); 1 if the status could not be read.
+/// [`WorldEvent::exit_code`](crate::process::WorldEvent::exit_code)); 1 if the status could not be read.
 fn exit_code(code: Option<i32>) -> u8 {
     code.and_then(|c| u8::try_from(c & 0xff).ok()).unwrap_or(1)
 }

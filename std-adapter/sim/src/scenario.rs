@@ -7,8 +7,8 @@
 use std::fmt;
 
 use grace_core::{
-    ContainerSpec, DeleteOptions, FinalizerChange, Finalizers, GcPolicy, Kind, Name, PodPhase,
-    Preconditions, Propagation, Record, Strategy, Timestamp,
+    ContainerSpec, DeleteOptions, FinalizerChange, Finalizers, GcPolicy, Input, Kind, Name,
+    PodPhase, Preconditions, Propagation, Record, Strategy, Timestamp,
 };
 use serde::Deserialize;
 
@@ -69,51 +69,53 @@ pub struct ScenarioEvent {
     pub kind: ScenarioEventKind,
 }
 
-/// The inputs a scenario can contain.
+/// The inputs a scenario can contain: a delete as the format writes it,
+/// the core's other inputs as they are, and a read.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ScenarioEventKind {
-    /// An API delete request; `None`: no body.
+    /// An API delete request ([`Input::Delete`], with what the format
+    /// allows beyond the core's options).
     Delete(DeleteRequest),
-    /// The agent observes the record.
-    AgentSync,
-    /// An agent-side kill override.
-    Evict {
-        /// The override's grace in seconds.
-        grace_period_seconds: i64,
-    },
-    /// An update of the finalizer list.
-    Finalizer(FinalizerChange),
-    /// A container's process exits now.
-    ContainerExit {
-        /// Index into the scenario's containers.
-        container: usize,
-    },
-    /// The agent stops reporting.
-    NodeLost,
-    /// The agent reports again.
-    NodeReady,
-    /// The node is gone for good (D7).
-    NodeFenced,
+    /// One of the core's other inputs. The format names `agent_sync`
+    /// ([`Input::AgentSync`]), `evict` ([`Input::Evict`]),
+    /// `add_finalizer` and `remove_finalizer` ([`Input::FinalizerUpdate`]),
+    /// `container_exit` ([`Input::ContainerExited`]: the index into the
+    /// scenario's containers), `node_lost`, `node_ready` and `node_fenced`
+    /// (D7); the simulator takes any input.
+    Input(Input),
     /// Report the stored record.
     Get,
 }
 
 impl ScenarioEventKind {
-    /// The event's name in the scenario format.
+    /// The event's name in the scenario format (an input the format does
+    /// not name: its name in the timeline).
     pub fn name(&self) -> &'static str {
         match self {
             ScenarioEventKind::Delete(_) => "delete",
-            ScenarioEventKind::AgentSync => "agent_sync",
-            ScenarioEventKind::Evict { .. } => "evict",
-            ScenarioEventKind::Finalizer(FinalizerChange::Add(_)) => "add_finalizer",
-            ScenarioEventKind::Finalizer(FinalizerChange::Remove(_)) => "remove_finalizer",
-            ScenarioEventKind::Finalizer(_) => "finalizer",
-            ScenarioEventKind::ContainerExit { .. } => "container_exit",
-            ScenarioEventKind::NodeLost => "node_lost",
-            ScenarioEventKind::NodeReady => "node_ready",
-            ScenarioEventKind::NodeFenced => "node_fenced",
+            ScenarioEventKind::Input(input) => input_name(input),
             ScenarioEventKind::Get => "get",
         }
+    }
+}
+
+/// An input's name in the scenario format.
+fn input_name(input: &Input) -> &'static str {
+    match input {
+        Input::Delete(_) => "delete",
+        Input::AgentSync => "agent_sync",
+        Input::Evict { .. } => "evict",
+        Input::FinalizerUpdate(FinalizerChange::Add(_)) => "add_finalizer",
+        Input::FinalizerUpdate(FinalizerChange::Remove(_)) => "remove_finalizer",
+        Input::FinalizerUpdate(_) => "finalizer",
+        Input::ContainerExited(_) => "container_exit",
+        Input::PreStopFinished(_) => "pre_stop_finished",
+        Input::StopSignalSent(_) => "stop_signal_sent",
+        Input::NodeLost => "node_lost",
+        Input::NodeReady => "node_ready",
+        Input::NodeFenced => "node_fenced",
+        Input::Timeout => "timeout",
+        _ => "input",
     }
 }
 
@@ -694,24 +696,22 @@ impl RawEvent {
             )?));
         }
         if self.agent_sync.is_some() {
-            kinds.push(ScenarioEventKind::AgentSync);
+            kinds.push(ScenarioEventKind::Input(Input::AgentSync));
         }
         if let Some(evict) = self.evict {
-            kinds.push(ScenarioEventKind::Evict {
-                grace_period_seconds: evict.grace_period_seconds,
-            });
+            kinds.push(ScenarioEventKind::Input(Input::evict(
+                evict.grace_period_seconds,
+            )));
         }
         if let Some(f) = self.remove_finalizer {
-            kinds.push(ScenarioEventKind::Finalizer(FinalizerChange::Remove(name(
-                &f,
-                &format!("{field}.remove_finalizer"),
-            )?)));
+            kinds.push(ScenarioEventKind::Input(Input::FinalizerUpdate(
+                FinalizerChange::Remove(name(&f, &format!("{field}.remove_finalizer"))?),
+            )));
         }
         if let Some(f) = self.add_finalizer {
-            kinds.push(ScenarioEventKind::Finalizer(FinalizerChange::Add(name(
-                &f,
-                &format!("{field}.add_finalizer"),
-            )?)));
+            kinds.push(ScenarioEventKind::Input(Input::FinalizerUpdate(
+                FinalizerChange::Add(name(&f, &format!("{field}.add_finalizer"))?),
+            )));
         }
         if let Some(c) = self.container_exit {
             let container = containers
@@ -723,16 +723,16 @@ impl RawEvent {
                         format!("no container named `{}`", c.container),
                     )
                 })?;
-            kinds.push(ScenarioEventKind::ContainerExit { container });
+            kinds.push(ScenarioEventKind::Input(Input::container_exited(container)));
         }
         if self.node_lost.is_some() {
-            kinds.push(ScenarioEventKind::NodeLost);
+            kinds.push(ScenarioEventKind::Input(Input::NodeLost));
         }
         if self.node_ready.is_some() {
-            kinds.push(ScenarioEventKind::NodeReady);
+            kinds.push(ScenarioEventKind::Input(Input::NodeReady));
         }
         if self.node_fenced.is_some() {
-            kinds.push(ScenarioEventKind::NodeFenced);
+            kinds.push(ScenarioEventKind::Input(Input::NodeFenced));
         }
         if self.get.is_some() {
             kinds.push(ScenarioEventKind::Get);

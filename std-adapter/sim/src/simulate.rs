@@ -9,10 +9,9 @@
 //! deadlines, then the scenario's input — so a process that exits at the
 //! instant its SIGKILL is due is not killed.
 
-use grace_core::Input;
 use grace_core::{
-    Action, Container, DeleteError, DeleteOutcome, Handled, Instant, Lifecycle, Now, Phase,
-    UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Action, Container, DeleteError, DeleteOutcome, FinalizerChange, Handled, Input, Instant,
+    Lifecycle, Now, Phase, Reply, UpdateError, UpdateOutcome, WallTime, decide_delete,
 };
 
 use crate::scenario::{
@@ -343,63 +342,7 @@ impl<'a> Simulator<'a> {
         };
         match &event.kind {
             ScenarioEventKind::Delete(request) => self.delete(now, request, &mut entry),
-            ScenarioEventKind::AgentSync => {
-                entry.outcome = handled(self.machine.handle(now, Input::AgentSync).handled());
-            }
-            ScenarioEventKind::Evict {
-                grace_period_seconds,
-            } => {
-                entry.outcome = handled(
-                    self.machine
-                        .handle(now, Input::evict(*grace_period_seconds))
-                        .handled(),
-                );
-            }
-            ScenarioEventKind::Finalizer(change) => {
-                match self
-                    .machine
-                    .handle(now, Input::FinalizerUpdate(change.clone()))
-                    .update()
-                    .unwrap_or(Err(UpdateError::NotFound))
-                {
-                    Ok(UpdateOutcome::Deleted { force }) => {
-                        entry.outcome = Outcome::Deleted;
-                        entry.force = force;
-                    }
-                    Ok(_) => entry.outcome = Outcome::Ok,
-                    Err(UpdateError::NotFound) => entry.outcome = Outcome::NotFound,
-                    Err(e) => {
-                        entry.outcome = Outcome::Invalid;
-                        entry.error = Some(e.to_string());
-                    }
-                }
-            }
-            ScenarioEventKind::ContainerExit { container } => {
-                entry.container = Some(*container);
-                if let Some(w) = self.world.get_mut(*container) {
-                    *w = World::default();
-                }
-                entry.outcome = match self
-                    .machine
-                    .handle(now, Input::container_exited(*container))
-                    .container()
-                {
-                    Ok(h) => handled(h),
-                    Err(_) => Outcome::Ignored,
-                };
-            }
-            ScenarioEventKind::NodeLost => {
-                entry.outcome = handled(self.machine.handle(now, Input::NodeLost).handled())
-            }
-            ScenarioEventKind::NodeReady => {
-                entry.outcome = handled(self.machine.handle(now, Input::NodeReady).handled())
-            }
-            ScenarioEventKind::NodeFenced => {
-                entry.outcome = handled(self.machine.handle(now, Input::NodeFenced).handled());
-                if was_stored && !self.machine.is_stored() {
-                    entry.outcome = Outcome::Deleted;
-                }
-            }
+            ScenarioEventKind::Input(input) => self.feed(now, input.clone(), &mut entry),
             ScenarioEventKind::Get => {
                 entry.outcome = if was_stored {
                     Outcome::Ok
@@ -436,13 +379,29 @@ impl<'a> Simulator<'a> {
             };
             return report_delete_error(verdict, entry);
         }
-        match self
-            .machine
-            .handle(now, Input::Delete(request.options.clone()))
-            .delete()
-            .unwrap_or(Err(DeleteError::NotFound))
-        {
-            Ok(response) => {
+        self.feed(now, Input::Delete(request.options.clone()), entry);
+    }
+
+    /// Feeds one input to the machine and reports its reply in `entry`:
+    /// one report per kind of reply, whatever the input.
+    fn feed(&mut self, now: Now, input: Input, entry: &mut EventEntry) {
+        let was_stored = self.machine.is_stored();
+        // What the reply does not say again: a dry run's options (its
+        // record is the decision not applied, R42), the container named.
+        let dry_run = match &input {
+            Input::Delete(options) if options.dry_run => Some(options.clone()),
+            _ => None,
+        };
+        let fenced = matches!(input, Input::NodeFenced);
+        if let Input::ContainerExited(c) = &input {
+            let container = c.get();
+            entry.container = Some(container);
+            if let Some(w) = self.world.get_mut(container) {
+                *w = World::default();
+            }
+        }
+        match self.machine.handle(now, input) {
+            Reply::Delete(Ok(response)) => {
                 entry.outcome = match response.outcome {
                     DeleteOutcome::Graceful => Outcome::Graceful,
                     DeleteOutcome::Deleted => Outcome::Deleted,
@@ -454,21 +413,36 @@ impl<'a> Simulator<'a> {
                 // The object the response refers to: the record as written,
                 // or for a dry run (nothing changed) what the same decision
                 // would write.
-                let would = response.dry_run.then(|| {
+                let would = dry_run.map(|options| {
                     let machine = &self.machine;
-                    decide_delete(
-                        machine.record(),
-                        &machine.strategy(),
-                        &request.options,
-                        now.wall,
-                    )
+                    decide_delete(machine.record(), &machine.strategy(), &options, now.wall)
                 });
                 entry.record = match would {
                     Some(Ok(decision)) => RecordView::of(&decision.record),
                     Some(Err(_)) | None => self.view(),
                 };
             }
-            Err(e) => report_delete_error(Err(e), entry),
+            Reply::Delete(Err(e)) => report_delete_error(Err(e), entry),
+            Reply::Update(Ok(UpdateOutcome::Deleted { force })) => {
+                entry.outcome = Outcome::Deleted;
+                entry.force = force;
+            }
+            Reply::Update(Ok(_)) => entry.outcome = Outcome::Ok,
+            Reply::Update(Err(UpdateError::NotFound)) => entry.outcome = Outcome::NotFound,
+            Reply::Update(Err(e)) => {
+                entry.outcome = Outcome::Invalid;
+                entry.error = Some(e.to_string());
+            }
+            // A container the object does not have.
+            Reply::Handled(Err(_)) => entry.outcome = Outcome::Ignored,
+            other => {
+                entry.outcome = handled(other.handled());
+                // The fence issues the final delete on the agent's behalf
+                // (D7): reported as the delete it is.
+                if fenced && was_stored && !self.machine.is_stored() {
+                    entry.outcome = Outcome::Deleted;
+                }
+            }
         }
     }
 }
@@ -524,21 +498,17 @@ fn describe(kind: &ScenarioEventKind, scenario: &Scenario) -> String {
             }
             format!("({})", parts.join(", "))
         }
-        ScenarioEventKind::Evict {
+        ScenarioEventKind::Input(Input::Evict {
             grace_period_seconds,
-        } => format!("(grace {grace_period_seconds})"),
-        ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Add(n))
-        | ScenarioEventKind::Finalizer(grace_core::FinalizerChange::Remove(n)) => n.to_string(),
-        ScenarioEventKind::Finalizer(_) => String::new(),
-        ScenarioEventKind::ContainerExit { container } => scenario
+        }) => format!("(grace {grace_period_seconds})"),
+        ScenarioEventKind::Input(Input::FinalizerUpdate(
+            FinalizerChange::Add(n) | FinalizerChange::Remove(n),
+        )) => n.to_string(),
+        ScenarioEventKind::Input(Input::ContainerExited(c)) => scenario
             .containers
-            .get(*container)
+            .get(c.get())
             .map(|c| c.name.clone())
             .unwrap_or_default(),
-        ScenarioEventKind::AgentSync
-        | ScenarioEventKind::NodeLost
-        | ScenarioEventKind::NodeReady
-        | ScenarioEventKind::NodeFenced
-        | ScenarioEventKind::Get => String::new(),
+        ScenarioEventKind::Input(_) | ScenarioEventKind::Get => String::new(),
     }
 }

@@ -375,15 +375,8 @@ fn exit_code(pidfd: &OwnedFd) -> Option<i32> {
 
 fn event(watch: &WatchedProcess, code: Option<i32>) -> WorldEvent {
     if watch.hook {
-        WorldEvent::PreStopFinished {
-            object: watch.object.clone(),
-            container: watch.container,
-        }
+        WorldEvent::pre_stop_finished(watch.object.clone(), watch.container)
     } else {
-        WorldEvent::Exited {
-            object: watch.object.clone(),
-            container: watch.container,
-            code,
-        }
+        WorldEvent::exited(watch.object.clone(), watch.container, code)
     }
 }

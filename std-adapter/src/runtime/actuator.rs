@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use grace_core::{Action, Instant};
+use grace_core::{Action, ContainerIndex, Input, Instant};
 
 use super::{Runtime, RuntimeError};
 use crate::clock::Clock;
@@ -168,7 +168,7 @@ impl PartialEq for ActionError {
 ///
 /// ```
 /// use std::sync::mpsc;
-/// use grace_core::{Action, DeleteOptions, Record, Stage};
+/// use grace_core::{Action, DeleteOptions, Input, Record, Stage};
 /// use grace_std::clock::ManualClock;
 /// use grace_std::runtime::{ActionError, Actuator, Runtime, WorldEvent};
 /// use grace_std::store::{MemoryStore, StoredContainer, StoredObject};
@@ -180,10 +180,7 @@ impl PartialEq for ActionError {
 /// impl Actuator for Hooks {
 ///     fn perform(&mut self, object: &str, _: &StoredObject, action: &Action) -> Result<(), ActionError> {
 ///         if let Action::RunPreStop { container, .. } = *action {
-///             let returned = WorldEvent::PreStopFinished {
-///                 object: object.to_owned(),
-///                 container: usize::from(container),
-///             };
+///             let returned = WorldEvent::pre_stop_finished(object, container);
 ///             self.0.send(returned).map_err(|e| ActionError::new(action, e))?;
 ///         }
 ///         Ok(())
@@ -198,8 +195,8 @@ impl PartialEq for ActionError {
 /// app.pre_stop = Some("sleep 5".into());
 /// web.containers.push(app);
 /// runtime.create("web-0", web)?;
-/// runtime.handle_delete("web-0", &DeleteOptions::with_grace(30))?;
-/// runtime.handle_agent_sync("web-0")?; // the hook starts, and returns
+/// runtime.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))?;
+/// runtime.handle("web-0", Input::AgentSync)?; // the hook starts, and returns
 ///
 /// // The program's loop (a real one waits with `recv_timeout` until
 /// // `poll_timeout`, then calls `handle_timeouts`).
@@ -212,61 +209,83 @@ impl PartialEq for ActionError {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum WorldEvent {
-    /// A pre-stop hook returned (on its own, not cut off): the stop signal
-    /// goes now rather than when the hook's budget is spent, and the
-    /// hook's time is charged in whole seconds ([R60], [R61]).
+pub struct WorldEvent {
+    /// The object it is about.
+    pub object: String,
+    /// What happened, as the core's input on the object: usually a
+    /// pre-stop hook that returned ([`Input::PreStopFinished`]: on its own,
+    /// not cut off; the stop signal goes now rather than when the hook's
+    /// budget is spent, and the hook's time is charged in whole seconds,
+    /// [R60], [R61]) or a container's process that exited with nothing of
+    /// it left ([`Input::ContainerExited`]: the container is stopped and
+    /// gets no SIGKILL, [R63]). Any input is taken, as
+    /// [`Runtime::handle`] takes it.
     ///
     /// [R60]: grace_core::rules#r60
     /// [R61]: grace_core::rules#r61
-    PreStopFinished {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-    },
-    /// A container's process exited, and nothing of it is left: the
-    /// container is stopped and gets no SIGKILL ([R63]).
-    ///
     /// [R63]: grace_core::rules#r63
-    Exited {
-        /// The object.
-        object: String,
-        /// The container's index.
-        container: usize,
-        /// Its status as a shell reports it: the exit code, or 128 + the
-        /// signal that ended it; `None` if it could not be read.
-        code: Option<i32>,
-    },
+    pub input: Input,
+    /// For an exit, its status as a shell reports it: the exit code, or
+    /// 128 + the signal that ended it; `None` if it could not be read (and
+    /// for any other input). Written as the container's status
+    /// ([`ContainerStatus::exited`](crate::store::ContainerStatus::exited))
+    /// before the input is taken.
+    pub exit_code: Option<i32>,
 }
 
 impl WorldEvent {
-    /// The object the event is about.
-    pub fn object(&self) -> &str {
-        match self {
-            WorldEvent::PreStopFinished { object, .. } | WorldEvent::Exited { object, .. } => {
-                object
-            }
+    /// `input` on `object`, as the world reports it.
+    pub fn new(object: impl Into<String>, input: Input) -> Self {
+        WorldEvent {
+            object: object.into(),
+            input,
+            exit_code: None,
         }
     }
 
-    /// The container the event is about.
-    pub fn container(&self) -> usize {
-        match *self {
-            WorldEvent::PreStopFinished { container, .. }
-            | WorldEvent::Exited { container, .. } => container,
+    /// The pre-stop hook of `object`'s container `container` returned.
+    pub fn pre_stop_finished(
+        object: impl Into<String>,
+        container: impl Into<ContainerIndex>,
+    ) -> Self {
+        WorldEvent::new(object, Input::pre_stop_finished(container))
+    }
+
+    /// The process of `object`'s container `container` exited with `code`
+    /// (see [`exit_code`](Self::exit_code)).
+    pub fn exited(
+        object: impl Into<String>,
+        container: impl Into<ContainerIndex>,
+        code: Option<i32>,
+    ) -> Self {
+        WorldEvent {
+            exit_code: code,
+            ..WorldEvent::new(object, Input::container_exited(container))
+        }
+    }
+
+    /// The object the event is about.
+    pub fn object(&self) -> &str {
+        &self.object
+    }
+
+    /// The container an exit is about, and its code; `None` for an event
+    /// that is not an exit.
+    pub fn exit(&self) -> Option<(usize, Option<i32>)> {
+        match self.input {
+            Input::ContainerExited(c) => Some((c.get(), self.exit_code)),
+            _ => None,
         }
     }
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
     /// Takes what happened in the world, as an input: the actuator hears it
-    /// first ([`Actuator::world_event`], which may hold it back); a
-    /// returned hook is then
-    /// [`handle_pre_stop_finished`](Self::handle_pre_stop_finished), an exit
-    /// the container's status ([`ContainerStatus::exited`](crate::store::ContainerStatus::exited), written at once)
-    /// and [`handle_container_exited`](Self::handle_container_exited). Each
-    /// is durable before the actions it owes are carried out, and before
+    /// first ([`Actuator::world_event`], which may hold it back); each
+    /// event it gives back is then its input on its object, as
+    /// [`handle`](Self::handle) takes it, after an exit's status
+    /// ([`ContainerStatus::exited`](crate::store::ContainerStatus::exited)).
+    /// Each is durable before the actions it owes are carried out, and before
     /// [`Actuator::world_event_taken`].
     ///
     /// An event about an object the runtime no longer tracks is no error:

@@ -12,9 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use grace_core::{
-    ContainerIndex, DeleteOptions, FinalizerChange, Handled, Now, Phase, UpdateOutcome,
-};
+use grace_core::{Input, Now, Phase};
 
 use super::commit::{RoundFailure, Written};
 use super::inputs;
@@ -22,7 +20,7 @@ use super::objects::{Before, Id};
 use super::stored::Spec;
 use super::writes::Writes;
 use super::{
-    Actuator, Change, DeleteAnswer, ObjectLifecycle, Runtime, RuntimeError, WorldEvent, store_down,
+    Actuator, Answer, Change, ObjectLifecycle, Runtime, RuntimeError, WorldEvent, store_down,
 };
 use crate::clock::Clock;
 use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredObject, Write};
@@ -30,8 +28,9 @@ use crate::store::{ContainerStatus, Revision, Store, StorePreconditions, StoredO
 /// Inputs decided in memory and made durable together by
 /// [`commit`](Batch::commit) (see the module docs).
 ///
-/// Each input method answers as the [`Runtime`] method of the same name
-/// would, against the state the batch has reached: a refused input changes
+/// [`handle`](Batch::handle) answers as [`Runtime::handle`] would (and
+/// each other method as the [`Runtime`] method of the same name would),
+/// against the state the batch has reached: a refused input changes
 /// nothing, and the inputs that follow see what each accepted one did. The
 /// answers hold only once `commit` has returned `Ok`; if it fails, no input
 /// of the batch is in effect in memory (the store's state is read back, as
@@ -187,45 +186,11 @@ impl<S: Store, C: Clock, A: Actuator> Batch<'_, S, C, A> {
         Ok(())
     }
 
-    /// [`Runtime::handle_delete`], in the batch.
-    pub fn handle_delete(
-        &mut self,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<DeleteAnswer, RuntimeError> {
-        self.input(name, inputs::delete(options))
-    }
-
-    /// [`Runtime::handle_finalizer_update`], in the batch.
-    pub fn handle_finalizer_update(
-        &mut self,
-        name: &str,
-        change: &FinalizerChange,
-    ) -> Result<UpdateOutcome, RuntimeError> {
-        self.input(name, inputs::finalizer_update(change))
-    }
-
-    /// [`Runtime::handle_agent_sync`], in the batch.
-    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
-        self.input(name, inputs::agent_sync)
-    }
-
-    /// [`Runtime::handle_container_exited`], in the batch.
-    pub fn handle_container_exited(
-        &mut self,
-        name: &str,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, RuntimeError> {
-        self.input(name, inputs::container_exited(name, container.into()))
-    }
-
-    /// [`Runtime::handle_pre_stop_finished`], in the batch.
-    pub fn handle_pre_stop_finished(
-        &mut self,
-        name: &str,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, RuntimeError> {
-        self.input(name, inputs::pre_stop_finished(name, container.into()))
+    /// [`Runtime::handle`], in the batch: the same answer, against the
+    /// state the batch has reached, once [`commit`](Self::commit) returns
+    /// `Ok`.
+    pub fn handle(&mut self, name: &str, input: Input) -> Result<Answer, RuntimeError> {
+        self.input(name, inputs::apply(name, input))
     }
 
     /// [`Runtime::set_container_status`], in the batch: an agent that
@@ -441,30 +406,16 @@ impl<S: Store, C: Clock, A: Actuator> Drop for Batch<'_, S, C, A> {
 }
 
 /// One world event as an input of `batch`; an object no longer tracked is
-/// no error.
+/// no error (see [`Runtime::handle_world_event`]).
 fn take_world_event<S: Store, C: Clock, A: Actuator>(
     batch: &mut Batch<'_, S, C, A>,
     event: &WorldEvent,
 ) -> Result<(), RuntimeError> {
-    match event {
-        WorldEvent::PreStopFinished { object, container } => {
-            unless_gone(batch.handle_pre_stop_finished(object, *container))
-        }
-        WorldEvent::Exited {
-            object,
-            container,
-            code,
-        } => {
-            batch.set_container_status(object, *container, ContainerStatus::exited(*code))?;
-            unless_gone(batch.handle_container_exited(object, *container))
-        }
+    let object = &event.object;
+    if let Some((container, code)) = event.exit() {
+        batch.set_container_status(object, container, ContainerStatus::exited(code))?;
     }
-}
-
-/// An input's result, where an object the runtime no longer tracks is no
-/// error (see [`Runtime::handle_world_event`]).
-fn unless_gone(result: Result<Handled, RuntimeError>) -> Result<(), RuntimeError> {
-    match result {
+    match batch.handle(object, event.input.clone()) {
         Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use grace_core::{
-    ContainerIndex, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Name, Now,
-    Preconditions, Propagation, Record, UpdateError, UpdateOutcome, decide_delete,
+    DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Input, Name, Now,
+    Preconditions, Propagation, Record, Reply, Timestamp, UpdateError, UpdateOutcome,
+    decide_delete,
 };
-use grace_core::{DeleteError, Input, Timestamp};
 
 use super::objects::Entry;
 use super::stored::{Spec, fresh};
@@ -39,6 +39,54 @@ pub struct Collected {
     /// The GC finalizers it removed, with the object they were removed
     /// from.
     pub finalizers_removed: Vec<(String, Name)>,
+}
+
+/// The runtime's answer to an [`Input`] ([`Runtime::handle`],
+/// [`Batch::handle`](super::Batch::handle)): the core's [`Reply`] once the
+/// input is durable, its refusal being the call's [`RuntimeError`]. Which
+/// variant comes back depends on the input, as for the core's reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per input, which costs a store write; a delete's record is as large as a `Result<DeleteAnswer, _>` was"
+)]
+pub enum Answer {
+    /// To [`Input::Delete`]: the REST response and the record (R33).
+    Delete(DeleteAnswer),
+    /// To [`Input::FinalizerUpdate`].
+    Update(UpdateOutcome),
+    /// To every other input.
+    Handled(Handled),
+}
+
+impl Answer {
+    /// The answer to a delete; `None` for the answer to another input.
+    pub fn delete(self) -> Option<DeleteAnswer> {
+        match self {
+            Answer::Delete(answer) => Some(answer),
+            Answer::Update(_) | Answer::Handled(_) => None,
+        }
+    }
+
+    /// The answer to a finalizer update; `None` for the answer to another
+    /// input.
+    pub fn update(self) -> Option<UpdateOutcome> {
+        match self {
+            Answer::Update(outcome) => Some(outcome),
+            Answer::Delete(_) | Answer::Handled(_) => None,
+        }
+    }
+
+    /// Whether the input changed the object ([`Handled::Applied`]; a dry
+    /// run did not), as [`Reply::handled`] says it.
+    pub fn handled(&self) -> Handled {
+        match self {
+            Answer::Delete(answer) if answer.response.dry_run => Handled::Ignored,
+            Answer::Delete(_) | Answer::Update(_) => Handled::Applied,
+            Answer::Handled(handled) => *handled,
+        }
+    }
 }
 
 impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
@@ -87,34 +135,56 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         Ok((lifecycle, state))
     }
 
-    /// A delete request (R1–R44, D4): the core's
-    /// [`Input::Delete`] on the named object, made durable.
+    /// One input on the object `name`: decided by its lifecycle
+    /// ([`Lifecycle::handle`](grace_core::Lifecycle::handle)), made durable,
+    /// then acted on ([`Actuator`]), before this returns. The answer is the
+    /// core's [`Reply`] ([`Answer`]); a refusal (a delete's or an update's
+    /// error, a container the object does not have, no object of that
+    /// name, the store) is the [`RuntimeError`], and changes nothing.
     ///
-    /// This is the API server's half, as in Kubernetes: a pod bound to a
-    /// node is marked for deletion (and taken out of endpoints), and its
-    /// kill does not start (no stop signal, no SIGKILL deadline) until the
-    /// node's agent observes it, which is
-    /// [`handle_agent_sync`](Self::handle_agent_sync). A program that is
-    /// itself the node's agent calls that right after (as `grace agent`
-    /// does); otherwise the agent holding the same store calls it when it
-    /// sees the change. What needs no kill (an unscheduled pod, R19; an
-    /// object that is not a pod) does not wait for one.
-    pub fn handle_delete(
-        &mut self,
-        name: &str,
-        options: &DeleteOptions,
-    ) -> Result<DeleteAnswer, RuntimeError> {
-        self.input(name, delete(options))
-    }
-
-    /// An update of the finalizer list (R45, R46): the core's
-    /// [`Input::FinalizerUpdate`] on the named object.
-    pub fn handle_finalizer_update(
-        &mut self,
-        name: &str,
-        change: &FinalizerChange,
-    ) -> Result<UpdateOutcome, RuntimeError> {
-        self.input(name, finalizer_update(change))
+    /// A delete ([`Input::Delete`], R1–R44, D4) is the API server's half,
+    /// as in Kubernetes: a pod bound to a node is marked for deletion (and
+    /// taken out of endpoints), and its kill does not start (no stop
+    /// signal, no SIGKILL deadline) until the node's agent observes it,
+    /// which is [`Input::AgentSync`]. A program that is itself the node's
+    /// agent feeds that right after (as `grace agent` does); otherwise the
+    /// agent holding the same store feeds it when it sees the change. What
+    /// needs no kill (an unscheduled pod, R19; an object that is not a pod)
+    /// does not wait for one.
+    ///
+    /// The deadlines of every object are [`handle_timeouts`](Self::handle_timeouts)'s
+    /// (the runtime's timer, as [`Table::handle_timeouts`](grace_core::Table::handle_timeouts)
+    /// is the table's), and the stop signals the runtime sends are reported
+    /// by the runtime itself; [`Input::Timeout`] and [`Input::StopSignalSent`]
+    /// are taken here all the same, for one object.
+    ///
+    /// ```
+    /// use grace_core::{Action, DeleteOptions, Input, Record};
+    /// use grace_std::clock::ManualClock;
+    /// use grace_std::runtime::{ActionError, Actuator, Runtime};
+    /// use grace_std::store::{MemoryStore, StoredContainer, StoredObject};
+    /// # struct Nothing;
+    /// # impl Actuator for Nothing {
+    /// #     fn perform(&mut self, _: &str, _: &StoredObject, _: &Action) -> Result<(), ActionError> {
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    ///
+    /// let clock = ManualClock::at_unix_millis(1_700_000_000_000);
+    /// let mut runtime = Runtime::builder(MemoryStore::new(), clock, Nothing).open()?;
+    /// let mut web = StoredObject::on_node(Record::builder("uid-web-0").build()?, "node-a");
+    /// web.containers.push(StoredContainer::new("app", ["sleep", "1000"]));
+    /// runtime.create("web-0", web)?;
+    ///
+    /// let deleted = runtime.handle("web-0", Input::Delete(DeleteOptions::with_grace(30)))?;
+    /// assert!(deleted.delete().is_some_and(|a| a.record.deletion_timestamp.is_some()));
+    /// runtime.handle("web-0", Input::AgentSync)?; // the stop signal; SIGKILL due in 30 s
+    /// runtime.handle("web-0", Input::container_exited(0))?; // stopped: removed
+    /// assert!(runtime.lifecycle("web-0").is_none());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn handle(&mut self, name: &str, input: Input) -> Result<Answer, RuntimeError> {
+        self.input(name, apply(name, input))
     }
 
     /// The garbage collector's step ([`crate::gc`]) after a change to
@@ -141,7 +211,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         let due = crate::gc::finalizers_to_remove(lifecycle.record());
         let mut removed = Vec::with_capacity(due.len());
         for finalizer in due {
-            match self.handle_finalizer_update(name, &FinalizerChange::Remove(finalizer.clone())) {
+            let change = FinalizerChange::Remove(finalizer.clone());
+            match self.handle(name, Input::FinalizerUpdate(change)) {
                 Ok(_) => removed.push(finalizer),
                 // Removed meanwhile (by the removal before): nothing left.
                 Err(RuntimeError::NotFound(_) | RuntimeError::Update(UpdateError::NotFound)) => {
@@ -267,7 +338,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                         uid: Name::try_from(uid.as_str()).ok(),
                         resource_version: None,
                     });
-                let deleted = self.handle_delete(&name, &options);
+                let deleted = self.handle(&name, Input::Delete(options));
                 if deleted.is_ok() {
                     collected.deleted.push(name);
                 }
@@ -277,8 +348,8 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 let Ok(finalizer) = Name::try_from(finalizer) else {
                     return Ok(false);
                 };
-                let removed = self
-                    .handle_finalizer_update(&name, &FinalizerChange::Remove(finalizer.clone()));
+                let change = FinalizerChange::Remove(finalizer.clone());
+                let removed = self.handle(&name, Input::FinalizerUpdate(change));
                 if removed.is_ok() {
                     collected.finalizers_removed.push((name, finalizer));
                 }
@@ -360,43 +431,6 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             return Err(e);
         }
         Ok(())
-    }
-
-    /// The agent observes the object (and starts or shortens its kill):
-    /// [`Input::AgentSync`].
-    pub fn handle_agent_sync(&mut self, name: &str) -> Result<Handled, RuntimeError> {
-        self.input(name, agent_sync)
-    }
-
-    /// An eviction override (R52, R73, R74): [`Input::Evict`].
-    pub fn handle_evict(
-        &mut self,
-        name: &str,
-        grace_period_seconds: i64,
-    ) -> Result<Handled, RuntimeError> {
-        self.input(name, |l, now| {
-            Ok(l.handle(now, Input::evict(grace_period_seconds)).handled())
-        })
-    }
-
-    /// A container's pre-stop hook returned:
-    /// [`Input::PreStopFinished`].
-    pub fn handle_pre_stop_finished(
-        &mut self,
-        name: &str,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, RuntimeError> {
-        self.input(name, pre_stop_finished(name, container.into()))
-    }
-
-    /// A container's process exited:
-    /// [`Input::ContainerExited`].
-    pub fn handle_container_exited(
-        &mut self,
-        name: &str,
-        container: impl Into<ContainerIndex>,
-    ) -> Result<Handled, RuntimeError> {
-        self.input(name, container_exited(name, container.into()))
     }
 
     /// Records what the agent sees of a container (running, exited with a
@@ -497,70 +531,42 @@ pub(super) fn decide<R>(
     }
 }
 
-// The inputs on one lifecycle, for the runtime's methods and a batch's.
-
-/// A delete request, and the answer to it.
-pub(super) fn delete(
-    options: &DeleteOptions,
-) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<DeleteAnswer, RuntimeError> + '_ {
+/// `input` on one lifecycle, and the answer to it (`object` names it in an
+/// error): for [`Runtime::handle`] and a batch's.
+pub(super) fn apply(
+    object: &str,
+    input: Input,
+) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Answer, RuntimeError> + '_ {
     move |l, now| {
-        let response = l
-            .handle(now, Input::Delete(options.clone()))
-            .delete()
-            .unwrap_or(Err(DeleteError::NotFound))
-            .map_err(RuntimeError::Delete)?;
-        let record = if response.dry_run {
-            // Nothing changed: the same decision, not applied (R42).
-            decide_delete(l.record(), &l.strategy(), options, now.wall)
-                .map_err(RuntimeError::Delete)?
-                .record
-        } else {
-            l.record().clone()
+        // What the reply does not say again: a dry run's options (its
+        // record is the decision not applied, R42), the container named.
+        let dry_run = match &input {
+            Input::Delete(options) if options.dry_run => Some(options.clone()),
+            _ => None,
         };
-        Ok(DeleteAnswer { response, record })
-    }
-}
-
-/// An update of the finalizer list.
-pub(super) fn finalizer_update(
-    change: &FinalizerChange,
-) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<UpdateOutcome, RuntimeError> + '_ {
-    move |l, now| {
-        l.handle(now, Input::FinalizerUpdate(change.clone()))
-            .update()
-            .unwrap_or(Err(UpdateError::NotFound))
-            .map_err(RuntimeError::Update)
-    }
-}
-
-/// The agent observes the object.
-pub(super) fn agent_sync(l: &mut ObjectLifecycle, now: Now) -> Result<Handled, RuntimeError> {
-    Ok(l.handle(now, Input::AgentSync).handled())
-}
-
-/// A container's pre-stop hook returned (`object` names it in an error).
-pub(super) fn pre_stop_finished(
-    object: &str,
-    container: ContainerIndex,
-) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
-    let container = container.get();
-    move |l, now| {
-        l.handle(now, Input::pre_stop_finished(container))
-            .container()
-            .map_err(|_| unknown_container(object, container))
-    }
-}
-
-/// A container's process exited (`object` names it in an error).
-pub(super) fn container_exited(
-    object: &str,
-    container: ContainerIndex,
-) -> impl FnOnce(&mut ObjectLifecycle, Now) -> Result<Handled, RuntimeError> + '_ {
-    let container = container.get();
-    move |l, now| {
-        l.handle(now, Input::container_exited(container))
-            .container()
-            .map_err(|_| unknown_container(object, container))
+        let container = match &input {
+            Input::PreStopFinished(c) | Input::ContainerExited(c) | Input::StopSignalSent(c) => {
+                c.get()
+            }
+            _ => usize::MAX,
+        };
+        match l.handle(now, input) {
+            Reply::Delete(response) => {
+                let response = response.map_err(RuntimeError::Delete)?;
+                let record = match dry_run {
+                    Some(options) => {
+                        decide_delete(l.record(), &l.strategy(), &options, now.wall)
+                            .map_err(RuntimeError::Delete)?
+                            .record
+                    }
+                    None => l.record().clone(),
+                };
+                Ok(Answer::Delete(DeleteAnswer { response, record }))
+            }
+            Reply::Update(outcome) => outcome.map(Answer::Update).map_err(RuntimeError::Update),
+            Reply::Handled(Err(_)) => Err(unknown_container(object, container)),
+            other => Ok(Answer::Handled(other.handled())),
+        }
     }
 }
 

@@ -96,11 +96,7 @@ impl Actuator for WorldActuator {
                 self.clock.advance(self.stop_takes);
                 self.recorder.perform(object, stored, action)?;
                 if let Some(code) = self.exit_on_stop {
-                    let exited = WorldEvent::Exited {
-                        object: object.to_owned(),
-                        container: usize::from(container),
-                        code: Some(code),
-                    };
+                    let exited = WorldEvent::exited(object, container, Some(code));
                     self.report(action, exited)?;
                 }
             }
@@ -108,10 +104,7 @@ impl Actuator for WorldActuator {
                 self.recorder.perform(object, stored, action)?;
                 if let Some(runs) = self.hook_runs {
                     self.clock.advance(runs);
-                    let returned = WorldEvent::PreStopFinished {
-                        object: object.to_owned(),
-                        container: usize::from(container),
-                    };
+                    let returned = WorldEvent::pre_stop_finished(object, container);
                     self.report(action, returned)?;
                 }
             }
