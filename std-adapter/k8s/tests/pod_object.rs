@@ -205,10 +205,15 @@ fn an_object_without_a_node_shows_as_waiting_unscheduled() {
         .remove("nodeName");
     let converted = to_object(&pod(json)).expect("accepted");
     let shown = to_pod("web", &converted.object);
-    let statuses = shown
-        .status
-        .and_then(|s| s.container_statuses)
-        .expect("statuses");
+    let status = shown.status.expect("a status");
+    // No kubelet has seen it: Pending, and only the scheduler's condition.
+    assert_eq!(status.phase.as_deref(), Some("Pending"));
+    let conditions = status.conditions.clone().expect("conditions");
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    assert_eq!(conditions[0].type_, "PodScheduled");
+    assert_eq!(conditions[0].status, "False");
+    assert_eq!(conditions[0].reason.as_deref(), Some("Unschedulable"));
+    let statuses = status.container_statuses.expect("statuses");
     let waiting = statuses[0].state.as_ref().and_then(|s| s.waiting.as_ref());
     assert_eq!(
         waiting.and_then(|w| w.reason.as_deref()),
