@@ -21,8 +21,7 @@
 
 use grace_core::Input;
 use grace_core::{
-    DeleteError, DeleteOptions, FinalizerChange, Now, Preconditions, Propagation, UpdateError,
-    UpdateOutcome, decide_delete,
+    DeleteError, DeleteOptions, FinalizerChange, Now, UpdateError, UpdateOutcome, decide_delete,
 };
 
 use crate::runtime::{
@@ -370,17 +369,7 @@ fn gc_step<S: Store + ?Sized>(
             uid,
             foreground,
         } => {
-            let policy = if foreground {
-                Propagation::Foreground
-            } else {
-                Propagation::Background
-            };
-            let options = DeleteOptions::default()
-                .with_propagation_policy(Some(policy))
-                .with_preconditions(Preconditions {
-                    uid: grace_core::Name::try_from(uid.as_str()).ok(),
-                    resource_version: None,
-                });
+            let options = crate::gc::dependent_delete_options(&uid, foreground);
             let deleted = delete(store, now, &name, &options);
             if deleted.is_ok() {
                 collected.deleted.push(name);

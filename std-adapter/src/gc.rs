@@ -34,7 +34,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use grace_core::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Name, Record};
+use grace_core::{
+    DeleteOptions, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, Name, Preconditions, Propagation, Record,
+};
 
 use crate::store::OwnerReference;
 
@@ -118,6 +120,23 @@ pub enum GcStep {
         /// `orphan` or `foregroundDeletion`.
         finalizer: &'static str,
     },
+}
+
+/// The delete a [`GcStep::Delete`] sends: preconditioned on the dependent's
+/// uid (a new object of the same name is not touched), with the
+/// `Foreground` propagation policy when `foreground`, else `Background`.
+pub(crate) fn dependent_delete_options(uid: &str, foreground: bool) -> DeleteOptions {
+    let policy = if foreground {
+        Propagation::Foreground
+    } else {
+        Propagation::Background
+    };
+    DeleteOptions::default()
+        .with_propagation_policy(Some(policy))
+        .with_preconditions(Preconditions {
+            uid: Name::try_from(uid).ok(),
+            resource_version: None,
+        })
 }
 
 /// The garbage collector's steps over `objects` (everything stored), in

@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 
 use grace_core::{
-    DeleteError, DeleteOptions, DeleteResponse, FinalizerChange, Handled, Input, Name, Now,
-    Preconditions, Propagation, Record, Reply, Timestamp, UpdateError, UpdateOutcome,
-    decide_delete,
+    DeleteError, DeleteResponse, FinalizerChange, Handled, Input, Name, Now, Record, Reply,
+    Timestamp, UpdateError, UpdateOutcome, decide_delete,
 };
 
 use super::objects::Entry;
@@ -327,17 +326,7 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
                 uid,
                 foreground,
             } => {
-                let policy = if foreground {
-                    Propagation::Foreground
-                } else {
-                    Propagation::Background
-                };
-                let options = DeleteOptions::default()
-                    .with_propagation_policy(Some(policy))
-                    .with_preconditions(Preconditions {
-                        uid: Name::try_from(uid.as_str()).ok(),
-                        resource_version: None,
-                    });
+                let options = crate::gc::dependent_delete_options(&uid, foreground);
                 let deleted = self.handle(&name, Input::Delete(options));
                 if deleted.is_ok() {
                     collected.deleted.push(name);
