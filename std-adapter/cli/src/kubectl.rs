@@ -20,8 +20,11 @@ use crate::api::{
     ApiError, Client, ClientError, DATABASE, DeleteReport, ErrorKind, Item, Reply, Request,
 };
 use crate::clock::Clock;
+use crate::custom_columns;
+use crate::field_selector::FieldSelector;
 use crate::output::{self, Format};
 use crate::selector::Selector;
+use crate::sort_by::SortKey;
 use crate::store::{Event, EventKind, RedbStore, Revision, Store, StoreError, StoredObject};
 
 /// Where a store command goes.
@@ -131,6 +134,8 @@ pub struct Selection {
     pub selector: Option<Selector>,
     /// `--all`.
     pub all: bool,
+    /// `--field-selector`.
+    pub fields: Option<FieldSelector>,
 }
 
 impl Selection {
@@ -145,6 +150,11 @@ impl Selection {
                 self.selector
                     .as_ref()
                     .is_none_or(|s| s.matches(&i.object.labels))
+            })
+            .filter(|i| {
+                self.fields.as_ref().is_none_or(|f| {
+                    f.matches(&output::kubernetes(&[(i.name.as_str(), &i.object)], true))
+                })
             })
             .collect();
         if self.args.names.is_empty() {
@@ -204,6 +214,10 @@ pub struct GetOptions {
     pub no_headers: bool,
     /// `-w`: after listing, watch for changes (needs a running agent).
     pub watch: bool,
+    /// `--sort-by`: the order of the objects listed.
+    pub sort_by: Option<SortKey>,
+    /// `-L` and `--show-labels`: label columns after the table's own.
+    pub labels: output::LabelColumns,
 }
 
 /// `grace get [TYPE] [NAME…] [-l SELECTOR] [-o FORMAT] [-w]`.
@@ -217,7 +231,13 @@ pub fn get(
         return watch(target, options, out);
     }
     let (revision, items) = fetch_all(target)?;
-    let (items, missing) = options.selection.pick(items);
+    let (mut items, missing) = options.selection.pick(items);
+    if let Some(key) = &options.sort_by {
+        key.sort(&mut items, |i| {
+            output::kubernetes(&[(i.name.as_str(), &i.object)], true)
+        })
+        .map_err(CommandError::invalid)?;
+    }
     for name in &missing {
         let _ = writeln!(err, "{}", not_found(name));
     }
@@ -225,7 +245,7 @@ pub fn get(
     let single = options.selection.args.names.len() == 1 && options.selection.selector.is_none();
     let pairs: Vec<(&str, &StoredObject)> =
         items.iter().map(|i| (i.name.as_str(), &i.object)).collect();
-    match options.format {
+    match &options.format {
         Format::Table | Format::Wide if items.is_empty() => {
             if missing.is_empty() {
                 let _ = writeln!(err, "No resources found");
@@ -235,15 +255,17 @@ pub fn get(
             let wide = options.format == Format::Wide;
             let mut rows = Vec::new();
             if !options.no_headers {
-                rows.push(
-                    output::header(wide)
-                        .into_iter()
-                        .map(str::to_owned)
-                        .collect(),
-                );
+                let mut header: Vec<String> = output::header(wide)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                header.extend(options.labels.headers());
+                rows.push(header);
             }
             for (name, object) in &pairs {
-                rows.push(output::row(name, object, wide, now, None));
+                let mut row = output::row(name, object, wide, now, None);
+                row.extend(options.labels.cells(object));
+                rows.push(row);
             }
             let _ = write!(out, "{}", output::aligned(&rows));
         }
@@ -261,6 +283,24 @@ pub fn get(
         }
         Format::Yaml => {
             let _ = write!(out, "{}", output::yaml(&output::kubernetes(&pairs, single)));
+        }
+        Format::JsonPath(_) | Format::CustomColumns(_) if single && items.is_empty() => {}
+        Format::JsonPath(template) => {
+            let text = template
+                .render(&output::kubernetes(&pairs, single))
+                .map_err(|e| CommandError::failed(e.to_string()))?;
+            let _ = write!(out, "{text}");
+        }
+        Format::CustomColumns(columns) => {
+            let mut rows = Vec::new();
+            if !options.no_headers {
+                rows.push(custom_columns::headers(columns));
+            }
+            for pair in &pairs {
+                let pod = output::kubernetes(std::slice::from_ref(pair), true);
+                rows.push(custom_columns::row(columns, &pod).map_err(CommandError::failed)?);
+            }
+            let _ = write!(out, "{}", output::aligned(&rows));
         }
         Format::Stored => {
             let text = match (single, items.first()) {
@@ -328,7 +368,7 @@ pub fn delete(
     let modes = [
         by_name,
         !command.files.is_empty(),
-        sel.selector.is_some(),
+        sel.selector.is_some() || sel.fields.is_some(),
         sel.all,
     ];
     match modes.iter().filter(|m| **m).count() {
@@ -360,7 +400,7 @@ pub fn delete(
         let documents = crate::manifest_file::read(&command.files)
             .map_err(|e| CommandError::invalid(format!("error validating {e}")))?;
         names = documents.into_iter().map(|d| d.name).collect();
-    } else if sel.selector.is_some() || sel.all {
+    } else if sel.selector.is_some() || sel.fields.is_some() || sel.all {
         ignore = true;
         let (_, items) = fetch_all(target)?;
         names = sel.pick(items).0.into_iter().map(|i| i.name).collect();
@@ -897,7 +937,13 @@ fn watch_from(
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
     let _ = revision;
-    let (items, missing) = options.selection.pick(items);
+    let (mut items, missing) = options.selection.pick(items);
+    if let Some(key) = &options.sort_by {
+        key.sort(&mut items, |i| {
+            output::kubernetes(&[(i.name.as_str(), &i.object)], true)
+        })
+        .map_err(CommandError::invalid)?;
+    }
     if let Some(name) = missing.first() {
         return Err(CommandError::failed(not_found(name)));
     }
@@ -909,21 +955,46 @@ fn watch_from(
                 .selector
                 .as_ref()
                 .is_none_or(|s| s.matches(&object.labels))
+            && sel
+                .fields
+                .as_ref()
+                .is_none_or(|f| f.matches(&output::kubernetes(&[(name, object)], true)))
     };
     let wide = options.format == Format::Wide;
-    let table = matches!(options.format, Format::Table | Format::Wide);
-    let widths: Vec<usize> = {
-        let mut rows = vec![
-            output::header(wide)
+    let pod = |item: &Item| output::kubernetes(&[(item.name.as_str(), &item.object)], true);
+    // A table's cells (kubectl's or custom columns); `None` for the other
+    // formats.
+    let cells = |item: &Item, status: Option<&str>| -> Result<Option<Vec<String>>, CommandError> {
+        match &options.format {
+            Format::Table | Format::Wide => {
+                let mut row = output::row(&item.name, &item.object, wide, now_seconds(), status);
+                row.extend(options.labels.cells(&item.object));
+                Ok(Some(row))
+            }
+            Format::CustomColumns(columns) => custom_columns::row(columns, &pod(item))
+                .map(Some)
+                .map_err(CommandError::failed),
+            _ => Ok(None),
+        }
+    };
+    let header: Option<Vec<String>> = match &options.format {
+        Format::Table | Format::Wide => {
+            let mut header: Vec<String> = output::header(wide)
                 .into_iter()
                 .map(str::to_owned)
-                .collect::<Vec<_>>(),
-        ];
-        rows.extend(
-            items
-                .iter()
-                .map(|i| output::row(&i.name, &i.object, wide, now_seconds(), None)),
-        );
+                .collect();
+            header.extend(options.labels.headers());
+            Some(header)
+        }
+        Format::CustomColumns(columns) => Some(custom_columns::headers(columns)),
+        _ => None,
+    };
+    let table = header.is_some();
+    let widths: Vec<usize> = {
+        let mut rows: Vec<Vec<String>> = header.iter().cloned().collect();
+        for item in &items {
+            rows.extend(cells(item, None)?);
+        }
         (0..rows.first().map_or(0, Vec::len))
             .map(|c| {
                 rows.iter()
@@ -951,37 +1022,36 @@ fn watch_from(
                 line.push_str(&format!("{cell:<w$}"));
             }
         }
+        line.push('\n');
         line
     };
-    let render = |kind: &str, item: &Item, status: Option<&str>| match options.format {
-        Format::Table | Format::Wide => line_of(&output::row(
-            &item.name,
-            &item.object,
-            wide,
-            now_seconds(),
-            status,
-        )),
-        Format::Name => format!("{}/{}", kind_word(&item.object), item.name),
-        Format::Json | Format::Yaml => serde_json::json!({
-            "type": kind,
-            "object": output::kubernetes(&[(item.name.as_str(), &item.object)], true),
+    // The text for one event, its line break included (a jsonpath
+    // template prints only what it says, as kubectl's does).
+    let render = |kind: &str, item: &Item, status: Option<&str>| -> Result<String, CommandError> {
+        if let Some(cells) = cells(item, status)? {
+            return Ok(line_of(&cells));
+        }
+        Ok(match &options.format {
+            Format::Name => format!("{}/{}\n", kind_word(&item.object), item.name),
+            Format::Json | Format::Yaml => format!(
+                "{}\n",
+                serde_json::json!({ "type": kind, "object": pod(item) })
+            ),
+            Format::JsonPath(template) => template
+                .render(&pod(item))
+                .map_err(|e| CommandError::failed(e.to_string()))?,
+            _ => format!("{}\n", json_line(kind, item)),
         })
-        .to_string(),
-        Format::Stored => json_line(kind, item),
     };
-    if table && !options.no_headers {
-        let header: Vec<String> = output::header(wide)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        let _ = writeln!(out, "{}", line_of(&header));
+    if let Some(header) = header.as_ref().filter(|_| !options.no_headers) {
+        let _ = write!(out, "{}", line_of(header));
     }
     // The agent writes its kill state too; a line that looks the same as
     // the last one shown for its object is not shown again.
     let mut shown: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     for item in &items {
-        let line = render("ADDED", item, None);
-        let _ = writeln!(out, "{line}");
+        let line = render("ADDED", item, None)?;
+        let _ = write!(out, "{line}");
         shown.insert(item.name.clone(), line);
     }
     let _ = out.flush();
@@ -1003,12 +1073,12 @@ fn watch_from(
             revision: event.revision.get(),
             object: event.object,
         };
-        let line = render(kind, &item, gone);
+        let line = render(kind, &item, gone)?;
         if table && shown.get(&item.name) == Some(&line) {
             continue;
         }
         shown.insert(item.name.clone(), line.clone());
-        if writeln!(out, "{line}").and_then(|()| out.flush()).is_err() {
+        if write!(out, "{line}").and_then(|()| out.flush()).is_err() {
             return Ok(()); // the reader hung up
         }
     }

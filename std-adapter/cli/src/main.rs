@@ -218,6 +218,10 @@ struct DeleteArgs {
     /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
     #[arg(short = 'l', long = "selector")]
     selector: Option<String>,
+    /// Objects whose fields match (`status.phase=Succeeded`,
+    /// `spec.nodeName!=a`; the pod fields Kubernetes selects on).
+    #[arg(long, value_name = "SELECTOR", value_parser = grace_cli::field_selector::FieldSelector::parse)]
+    field_selector: Option<grace_cli::field_selector::FieldSelector>,
     /// Every object.
     #[arg(long)]
     all: bool,
@@ -268,12 +272,35 @@ struct GetArgs {
     /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
     #[arg(short = 'l', long = "selector")]
     selector: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = OutputArg::Table)]
-    output: OutputArg,
+    /// Output format: table, wide, name, json, yaml, stored,
+    /// jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC or
+    /// custom-columns-file=FILE (kubectl's).
+    #[arg(short = 'o', long = "output", value_name = "FORMAT", default_value = "table", value_parser = GetFormat::parse)]
+    output: GetFormat,
     /// No header line in tables.
     #[arg(long)]
     no_headers: bool,
+    /// Objects whose fields match (`status.phase=Running`,
+    /// `spec.nodeName=a,metadata.name!=b`; the pod fields Kubernetes
+    /// selects on).
+    #[arg(long, value_name = "SELECTOR", value_parser = grace_cli::field_selector::FieldSelector::parse)]
+    field_selector: Option<grace_cli::field_selector::FieldSelector>,
+    /// List in the order of this field (`.metadata.name`,
+    /// `{.metadata.creationTimestamp}`).
+    #[arg(long, value_name = "PATH", value_parser = grace_cli::sort_by::SortKey::parse)]
+    sort_by: Option<grace_cli::sort_by::SortKey>,
+    /// A LABELS column with every label.
+    #[arg(long)]
+    show_labels: bool,
+    /// A column for each of these label keys (comma-separated, or the
+    /// option again).
+    #[arg(
+        short = 'L',
+        long = "label-columns",
+        value_name = "KEYS",
+        value_delimiter = ','
+    )]
+    label_columns: Vec<String>,
     /// After listing, watch for changes (needs a running agent).
     #[arg(short = 'w', long)]
     watch: bool,
@@ -454,22 +481,6 @@ enum CascadeArg {
     Orphan,
 }
 
-#[derive(Copy, Clone, ValueEnum)]
-enum OutputArg {
-    /// kubectl's table.
-    Table,
-    /// The table with more columns.
-    Wide,
-    /// `pod/NAME` lines.
-    Name,
-    /// Kubernetes JSON: the Pod, or a v1 List of Pods.
-    Json,
-    /// Kubernetes YAML, likewise.
-    Yaml,
-    /// grace's stored form, its kill state decoded.
-    Stored,
-}
-
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     kubectl::parse_duration(text)
 }
@@ -479,6 +490,7 @@ fn selection(
     args: &[String],
     selector: Option<&str>,
     all: bool,
+    fields: Option<grace_cli::field_selector::FieldSelector>,
 ) -> Result<kubectl::Selection, kubectl::CommandError> {
     let selector = selector
         .map(|s| {
@@ -490,6 +502,7 @@ fn selection(
         args: grace_cli::resource::parse(args)?,
         selector,
         all,
+        fields,
     })
 }
 
@@ -562,7 +575,7 @@ fn main() -> ExitCode {
             args,
             selector,
         } => on_store("describe", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), false)?;
+            let selection = selection(&args, selector.as_deref(), false, None)?;
             grace_cli::describe::describe(target, &selection, &mut std::io::stdout())
         }),
         Command::Wait {
@@ -573,7 +586,7 @@ fn main() -> ExitCode {
             all,
             timeout,
         } => on_store("wait", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), all)?;
+            let selection = selection(&args, selector.as_deref(), all, None)?;
             let timeout = (!timeout.is_zero()).then_some(timeout);
             kubectl::wait_for_delete(target, &selection, timeout, &mut std::io::stdout())
         }),
@@ -710,6 +723,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
         args,
         files,
         selector,
+        field_selector,
         all,
         ignore_not_found,
         grace_period,
@@ -725,7 +739,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
     } = args;
     on_store("delete", &store, |target| {
         let command = kubectl::DeleteCommand {
-            selection: selection(&args, selector.as_deref(), all)?,
+            selection: selection(&args, selector.as_deref(), all, field_selector)?,
             files,
             ignore_not_found,
             now,
@@ -763,20 +777,22 @@ fn get(args: GetArgs) -> ExitCode {
         output,
         no_headers,
         watch,
+        field_selector,
+        sort_by,
+        show_labels,
+        label_columns,
     } = args;
     on_store("get", &store, |target| {
         let options = kubectl::GetOptions {
-            selection: selection(&args, selector.as_deref(), false)?,
-            format: match output {
-                OutputArg::Table => GetFormat::Table,
-                OutputArg::Wide => GetFormat::Wide,
-                OutputArg::Name => GetFormat::Name,
-                OutputArg::Json => GetFormat::Json,
-                OutputArg::Yaml => GetFormat::Yaml,
-                OutputArg::Stored => GetFormat::Stored,
-            },
+            selection: selection(&args, selector.as_deref(), false, field_selector)?,
+            format: output,
             no_headers,
             watch,
+            sort_by,
+            labels: grace_cli::output::LabelColumns {
+                keys: label_columns,
+                all: show_labels,
+            },
         };
         kubectl::get(
             target,

@@ -6,12 +6,14 @@ use std::io::Write;
 
 use grace_core::{Kind, Stage, Timestamp};
 
+use crate::custom_columns::{self, Column};
+use crate::jsonpath::Template;
 use crate::k8s_pod::to_pod;
 use crate::runtime::KillRecord;
 use crate::store::StoredObject;
 
 /// `-o`: how `grace get` prints.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Format {
     /// kubectl's table: NAME, READY, STATUS, AGE.
     Table,
@@ -25,6 +27,62 @@ pub enum Format {
     Yaml,
     /// grace's stored form, its kill state decoded (for debugging).
     Stored,
+    /// `jsonpath=TEMPLATE` (or `jsonpath-file=FILE`): kubectl's template,
+    /// run on the Pod or the `v1 List` that `-o json` prints.
+    JsonPath(Template),
+    /// `custom-columns=SPEC` (or `custom-columns-file=FILE`): a table of
+    /// the columns asked for, one row per Pod.
+    CustomColumns(Vec<Column>),
+}
+
+impl Format {
+    /// The formats `-o` takes, for help and errors.
+    pub const NAMES: &str = "table, wide, name, json, yaml, stored, jsonpath=TEMPLATE, jsonpath-file=FILE, custom-columns=SPEC, custom-columns-file=FILE";
+
+    /// `-o`'s value as kubectl spells it; a `-file` variant reads its file.
+    pub fn parse(text: &str) -> Result<Format, String> {
+        let read = |file: &str| {
+            std::fs::read_to_string(file).map_err(|e| format!("cannot read {file}: {e}"))
+        };
+        let template = |text: &str| {
+            if text.is_empty() {
+                return Err("template format specified but no template given".to_owned());
+            }
+            Template::parse(text)
+                .map(Format::JsonPath)
+                .map_err(|e| e.to_string())
+        };
+        Ok(match text.split_once('=') {
+            None => match text {
+                "table" => Format::Table,
+                "wide" => Format::Wide,
+                "name" => Format::Name,
+                "json" => Format::Json,
+                "yaml" => Format::Yaml,
+                "stored" => Format::Stored,
+                other => {
+                    return Err(format!(
+                        "unknown output format \"{other}\": one of {}",
+                        Format::NAMES
+                    ));
+                }
+            },
+            Some(("jsonpath", t)) => template(t)?,
+            Some(("jsonpath-file", file)) => template(&read(file)?)?,
+            Some(("custom-columns", spec)) => {
+                Format::CustomColumns(custom_columns::parse_spec(spec)?)
+            }
+            Some(("custom-columns-file", file)) => {
+                Format::CustomColumns(custom_columns::parse_file(&read(file)?)?)
+            }
+            Some((other, _)) => {
+                return Err(format!(
+                    "unknown output format \"{other}\": one of {}",
+                    Format::NAMES
+                ));
+            }
+        })
+    }
 }
 
 /// The table's header.
@@ -76,6 +134,54 @@ pub fn row(
         ]);
     }
     cells
+}
+
+/// The label columns kubectl adds after its own: one per `-L` key, headed
+/// by the key's name part in capitals, then LABELS for `--show-labels`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelColumns {
+    /// `-L` keys, in the order given.
+    pub keys: Vec<String>,
+    /// `--show-labels`.
+    pub all: bool,
+}
+
+impl LabelColumns {
+    /// The headers of the added columns.
+    pub fn headers(&self) -> Vec<String> {
+        let mut headers: Vec<String> = self
+            .keys
+            .iter()
+            .map(|key| key.rsplit('/').next().unwrap_or(key).to_uppercase())
+            .collect();
+        if self.all {
+            headers.push("LABELS".to_owned());
+        }
+        headers
+    }
+
+    /// The added cells for `object`: a key's value (empty without it),
+    /// and LABELS as `k=v,k=v` in key order (`<none>` without labels).
+    pub fn cells(&self, object: &StoredObject) -> Vec<String> {
+        let mut cells: Vec<String> = self
+            .keys
+            .iter()
+            .map(|key| object.labels.get(key).cloned().unwrap_or_default())
+            .collect();
+        if self.all {
+            cells.push(if object.labels.is_empty() {
+                "<none>".to_owned()
+            } else {
+                object
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+        }
+        cells
+    }
 }
 
 /// READY's count: the containers its agent reported running whose kill
