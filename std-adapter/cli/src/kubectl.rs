@@ -85,13 +85,15 @@ pub fn delete_options(
     if flags.force && grace < 0 {
         grace = 0;
     }
-    let warning = match (flags.force, grace) {
-        (true, 0) => Some(
-            "warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.".to_owned(),
-        ),
-        (true, _) => Some("warning: --force is ignored because --grace-period is not 0.".to_owned()),
-        _ => None,
-    };
+    if flags.force && grace > 0 {
+        // kubectl's refusal, with its exit code.
+        return Err(CommandError::failed(
+            "--force and --grace-period greater than 0 cannot be specified together",
+        ));
+    }
+    let warning = (flags.force && grace == 0).then(|| {
+        "Warning: Immediate deletion does not wait for confirmation that the running resource has been terminated. The resource may continue to run on the cluster indefinitely.".to_owned()
+    });
     let uid = flags
         .uid
         .as_deref()
@@ -351,6 +353,9 @@ pub struct DeleteCommand {
     pub output_name: bool,
     /// The request's flags.
     pub flags: DeleteFlags,
+    /// `-v`: what became of each object (terminating with its grace,
+    /// held by finalizers, removed) on standard error.
+    pub verbose: bool,
 }
 
 /// `grace delete (TYPE NAME… | TYPE/NAME… | -f FILE | -l SELECTOR | --all)`:
@@ -420,7 +425,11 @@ pub fn delete(
                 if command.output_name {
                     let _ = writeln!(out, "pod/{name}");
                 } else {
-                    let _ = writeln!(out, "{}", deleted_line(name, &report));
+                    let force = options.grace_period_seconds == Some(0);
+                    let _ = writeln!(out, "{}", deleted_line(name, &report, force));
+                }
+                if command.verbose {
+                    let _ = writeln!(err, "{}", deletion_detail(name, &report));
                 }
                 if !report.dry_run {
                     deleted.push((name.clone(), report.record.uid.to_string()));
@@ -694,18 +703,26 @@ pub fn wait_for_delete(
     wait_gone(target, pending, timeout, Some(out))
 }
 
-/// kubectl's line, with what grace knows besides.
-fn deleted_line(name: &str, report: &DeleteReport) -> String {
+/// kubectl's line: `pod "x" deleted`, `pod "x" force deleted` when the
+/// request's grace was 0, with ` (server dry run)` for a dry run.
+fn deleted_line(name: &str, report: &DeleteReport, force: bool) -> String {
+    let how = if force { "force deleted" } else { "deleted" };
     let dry = if report.dry_run {
         " (server dry run)"
     } else {
         ""
     };
+    format!("pod \"{name}\" {how}{dry}")
+}
+
+/// What grace knows besides (`-v`): removed now, or terminating with its
+/// grace and the finalizers that hold it.
+fn deletion_detail(name: &str, report: &DeleteReport) -> String {
     let how = match report.outcome {
         DeleteOutcome::Deleted if report.force => {
-            " (removed now; the workload may still be running)".to_owned()
+            "removed now; the workload may still be running".to_owned()
         }
-        DeleteOutcome::Deleted => String::new(),
+        DeleteOutcome::Deleted => "removed now".to_owned(),
         // Graceful or Pending: the record is kept.
         _ => {
             let grace = report.record.deletion_grace_period_seconds.unwrap_or(0);
@@ -720,10 +737,10 @@ fn deleted_line(name: &str, report: &DeleteReport) -> String {
                     .collect();
                 format!(", held by finalizers {}", names.join(", "))
             };
-            format!(" (terminating, grace {grace} s{held})")
+            format!("terminating, grace {grace} s{held}")
         }
     };
-    format!("pod \"{name}\" deleted{dry}{how}")
+    format!("pod \"{name}\": {how}")
 }
 
 /// A duration as kubectl takes one (Go's syntax): `30s`, `1m30s`,
@@ -1142,14 +1159,18 @@ mod tests {
     }
 
     #[test]
-    fn kubectl_force_with_a_positive_grace_is_ignored_with_a_warning() {
-        let (o, warning) = options(DeleteFlags {
+    fn kubectl_force_with_a_positive_grace_is_refused_with_kubectls_error() {
+        let refused = delete_options(&DeleteFlags {
             force: true,
             grace_period: Some(5),
             ..DeleteFlags::default()
         });
-        assert_eq!(o.grace_period_seconds, Some(5));
-        assert!(warning.is_some_and(|w| w.contains("--force is ignored")));
+        let e = refused.expect_err("refused");
+        assert_eq!(e.code, 1);
+        assert_eq!(
+            e.message,
+            "--force and --grace-period greater than 0 cannot be specified together"
+        );
     }
 
     #[test]

@@ -260,6 +260,11 @@ struct DeleteArgs {
     /// Only if the object is still at this resource version.
     #[arg(long)]
     resource_version: Option<String>,
+    /// `-v` (or kubectl's `-v=N`, N > 0): also say on standard error what
+    /// became of each object (terminating with its grace, held by
+    /// finalizers, removed).
+    #[arg(short = 'v', long = "v", value_name = "N", num_args = 0..=1, default_missing_value = "1", require_equals = true)]
+    verbosity: Option<u8>,
 }
 
 // The arguments of `grace get`.
@@ -736,6 +741,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
         cascade,
         uid,
         resource_version,
+        verbosity,
     } = args;
     on_store("delete", &store, |target| {
         let command = kubectl::DeleteCommand {
@@ -746,6 +752,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
             wait,
             timeout: (!timeout.is_zero()).then_some(timeout),
             output_name: output.is_some(),
+            verbose: verbosity.is_some_and(|level| level > 0),
             flags: kubectl::DeleteFlags {
                 grace_period,
                 force,

@@ -370,11 +370,25 @@ fn delete_by_label_all_ignore_not_found_and_output_name() {
         grace(d, &["delete", "db", "-l", "app=db"]).status.code(),
         Some(2)
     );
-    // --now is a grace of 1 s; --all takes what is left.
-    let out = ok(d, &["delete", "--all", "--now"]);
+    // --force with a grace above 0: kubectl's refusal and exit code.
+    let out = grace(d, &["delete", "db", "--force", "--grace-period=5"]);
+    assert_eq!(out.status.code(), Some(1));
     assert!(
-        out.contains("pod \"db\" deleted (terminating, grace 1 s)"),
-        "{out}"
+        text(&out.stderr)
+            .contains("--force and --grace-period greater than 0 cannot be specified together"),
+        "{}",
+        text(&out.stderr)
+    );
+    // --now is a grace of 1 s; --all takes what is left. kubectl's line on
+    // standard output; what grace knows besides under -v, on standard
+    // error.
+    let out = grace(d, &["delete", "--all", "--now", "-v=6"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "pod \"db\" deleted\n");
+    assert!(
+        text(&out.stderr).contains("pod \"db\": terminating, grace 1 s"),
+        "{}",
+        text(&out.stderr)
     );
     let out = grace(d, &["delete", "--all"]);
     assert_eq!(out.status.code(), Some(0));

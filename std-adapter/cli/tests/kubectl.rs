@@ -186,12 +186,14 @@ fn d4_force_delete_removes_the_record_at_once_and_warns() {
         &["delete", "f", "--grace-period", "0", "--force"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // kubectl's words: the warning on standard error, capital W, then
+    // "force deleted".
     assert!(
-        text(&out.stderr).contains("Immediate deletion"),
+        text(&out.stderr).starts_with("Warning: Immediate deletion"),
         "{}",
         text(&out.stderr)
     );
-    assert!(text(&out.stdout).contains("workload may still be running"));
+    assert_eq!(text(&out.stdout), "pod \"f\" force deleted\n");
     assert!(
         get_json(dir.path(), "f").is_none(),
         "the record is gone at once"
@@ -282,14 +284,21 @@ fn r38_cascade_foreground_finishes_on_its_own_through_the_gc_step() {
     );
     let out = grace(
         dir.path(),
-        &["delete", "cm", "--cascade", "foreground", "--wait=false"],
+        &[
+            "delete",
+            "cm",
+            "--cascade",
+            "foreground",
+            "--wait=false",
+            "-v",
+        ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    // kubectl's answer shows the finalizer the delete added (R38) ...
+    // -v shows the finalizer the delete added (R38) ...
     assert!(
-        text(&out.stdout).contains("held by finalizers foregroundDeletion"),
+        text(&out.stderr).contains("held by finalizers foregroundDeletion"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
     // ... and the garbage collector, with no dependents to wait for,
     // removes it: the deletion finishes (R45).
@@ -307,12 +316,12 @@ fn r37_cascade_orphan_on_a_running_pod_finishes() {
     wait_for("the workload starts", Duration::from_secs(5), || {
         alive(&pid)
     });
-    let out = grace(dir.path(), &["delete", "o", "--cascade", "orphan"]);
+    let out = grace(dir.path(), &["delete", "o", "--cascade", "orphan", "-v"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
-        text(&out.stdout).contains("held by finalizers orphan"),
+        text(&out.stderr).contains("held by finalizers orphan"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
     wait_for("the object is gone", Duration::from_secs(10), || {
         get_json(dir.path(), "o").is_none()

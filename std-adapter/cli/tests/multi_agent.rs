@@ -440,8 +440,14 @@ fn etcd_r37_cascade_orphan_finishes_and_the_node_agent_keeps_the_logs() {
             .success()
     });
     // --wait=false: the store is read below while the deletion goes on.
-    let out = cluster.ok(&["delete", "web", "--cascade", "orphan", "--wait=false"]);
-    assert!(out.contains("held by finalizers orphan"), "{out}");
+    let out = cluster.grace(&["delete", "web", "--cascade", "orphan", "--wait=false", "-v"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let detail = String::from_utf8_lossy(&out.stderr);
+    assert!(detail.contains("held by finalizers orphan"), "{detail}");
     // The CLI ran the garbage collector's step: the finalizer is gone at
     // once, and the deletion finishes on its own.
     let (object, _) = cluster
