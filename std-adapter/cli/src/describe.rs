@@ -37,10 +37,11 @@ pub fn describe(
     {
         let _ = writeln!(out, "\n{:<18}{condition}", "Agent:");
     }
+    if let Some(e) = selection.missing_type(&missing) {
+        return Err(e);
+    }
     match missing.first() {
-        Some(name) => Err(CommandError::failed(format!(
-            "Error from server (NotFound): pods \"{name}\" not found"
-        ))),
+        Some(name) => Err(CommandError::failed(crate::kubectl::not_found(name))),
         None if found.is_empty() => Err(CommandError::failed("No resources found")),
         None => Ok(()),
     }

@@ -141,6 +141,16 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// kubectl's answer when the first word, taken for a name, is missing
+    /// and is another Kubernetes resource type (`grace get svc`).
+    pub fn missing_type(&self, missing: &[String]) -> Option<CommandError> {
+        let first = self.args.names.first()?;
+        if self.args.kind.is_some() || !missing.contains(first) {
+            return None;
+        }
+        crate::resource::not_a_type_grace_has(first)
+    }
+
     /// The objects of `items` selected, in the order named (else in name
     /// order), and the names not found.
     pub fn pick(&self, items: Vec<Item>) -> (Vec<Item>, Vec<String>) {
@@ -198,7 +208,7 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
 }
 
 /// kubectl's not-found line.
-fn not_found(name: &str) -> String {
+pub(crate) fn not_found(name: &str) -> String {
     format!(
         "Error from server (NotFound): pods \"{}\" not found",
         crate::escape::escape(name, false)
@@ -239,6 +249,9 @@ pub fn get(
             output::kubernetes(&[(i.name.as_str(), &i.object)], true)
         })
         .map_err(CommandError::invalid)?;
+    }
+    if let Some(e) = options.selection.missing_type(&missing) {
+        return Err(e);
     }
     for name in &missing {
         let _ = writeln!(err, "{}", not_found(name));
@@ -437,6 +450,9 @@ pub fn delete(
             }
             Ok(None) if ignore => {}
             Ok(None) => {
+                if let Some(e) = sel.missing_type(std::slice::from_ref(name)) {
+                    return Err(e);
+                }
                 let _ = writeln!(err, "{}", not_found(name));
                 failed.get_or_insert(CommandError::failed(""));
             }
@@ -787,13 +803,28 @@ pub fn remove_finalizer(
 ) -> Result<(), CommandError> {
     let parsed = Name::try_from(finalizer)
         .map_err(|e| CommandError::invalid(format!("--remove-finalizer: {e}")))?;
+    let current = fetch(target, name)?.ok_or_else(|| CommandError::failed(not_found(name)))?;
+    let kind = kind_word(&current);
+    // kubectl's answer when its patch would change nothing.
+    if !current.record.finalizers.iter().any(|f| *f == parsed) {
+        let _ = writeln!(out, "{kind}/{name} patched (no change)");
+        return Ok(());
+    }
     match target {
         Target::Agent(data_dir) => {
             let mut client = Client::connect(data_dir)?;
-            client.call(&Request::RemoveFinalizer {
-                name: name.to_owned(),
-                finalizer: finalizer.to_owned(),
-            })?;
+            client
+                .call(&Request::RemoveFinalizer {
+                    name: name.to_owned(),
+                    finalizer: finalizer.to_owned(),
+                })
+                .map_err(|e| match e {
+                    ClientError::Api(ApiError {
+                        kind: ErrorKind::NotFound,
+                        ..
+                    }) => CommandError::failed(not_found(name)),
+                    other => other.into(),
+                })?;
         }
         Target::Shared(store) => {
             let now = crate::clock::SystemClock::new().now();
@@ -802,7 +833,7 @@ pub fn remove_finalizer(
                 .map_err(|e| runtime_failed(name, e))?;
         }
     }
-    let _ = writeln!(out, "object \"{name}\" patched");
+    let _ = writeln!(out, "{kind}/{name} patched");
     Ok(())
 }
 
@@ -824,7 +855,7 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
                 Err(ClientError::Io(_) | ClientError::Json(_)) => {
                     match snapshot(&data_dir.join(DATABASE))? {
                         Some(store) => grace_agent::api::items(&store, Some(name)),
-                        None => return Ok(None),
+                        None => return Err(no_store(data_dir)),
                     }
                 }
                 Err(e) => return Err(e.into()),
@@ -832,7 +863,7 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
             Err(ClientError::NoAgent(_) | ClientError::Io(_) | ClientError::Json(_)) => {
                 match snapshot(&data_dir.join(DATABASE))? {
                     Some(store) => grace_agent::api::items(&store, Some(name)),
-                    None => return Ok(None),
+                    None => return Err(no_store(data_dir)),
                 }
             }
             Err(e) => return Err(e.into()),
@@ -853,17 +884,21 @@ pub fn fetch(target: Target<'_>, name: &str) -> Result<Option<StoredObject>, Com
 fn read_directly(data_dir: &Path, name: Option<&str>) -> Result<(u64, Vec<Item>), CommandError> {
     let path = data_dir.join(DATABASE);
     let Some(store) = snapshot(&path)? else {
-        return match name {
-            Some(name) => Err(CommandError::failed(format!("object \"{name}\" not found"))),
-            None => Ok((0, Vec::new())),
-        };
+        return Err(no_store(data_dir));
     };
     grace_agent::api::items(&store, name).map_err(|e| match e {
-        StoreError::NotFound { name } => {
-            CommandError::failed(format!("object \"{name}\" not found"))
-        }
+        StoreError::NotFound { name } => CommandError::failed(not_found(&name)),
         other => store_failed(&path, other),
     })
+}
+
+/// Neither an agent nor a store in `data_dir`: most likely the wrong
+/// directory, so the error names it and says how to start an agent.
+fn no_store(data_dir: &Path) -> CommandError {
+    CommandError::failed(format!(
+        "no agent is serving {dir} and it holds no store: start one with `grace agent --data-dir {dir}`, or name the data dir of a running agent (--data-dir, GRACE_DATA_DIR)",
+        dir = data_dir.display()
+    ))
 }
 
 /// A request refused or failed against a shared store, in kubectl's words.
@@ -873,12 +908,11 @@ pub(crate) fn runtime_failed(name: &str, e: crate::runtime::RuntimeError) -> Com
     match e {
         RuntimeError::NotFound(_)
         | RuntimeError::Delete(DeleteError::NotFound)
-        | RuntimeError::Update(UpdateError::NotFound) => {
-            CommandError::failed(format!("object \"{name}\" not found"))
-        }
-        RuntimeError::AlreadyExists(_) => {
-            CommandError::failed(format!("object \"{name}\" already exists"))
-        }
+        | RuntimeError::Update(UpdateError::NotFound) => CommandError::failed(not_found(name)),
+        RuntimeError::AlreadyExists(_) => CommandError::failed(format!(
+            "Error from server (AlreadyExists): pods \"{}\" already exists",
+            crate::escape::escape(name, false)
+        )),
         RuntimeError::Delete(DeleteError::Conflict(c)) => {
             CommandError::failed(format!("object \"{name}\": {c}"))
         }

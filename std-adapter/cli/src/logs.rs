@@ -42,7 +42,7 @@ pub fn print(
     options: &LogsOptions,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let not_found = || CommandError::failed(format!("object \"{name}\" not found"));
+    let not_found = || CommandError::failed(crate::kubectl::not_found(name));
     let object = fetch(target, name)?.ok_or_else(not_found)?;
     let index = container(name, &object, options.container.as_deref())?;
     if options.previous {

@@ -33,6 +33,95 @@ impl Type {
     }
 }
 
+/// kubectl's answer to `grace get svc` when no object is named "svc": the
+/// word names another of Kubernetes' resource types, not a missing pod.
+/// `None` for any other word.
+pub fn not_a_type_grace_has(word: &str) -> Option<CommandError> {
+    is_kubernetes_type(word).then(|| {
+        CommandError::failed(format!(
+            "the server doesn't have a resource type \"{word}\" (grace knows pods and objects)"
+        ))
+    })
+}
+
+/// Whether `word` names one of Kubernetes' other built-in resource types
+/// as kubectl spells them (plural, singular or short name).
+fn is_kubernetes_type(word: &str) -> bool {
+    const TYPES: &[&str] = &[
+        "all",
+        "services",
+        "service",
+        "svc",
+        "nodes",
+        "node",
+        "no",
+        "namespaces",
+        "namespace",
+        "ns",
+        "deployments",
+        "deployment",
+        "deploy",
+        "replicasets",
+        "replicaset",
+        "rs",
+        "statefulsets",
+        "statefulset",
+        "sts",
+        "daemonsets",
+        "daemonset",
+        "ds",
+        "jobs",
+        "job",
+        "cronjobs",
+        "cronjob",
+        "cj",
+        "configmaps",
+        "configmap",
+        "cm",
+        "secrets",
+        "secret",
+        "persistentvolumeclaims",
+        "persistentvolumeclaim",
+        "pvc",
+        "persistentvolumes",
+        "persistentvolume",
+        "pv",
+        "endpoints",
+        "ep",
+        "events",
+        "event",
+        "ev",
+        "ingresses",
+        "ingress",
+        "ing",
+        "serviceaccounts",
+        "serviceaccount",
+        "sa",
+        "replicationcontrollers",
+        "replicationcontroller",
+        "rc",
+        "horizontalpodautoscalers",
+        "horizontalpodautoscaler",
+        "hpa",
+        "poddisruptionbudgets",
+        "poddisruptionbudget",
+        "pdb",
+        "networkpolicies",
+        "networkpolicy",
+        "netpol",
+        "storageclasses",
+        "storageclass",
+        "sc",
+        "leases",
+        "lease",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "crd",
+        "crds",
+    ];
+    TYPES.contains(&word)
+}
+
 /// What the positional arguments name: a type (if given) and names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Args {
@@ -122,6 +211,17 @@ mod tests {
     fn mixed_forms_and_unknown_types_are_refused_as_kubectl_does() {
         assert_eq!(args(&["pod", "pod/a"]).err().map(|e| e.code), Some(2));
         assert_eq!(args(&["pod/a", "b"]).err().map(|e| e.code), Some(2));
+        for word in ["svc", "nodes", "deploy", "cm"] {
+            let e = not_a_type_grace_has(word).expect("another Kubernetes type");
+            assert_eq!(
+                e.message,
+                format!(
+                    "the server doesn't have a resource type \"{word}\" (grace knows pods and objects)"
+                )
+            );
+            assert_eq!(e.code, 1);
+        }
+        assert!(not_a_type_grace_has("web").is_none());
         let e = args(&["deployment/a"]).expect_err("unknown type");
         assert!(
             e.message

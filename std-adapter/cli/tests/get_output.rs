@@ -209,6 +209,25 @@ fn field_selectors_and_label_columns_choose_and_show_as_kubectl_does() {
     assert_eq!(lines[2][0], "b");
     assert_eq!(lines[2][4..], ["db", "app=db"], "{table}");
 
+    // Another Kubernetes type is not taken for a missing pod's name.
+    for args in [
+        &["get", "svc"][..],
+        &["get", "nodes"],
+        &["describe", "deploy"],
+        &["delete", "cm"],
+    ] {
+        let out = grace(dir, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            text(&out.stderr).contains(&format!(
+                "the server doesn't have a resource type \"{}\"",
+                args[1]
+            )),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+
     // delete --field-selector deletes only what it selects.
     let out = grace(
         dir,

@@ -713,9 +713,19 @@ fn a_completion_script_into_a_pipe_closed_early_ends_quietly() {
 #[test]
 fn the_store_flags_come_from_the_environment_too() {
     let dir = tempfile::tempdir().expect("temp dir");
-    // GRACE_DATA_DIR: every test here relies on it; an empty store.
-    let out = grace(dir.path(), &["get"]);
-    assert_eq!(text(&out.stderr).trim(), "No resources found");
+    // GRACE_DATA_DIR: every test here relies on it; the directory tried
+    // is the one named (no agent, no store there).
+    let out = Command::new(GRACE)
+        .args(["get"])
+        .env_remove("GRACE_ETCD_ENDPOINTS")
+        .env("GRACE_DATA_DIR", dir.path())
+        .output()
+        .expect("grace runs");
+    assert!(
+        text(&out.stderr).contains(&format!("no agent is serving {}", dir.path().display())),
+        "{}",
+        text(&out.stderr)
+    );
     // GRACE_ETCD_ENDPOINTS is --etcd.
     let out = Command::new(GRACE)
         .args(["get"])

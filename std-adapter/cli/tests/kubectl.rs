@@ -210,12 +210,13 @@ fn kubectl_grace_period_zero_without_force_is_a_one_second_graceful_delete() {
     let _agent = Agent::start(dir.path(), &[]);
     let pid = dir.path().join("z.pid");
     apply(dir.path(), "z.json", &pod("z", 30, &pid, true, ""));
-    let out = grace(dir.path(), &["delete", "z", "--grace-period", "0"]);
+    let out = grace(dir.path(), &["delete", "z", "--grace-period", "0", "-v"]);
     assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout), "pod \"z\" deleted\n");
     assert!(
-        text(&out.stdout).contains("grace 1 s"),
+        text(&out.stderr).contains("grace 1 s"),
         "{}",
-        text(&out.stdout)
+        text(&out.stderr)
     );
 }
 
@@ -475,10 +476,19 @@ fn changes_without_an_agent_say_how_to_start_one() {
     let out = grace(dir.path(), &["apply", "-f", file.to_str().expect("utf-8")]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("grace agent --data-dir"));
-    let out = grace(dir.path(), &["get"]);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(out.stdout.is_empty());
-    assert_eq!(text(&out.stderr).trim(), "No resources found");
+    // Neither an agent nor a store: get, describe and logs say which data
+    // dir they tried and how to start an agent (not "No resources found").
+    for args in [&["get"][..], &["describe", "a"], &["logs", "a"]] {
+        let out = grace(dir.path(), args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(out.stdout.is_empty());
+        let said = text(&out.stderr);
+        assert!(
+            said.contains(&format!("no agent is serving {}", dir.path().display()))
+                && said.contains("grace agent --data-dir"),
+            "{args:?}: {said}"
+        );
+    }
 }
 
 #[test]
@@ -785,4 +795,36 @@ fn get_watch_keeps_status_and_age_apart_when_a_status_is_wider_than_the_listing_
         terminating.contains("Terminating   "),
         "the tab-writer's padding: {terminating:?}"
     );
+}
+
+#[test]
+fn patch_answers_in_kubectls_words_and_says_when_nothing_changed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    apply(
+        dir.path(),
+        "held.json",
+        r#"{"kind":"Object","metadata":{"name":"held","finalizers":["example.com/keep"]}}"#,
+    );
+    let patch = |name: &str, finalizer: &str| {
+        grace(
+            dir.path(),
+            &["patch", name, "--remove-finalizer", finalizer],
+        )
+    };
+    let out = patch("nope", "example.com/keep");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr).trim(),
+        "grace patch: Error from server (NotFound): pods \"nope\" not found"
+    );
+    let out = patch("held", "example.com/other");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "object/held patched (no change)\n");
+    let out = patch("held", "example.com/keep");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "object/held patched\n");
+    let finalizers =
+        get_json(dir.path(), "held").expect("still there")["object"]["meta"]["finalizers"].clone();
+    assert_eq!(finalizers, serde_json::json!([]), "the finalizer is gone");
 }

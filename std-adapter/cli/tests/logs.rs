@@ -294,7 +294,7 @@ fn logs_name_the_container_to_choose_and_refuse_unknown_ones() {
     );
     let out = grace(dir.path(), &["logs", "absent"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("object \"absent\" not found"));
+    assert!(text(&out.stderr).contains("Error from server (NotFound): pods \"absent\" not found"));
     // No container was restarted: none has a previous instance (kubectl's
     // words and exit code).
     let out = grace(dir.path(), &["logs", "two", "-c", "b", "--previous"]);
