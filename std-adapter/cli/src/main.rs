@@ -186,7 +186,7 @@ struct AgentArgs {
     allow_group: Option<grace_agent::AllowGroup>,
     /// With --etcd: seconds after the agent's last sign of life until
     /// its node counts as lost.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
+    #[arg(help_heading = ETCD_OPTIONS, long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..=3600))]
     lease_ttl: u64,
     /// Rotate a container's log file once it is bigger than this
     /// (bytes, or with a suffix Ki, Mi, Gi).
@@ -311,6 +311,9 @@ struct GetArgs {
     watch: bool,
 }
 
+/// The help heading of the options of a store shared through etcd.
+const ETCD_OPTIONS: &str = "A store shared by several nodes (etcd)";
+
 /// Where the store lives.
 #[derive(clap::Args)]
 // Without the `etcd` feature the etcd flags are parsed, then refused with
@@ -323,18 +326,18 @@ struct StoreArgs {
     /// Use a store shared by agents on several nodes instead: etcd at
     /// these endpoints (comma-separated, such as http://127.0.0.1:2379).
     /// Needs a build with the `etcd` feature.
-    #[arg(long, value_name = "ENDPOINTS", env = "GRACE_ETCD_ENDPOINTS")]
+    #[arg(help_heading = ETCD_OPTIONS, long, value_name = "ENDPOINTS", env = "GRACE_ETCD_ENDPOINTS")]
     etcd: Option<String>,
     /// The key prefix of the store in etcd (one prefix, one store).
-    #[arg(long, default_value = "/grace/")]
+    #[arg(help_heading = ETCD_OPTIONS, long, default_value = "/grace/")]
     etcd_prefix: String,
     /// With --etcd: TLS, trusting the CA certificate in this PEM file
     /// (the endpoints must be https://).
-    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_CACERT")]
+    #[arg(help_heading = ETCD_OPTIONS, long, value_name = "FILE", env = "GRACE_ETCD_CACERT")]
     etcd_cacert: Option<PathBuf>,
     /// With --etcd-cacert: the client certificate (PEM), for an etcd that
     /// checks client certificates (--client-cert-auth).
-    #[arg(
+    #[arg(help_heading = ETCD_OPTIONS,
         long,
         value_name = "FILE",
         env = "GRACE_ETCD_CERT",
@@ -342,7 +345,7 @@ struct StoreArgs {
     )]
     etcd_cert: Option<PathBuf>,
     /// The client certificate's private key (PEM).
-    #[arg(
+    #[arg(help_heading = ETCD_OPTIONS,
         long,
         value_name = "FILE",
         env = "GRACE_ETCD_KEY",
@@ -352,10 +355,10 @@ struct StoreArgs {
     /// With --etcd: the etcd user (etcd's authentication). Its password
     /// comes from the file --etcd-password-file (GRACE_ETCD_PASSWORD_FILE)
     /// or the variable GRACE_ETCD_PASSWORD, never from the command line.
-    #[arg(long, value_name = "USER", env = "GRACE_ETCD_USER")]
+    #[arg(help_heading = ETCD_OPTIONS, long, value_name = "USER", env = "GRACE_ETCD_USER")]
     etcd_user: Option<String>,
     /// The etcd user's password: the first line of this file.
-    #[arg(long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
+    #[arg(help_heading = ETCD_OPTIONS, long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
     etcd_password_file: Option<PathBuf>,
 }
 
@@ -390,7 +393,7 @@ impl StoreArgs {
         #[cfg(not(feature = "etcd"))]
         Err(kubectl::CommandError::invalid(format!(
             "--etcd {endpoints}: this grace was built without the `etcd` feature \
-             (cargo install grace-cli --features etcd)"
+             (from the repository: cargo install --path std-adapter/cli --features etcd)"
         )))
     }
 }

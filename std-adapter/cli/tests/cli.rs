@@ -233,3 +233,38 @@ fn simulate_format_svg_exits_0_and_prints_what_the_library_draws() {
     let drawn = timeline.to_svg_with(&grace_sim::svg::SvgOptions::of(&scenario));
     assert_eq!(svg, drawn, "the CLI draws what the library draws");
 }
+
+#[test]
+fn the_etcd_options_are_grouped_under_one_heading_in_each_help() {
+    for (command, count) in [("get", 7), ("delete", 7), ("apply", 7), ("agent", 8)] {
+        let out = grace(&[command, "--help"]);
+        let help = String::from_utf8_lossy(&out.stdout);
+        let (before, after) = help
+            .split_once("A store shared by several nodes (etcd):")
+            .unwrap_or_else(|| panic!("grace {command} --help has the heading: {help}"));
+        assert!(
+            !before.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with("--etcd") || l.starts_with("--lease-ttl")
+            }),
+            "grace {command}: {before}"
+        );
+        let options = after
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.trim().is_empty())
+            .filter(|l| l.trim_start().starts_with("--"))
+            .count();
+        assert_eq!(options, count, "grace {command}: {after}");
+    }
+    if !cfg!(feature = "etcd") {
+        let out = grace(&["get", "--etcd", "http://127.0.0.1:1"]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains("cargo install --path std-adapter/cli --features etcd"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
