@@ -26,6 +26,7 @@ use crate::output::{self, Format};
 use crate::selector::Selector;
 use crate::sort_by::SortKey;
 use crate::store::{Event, EventKind, RedbStore, Revision, Store, StoreError, StoredObject};
+use crate::wait_for::WaitFor;
 
 /// Where a store command goes.
 #[derive(Clone, Copy)]
@@ -717,6 +718,80 @@ pub fn wait_for_delete(
         .map(|i| (i.name.clone(), i.object.uid().to_owned()))
         .collect();
     wait_gone(target, pending, timeout, Some(out))
+}
+
+/// `grace wait --for=…`: returns once every object selected meets the
+/// condition (printing kubectl's `pod/NAME condition met` for each), or
+/// fails at the timeout naming one that does not.
+pub fn wait(
+    target: Target<'_>,
+    selection: &Selection,
+    condition: &WaitFor,
+    timeout: Option<std::time::Duration>,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
+    if *condition == WaitFor::Delete {
+        return wait_for_delete(target, selection, timeout, out);
+    }
+    if selection.args.names.is_empty() && selection.selector.is_none() && !selection.all {
+        return Err(CommandError::invalid(
+            "resource(s) were provided, but no name was specified (NAME, -l or --all)",
+        ));
+    }
+    if *condition == WaitFor::Create && selection.args.names.is_empty() {
+        return Err(CommandError::invalid(
+            "--for=create needs the objects' names",
+        ));
+    }
+    let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+    let mut done: Vec<String> = Vec::new();
+    loop {
+        let (_, items) = fetch_all(target)?;
+        let (found, missing) = selection.pick(items);
+        if *condition != WaitFor::Create
+            && let Some(name) = missing.first()
+        {
+            return Err(CommandError::failed(not_found(name)));
+        }
+        if found.is_empty() && missing.is_empty() {
+            return Err(CommandError::failed("no matching resources found"));
+        }
+        let mut waiting = missing;
+        for item in &found {
+            if done.contains(&item.name) {
+                continue;
+            }
+            let meets = *condition == WaitFor::Create
+                || condition
+                    .met(&output::kubernetes(
+                        &[(item.name.as_str(), &item.object)],
+                        true,
+                    ))
+                    .map_err(CommandError::failed)?;
+            if meets {
+                let _ = writeln!(
+                    out,
+                    "{}/{} condition met",
+                    kind_word(&item.object),
+                    item.name
+                );
+                done.push(item.name.clone());
+            } else {
+                waiting.push(item.name.clone());
+            }
+        }
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        let _ = out.flush();
+        if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            return Err(CommandError::failed(format!(
+                "timed out waiting for the condition on pods/{}",
+                waiting.first().map_or("", String::as_str)
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// kubectl's line: `pod "x" deleted`, `pod "x" force deleted` when the

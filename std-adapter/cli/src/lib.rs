@@ -37,3 +37,4 @@ pub mod resource;
 pub mod run;
 pub mod selector;
 pub mod sort_by;
+pub mod wait_for;

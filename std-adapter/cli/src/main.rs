@@ -104,15 +104,19 @@ enum Command {
         #[arg(short = 'l', long = "selector")]
         selector: Option<String>,
     },
-    /// Wait until objects are deleted (`--for=delete`, as kubectl wait).
+    /// Wait until objects are deleted, created, or meet a condition (as
+    /// kubectl wait: `--for=delete`, `create`, `condition=Ready`,
+    /// `jsonpath={.status.phase}=Succeeded`).
     Wait {
         #[command(flatten)]
         store: StoreArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
         args: Vec<String>,
-        /// The condition: `delete`.
-        #[arg(long = "for", value_parser = ["delete"], required = true)]
-        condition: String,
+        /// What to wait for: `delete`, `create`, `condition=NAME[=VALUE]`
+        /// (a pod condition such as `Ready`; `True` by default) or
+        /// `jsonpath=PATH[=VALUE]` (`jsonpath={.status.phase}=Succeeded`).
+        #[arg(long = "for", required = true, value_parser = grace_cli::wait_for::WaitFor::parse)]
+        condition: grace_cli::wait_for::WaitFor,
         /// Objects whose labels match.
         #[arg(short = 'l', long = "selector")]
         selector: Option<String>,
@@ -589,14 +593,20 @@ fn main() -> ExitCode {
         Command::Wait {
             store,
             args,
-            condition: _,
+            condition,
             selector,
             all,
             timeout,
         } => on_store("wait", &store, |target| {
             let selection = selection(&args, selector.as_deref(), all, None)?;
             let timeout = (!timeout.is_zero()).then_some(timeout);
-            kubectl::wait_for_delete(target, &selection, timeout, &mut std::io::stdout())
+            kubectl::wait(
+                target,
+                &selection,
+                &condition,
+                timeout,
+                &mut std::io::stdout(),
+            )
         }),
         Command::Completion { shell } => {
             // Written whole, once: a reader that stops early (`| head`)

@@ -828,3 +828,67 @@ fn patch_answers_in_kubectls_words_and_says_when_nothing_changed() {
         get_json(dir.path(), "held").expect("still there")["object"]["meta"]["finalizers"].clone();
     assert_eq!(finalizers, serde_json::json!([]), "the finalizer is gone");
 }
+
+#[test]
+fn wait_for_create_a_condition_and_a_jsonpath_as_kubectl_waits() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    let d = dir.path().to_path_buf();
+    // --for=create, started before the pod exists.
+    let creating = std::thread::spawn(move || {
+        grace(&d, &["wait", "--for=create", "pod/late", "--timeout=30s"])
+    });
+    // The wait polls the store: give it a moment to be waiting.
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = dir.path().join("late.pid");
+    apply(dir.path(), "late.json", &pod("late", 1, &pid, false, ""));
+    let out = creating.join().expect("the wait ends");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "pod/late condition met\n");
+
+    let wait = |condition: &str, timeout: &str| {
+        grace(
+            dir.path(),
+            &[
+                "wait",
+                &format!("--for={condition}"),
+                "pod/late",
+                &format!("--timeout={timeout}"),
+            ],
+        )
+    };
+    for condition in [
+        "condition=Ready",
+        "condition=containersready=true",
+        "jsonpath={.status.phase}=Running",
+        "jsonpath={.status.startTime}",
+    ] {
+        let out = wait(condition, "30s");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{condition}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stdout), "pod/late condition met\n", "{condition}");
+    }
+    let out = wait("condition=Ready=False", "1s");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("timed out waiting for the condition on pods/late"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = grace(
+        dir.path(),
+        &["wait", "--for=condition=Ready", "pod/nope", "--timeout=1s"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("pods \"nope\" not found"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = grace(dir.path(), &["wait", "--for=ready", "pod/late"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
