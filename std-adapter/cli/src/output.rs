@@ -17,7 +17,8 @@ use crate::store::StoredObject;
 pub enum Format {
     /// kubectl's table: NAME, READY, STATUS, AGE.
     Table,
-    /// The table with NODE, GRACE and FINALIZERS.
+    /// The table with kubectl's IP, NODE, NOMINATED NODE and READINESS
+    /// GATES, then grace's GRACE and FINALIZERS.
     Wide,
     /// `pod/NAME`, one a line.
     Name,
@@ -85,11 +86,20 @@ impl Format {
     }
 }
 
-/// The table's header.
+/// The table's header. `-o wide` adds kubectl's columns (a pod has no IP
+/// of its own in grace, nor a nominated node or readiness gates: `<none>`),
+/// then grace's own.
 pub fn header(wide: bool) -> Vec<&'static str> {
     let mut h = vec!["NAME", "READY", "STATUS", "AGE"];
     if wide {
-        h.extend(["NODE", "GRACE", "FINALIZERS"]);
+        h.extend([
+            "IP",
+            "NODE",
+            "NOMINATED NODE",
+            "READINESS GATES",
+            "GRACE",
+            "FINALIZERS",
+        ]);
     }
     h
 }
@@ -124,7 +134,10 @@ pub fn row(
             .map_or("-".to_owned(), |g| g.to_string());
         let finalizers: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
         cells.extend([
+            "<none>".to_owned(),
             object.node.clone().unwrap_or_else(|| "<none>".to_owned()),
+            "<none>".to_owned(),
+            "<none>".to_owned(),
             grace,
             if finalizers.is_empty() {
                 "<none>".to_owned()
