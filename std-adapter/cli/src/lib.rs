@@ -20,6 +20,7 @@ use grace_std::{api_server, clock, process, runtime, store};
 pub mod agent_log;
 pub mod apply;
 pub mod command_error;
+pub mod completion;
 pub mod custom_columns;
 pub mod demo;
 pub mod describe;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCompleter;
 use grace_cli::kubectl;
 use grace_cli::output::Format as GetFormat;
 
@@ -52,6 +53,7 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// The object's name.
+        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         name: String,
         /// The container; may be left out when the object has one.
         #[arg(short = 'c', long)]
@@ -99,6 +101,7 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         args: Vec<String>,
         /// Objects whose labels match.
         #[arg(short = 'l', long = "selector")]
@@ -111,6 +114,7 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         args: Vec<String>,
         /// What to wait for: `delete`, `create`, `condition=NAME[=VALUE]`
         /// (a pod condition such as `Ready`; `True` by default) or
@@ -127,16 +131,19 @@ enum Command {
         #[arg(long, default_value = "30s", value_parser = parse_duration)]
         timeout: std::time::Duration,
     },
-    /// Print a shell completion script (bash, zsh or fish).
+    /// Print a shell completion script (bash, zsh or fish), as kubectl's:
+    /// `source <(grace completion bash)`. Object arguments complete to
+    /// the names stored now (in GRACE_DATA_DIR, or ./grace-data).
     Completion {
         /// The shell.
-        shell: clap_complete::Shell,
+        shell: grace_cli::completion::Shell,
     },
     /// Change an object: remove a finalizer (which may end its deletion).
     Patch {
         #[command(flatten)]
         store: StoreArgs,
         /// The object's name.
+        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         name: String,
         /// The finalizer to remove.
         #[arg(long, required = true)]
@@ -215,6 +222,7 @@ struct DeleteArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// `pod NAME…`, `pod/NAME…` or `NAME…`.
+    #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
     args: Vec<String>,
     /// The objects of these manifests (files, directories, `-`).
     #[arg(short = 'f', long = "filename")]
@@ -277,6 +285,7 @@ struct GetArgs {
     #[command(flatten)]
     store: StoreArgs,
     /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
+    #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
     args: Vec<String>,
     /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
     #[arg(short = 'l', long = "selector")]
@@ -563,6 +572,11 @@ enum Format {
 }
 
 fn main() -> ExitCode {
+    // A completion request from the shell function `grace completion`
+    // registered: answered here, and the process ends.
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(grace_cli::completion::VARIABLE)
+        .complete();
     let cli = Cli::parse();
     match cli.command {
         Command::Simulate { file, format } => simulate(&file, format),
@@ -610,12 +624,14 @@ fn main() -> ExitCode {
         }),
         Command::Completion { shell } => {
             // Written whole, once: a reader that stops early (`| head`)
-            // ends the output quietly, as for every other command, rather
-            // than a panic in the generator's own write.
+            // ends the output quietly, as for every other command.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "grace", &mut script);
-            let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+            let written =
+                grace_cli::completion::write_registration(shell, &mut script).and_then(|()| {
+                    let mut stdout = std::io::stdout().lock();
+                    stdout.write_all(&script).and_then(|()| stdout.flush())
+                });
+            match written {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
                 Err(e) => {

@@ -695,13 +695,81 @@ spec:
 fn completions_for_bash_zsh_and_fish() {
     let dir = tempfile::tempdir().expect("temp dir");
     for shell in ["bash", "zsh", "fish"] {
+        // The script registers a function that asks grace itself.
         let out = ok(dir.path(), &["completion", shell]);
-        assert!(out.contains("grace") && out.contains("describe"), "{shell}");
+        assert!(
+            out.contains("GRACE_COMPLETE") && out.contains("grace"),
+            "{shell}: {out}"
+        );
     }
     assert_eq!(
         grace(dir.path(), &["completion", "tcsh"]).status.code(),
         Some(2)
     );
+}
+
+#[test]
+fn bash_completion_offers_types_names_and_flags_from_the_running_agent() {
+    let Ok(bash) = Command::new("bash")
+        .args(["-c", "echo ${BASH_VERSINFO[0]}"])
+        .output()
+    else {
+        eprintln!("bash is not installed: skipped");
+        return;
+    };
+    assert!(
+        text(&bash.stdout)
+            .trim()
+            .parse::<u32>()
+            .is_ok_and(|v| v >= 4)
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = agent(d);
+    for name in ["web-1", "web-2", "db"] {
+        let file = write(
+            d,
+            &format!("{name}.json"),
+            &format!(r#"{{"kind":"Object","metadata":{{"name":"{name}"}}}}"#),
+        );
+        ok(d, &["apply", "-f", file.to_str().expect("utf-8")]);
+    }
+    // As the shell calls the registered function on TAB.
+    let complete = |words: &str| {
+        let script = format!(
+            r#"source <(grace completion bash)
+COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}}-1)); COMP_TYPE=9
+_clap_complete_grace grace "${{COMP_WORDS[$COMP_CWORD]}}" "${{COMP_WORDS[$COMP_CWORD-1]}}"
+printf '%s\n' "${{COMPREPLY[@]}}""#
+        );
+        let bin = std::path::Path::new(GRACE)
+            .parent()
+            .expect("the binary's dir");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = Command::new("bash")
+            .args(["-c", &script])
+            .env("PATH", path)
+            .env("GRACE_DATA_DIR", d)
+            .env_remove("GRACE_ETCD_ENDPOINTS")
+            .output()
+            .expect("bash runs");
+        text(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(complete(r#"grace delete w"#), ["web-1", "web-2"]);
+    assert_eq!(complete(r#"grace get pod/d"#), ["pod/db"]);
+    let all = complete(r#"grace describe """#);
+    for word in ["pod", "pods", "db", "web-1", "web-2"] {
+        assert!(all.iter().any(|w| w == word), "{word} in {all:?}");
+    }
+    assert_eq!(complete(r#"grace get --show"#), ["--show-labels"]);
+    assert_eq!(complete(r#"grace des"#), ["describe"]);
 }
 
 #[test]
