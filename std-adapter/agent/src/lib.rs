@@ -93,6 +93,7 @@ mod input;
 pub mod node_agent;
 mod on_exit;
 mod outage;
+pub mod pod_update;
 pub mod quota;
 mod run_loop;
 mod serve;
@@ -338,6 +339,17 @@ fn start_agent(
             return Err(e.into());
         }
     };
+
+    // Pods stored with no node while no agent ran are this lone agent's
+    // to run: bound (durably) before the runtime opens and starts them.
+    match containers::bind_stored(&*store, &options.node) {
+        Ok(bound) => {
+            for name in bound {
+                tracing::info!(object = %name, "grace agent: {name}: bound to node {}", options.node);
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
 
     let (tx, inputs) = mpsc::channel::<Input>();
     if signals {
