@@ -15,7 +15,9 @@
 //! deletions: pre-stop, stop signal, SIGKILL when the grace is spent,
 //! removal once finalizers allow. Objects bound to another node are stored
 //! and their deletions decided, but nobody here runs them: they wait for
-//! their own agent, as pods on a lost node do (R80).
+//! their own agent, as pods on a lost node do (R80). An update of a stored
+//! object follows Kubernetes' rules for a Pod ([`update`],
+//! [`pod_update`]).
 //!
 //! Each container's stdout and stderr go to a log file of its own under
 //! `<data-dir>/logs` (see [`ContainerLogs`]), rotated by size, kept until

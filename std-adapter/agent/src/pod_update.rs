@@ -325,7 +325,7 @@ pub fn last_applied_object(manifest: &Value) -> Option<Value> {
 /// [`LAST_APPLIED`] annotations, as the API server compares them (unset,
 /// `null` and empty are the same). An apply that would change nothing
 /// else changes nothing: `grace get -o yaml` applied again is unchanged.
-pub fn same_but_last_applied(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_but_last_applied(a: &Value, b: &Value) -> bool {
     let strip = |pod: &Value| {
         let mut pod = pod.clone();
         if let Some(map) = pod
@@ -360,7 +360,7 @@ pub fn merge(
 
 /// The string map at `pointer` in `value` (labels, annotations); empty
 /// if absent, entries that are not strings left out.
-pub fn string_map(value: &Value, pointer: &str) -> BTreeMap<String, String> {
+pub(crate) fn string_map(value: &Value, pointer: &str) -> BTreeMap<String, String> {
     value
         .pointer(pointer)
         .and_then(Value::as_object)
@@ -374,7 +374,10 @@ pub fn string_map(value: &Value, pointer: &str) -> BTreeMap<String, String> {
 
 /// `manifest` with its `metadata.annotations` made `annotations` (the
 /// field left out when there are none).
-pub fn with_annotations(manifest: &Value, annotations: &BTreeMap<String, String>) -> Manifest {
+pub(crate) fn with_annotations(
+    manifest: &Value,
+    annotations: &BTreeMap<String, String>,
+) -> Manifest {
     let mut manifest = manifest.clone();
     if let Some(root) = manifest.as_object_mut() {
         let meta = root
