@@ -3,7 +3,7 @@
 use crate::clock::Clock;
 use crate::process::{LaunchError, ProcessActuator};
 use crate::runtime::Runtime;
-use crate::store::{ContainerStatus, Store, StoredObject};
+use crate::store::{ContainerStatus, Store, StoreError, StoredObject};
 
 /// Binds a pod that names no node (no `spec.nodeName`) to `node`, as the
 /// scheduler would: the lone agent of a local store runs every pod it is
@@ -14,6 +14,22 @@ pub(crate) fn bind_unbound(object: &mut StoredObject, node: &str) {
         object.node = Some(node.to_owned());
         object.record.scheduled = true;
     }
+}
+
+/// Binds every stored pod that names no node to `node`, each written to
+/// the store before anything acts on it: what a lone agent does when it
+/// starts, for pods stored unbound while no agent bound them (by a
+/// version that bound them only when it ran them). Returns their names.
+pub(crate) fn bind_stored<S: Store>(store: &S, node: &str) -> Result<Vec<String>, StoreError> {
+    let mut bound = Vec::new();
+    for (name, mut object, revision) in store.list()?.objects {
+        if wants_binding(&object) {
+            bind_unbound(&mut object, node);
+            store.update(&name, object, revision)?;
+            bound.push(name);
+        }
+    }
+    Ok(bound)
 }
 
 /// Whether `object` is a pod waiting to be bound to a node: it names no

@@ -15,7 +15,9 @@
 //! deletions: pre-stop, stop signal, SIGKILL when the grace is spent,
 //! removal once finalizers allow. Objects bound to another node are stored
 //! and their deletions decided, but nobody here runs them: they wait for
-//! their own agent, as pods on a lost node do (R80).
+//! their own agent, as pods on a lost node do (R80). An update of a stored
+//! object follows Kubernetes' rules for a Pod ([`update`],
+//! [`pod_update`]).
 //!
 //! Each container's stdout and stderr go to a log file of its own under
 //! `<data-dir>/logs` (see [`ContainerLogs`]), rotated by size, kept until
@@ -93,6 +95,7 @@ mod input;
 pub mod node_agent;
 mod on_exit;
 mod outage;
+pub mod pod_update;
 pub mod quota;
 mod run_loop;
 mod serve;
@@ -338,6 +341,17 @@ fn start_agent(
             return Err(e.into());
         }
     };
+
+    // Pods stored with no node while no agent ran are this lone agent's
+    // to run: bound (durably) before the runtime opens and starts them.
+    match containers::bind_stored(&*store, &options.node) {
+        Ok(bound) => {
+            for name in bound {
+                tracing::info!(object = %name, "grace agent: {name}: bound to node {}", options.node);
+            }
+        }
+        Err(e) => return Err(e.into()),
+    }
 
     let (tx, inputs) = mpsc::channel::<Input>();
     if signals {

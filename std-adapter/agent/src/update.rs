@@ -1,9 +1,12 @@
 //! An update of a stored object, as the Kubernetes API server updates a
-//! Pod: labels and owner references may change at any time; finalizers may be removed (the last
+//! Pod: labels, annotations and owner references may change at any time
+//! (labels and annotations merged three ways, as `kubectl apply` merges
+//! them, [`crate::pod_update::merge`]); finalizers may be removed (the last
 //! one may complete a deletion, R45) and added only while the object is not
-//! being deleted (R46: the whole update is refused otherwise); everything
-//! else of the spec is immutable and a change to it is refused; a uid given
-//! with the object must be the stored one (409).
+//! being deleted (R46: the whole update is refused otherwise); of the spec
+//! only what Kubernetes lets change may change (an image, see
+//! [`crate::pod_update::check_spec_update`]), anything else is refused; a
+//! uid given with the object must be the stored one (409).
 //!
 //! The agent carries out an update as the steps it is made of (labels,
 //! added finalizers, removed finalizers), after checking them all; each is
@@ -15,9 +18,13 @@ use grace_core::{FinalizerChange, Input, Name};
 
 use crate::api::{ApiError, ErrorKind, Reply};
 use crate::clock::Clock;
+use crate::pod_update::{
+    ForbiddenUpdate, check_spec_update, last_applied_object, merge, same_but_last_applied,
+    string_map, with_annotations,
+};
 use crate::process::ProcessActuator;
 use crate::runtime::{Runtime, RuntimeError};
-use crate::store::{OwnerReference, Store, StoredObject};
+use crate::store::{Manifest, OwnerReference, Store, StoredObject};
 
 /// What an update changes, once checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,6 +37,9 @@ pub struct Plan {
     pub remove: Vec<Name>,
     /// The new owner references, if they differ.
     pub owners: Option<Vec<OwnerReference>>,
+    /// The whole object as applied, if it differs (its annotations merged
+    /// as kubectl merges them); an image change is one.
+    pub manifest: Option<Manifest>,
 }
 
 impl Plan {
@@ -39,6 +49,7 @@ impl Plan {
             && self.add.is_empty()
             && self.remove.is_empty()
             && self.owners.is_none()
+            && self.manifest.is_none()
     }
 }
 
@@ -55,8 +66,22 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
             ),
         });
     }
-    let immutable = [
-        ("kind", old.strategy != new.strategy),
+    if old.strategy != new.strategy {
+        return Err(ApiError {
+            kind: ErrorKind::Invalid,
+            message: format!(
+                "Pod \"{name}\" is invalid: kind: Forbidden: pod updates may not change the kind"
+            ),
+        });
+    }
+    let kept = |o: &StoredObject| o.manifest.as_ref().and_then(|m| m.to_json().ok());
+    let (old_kept, new_kept) = (kept(old), kept(new));
+    if let (Some(was), Some(is)) = (&old_kept, &new_kept) {
+        check_spec_update(was, is).map_err(|e| forbidden(name, &e))?;
+    }
+    // What grace holds beside the manifest, and the containers of objects
+    // stored without one.
+    let changed: Vec<String> = [
         // A manifest without it keeps the node the pod was bound to.
         ("spec.nodeName", new.node.is_some() && old.node != new.node),
         (
@@ -65,14 +90,13 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
                 != new.record.termination_grace_period_seconds,
         ),
         ("spec.containers", old.containers != new.containers),
-    ];
-    if let Some((field, _)) = immutable.iter().find(|(_, changed)| *changed) {
-        return Err(ApiError {
-            kind: ErrorKind::Invalid,
-            message: format!(
-                "Pod \"{name}\" is invalid: {field}: Forbidden: pod updates may not change fields other than metadata.labels and metadata.finalizers"
-            ),
-        });
+    ]
+    .into_iter()
+    .filter(|(_, changed)| *changed)
+    .map(|(field, _)| field.to_owned())
+    .collect();
+    if !changed.is_empty() {
+        return Err(forbidden(name, &ForbiddenUpdate::spec_change(&changed)));
     }
     let add: Vec<Name> = new
         .record
@@ -98,12 +122,66 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
             ),
         });
     }
-    Ok(Plan {
-        labels: (old.labels != new.labels).then(|| new.labels.clone()),
+    // kubectl's three-way merge of labels and annotations: what the last
+    // apply set and this one leaves out goes; what others added stays.
+    let original = old_kept.as_ref().and_then(last_applied_object);
+    let labels = merge(
+        original
+            .as_ref()
+            .map(|o| string_map(o, "/metadata/labels"))
+            .as_ref(),
+        &new.labels,
+        &old.labels,
+    );
+    let manifest = new_kept.as_ref().map(|is| {
+        let current = old_kept
+            .as_ref()
+            .map(|o| string_map(o, "/metadata/annotations"))
+            .unwrap_or_default();
+        let annotations = merge(
+            original
+                .as_ref()
+                .map(|o| string_map(o, "/metadata/annotations"))
+                .as_ref(),
+            &string_map(is, "/metadata/annotations"),
+            &current,
+        );
+        with_annotations(is, &annotations)
+    });
+    let mut plan = Plan {
+        labels: (old.labels != labels).then_some(labels),
         add,
         remove,
         owners: (old.owners != new.owners).then(|| new.owners.clone()),
-    })
+        // A manifest in grace's older format, with none, keeps the one
+        // stored.
+        manifest: manifest.filter(|m| old.manifest.as_ref() != Some(m)),
+    };
+    // Only the last apply's annotation would change: nothing changes (so
+    // `get -o yaml` applied again is unchanged; kubectl would rewrite the
+    // annotation and answer configured).
+    let only_annotation = |m: &Manifest| {
+        old_kept
+            .as_ref()
+            .zip(m.to_json().ok())
+            .is_some_and(|(was, is)| same_but_last_applied(was, &is))
+    };
+    let nothing_else = plan.labels.is_none()
+        && plan.add.is_empty()
+        && plan.remove.is_empty()
+        && plan.owners.is_none();
+    if nothing_else && plan.manifest.as_ref().is_some_and(only_annotation) {
+        plan.manifest = None;
+    }
+    Ok(plan)
+}
+
+/// The API server's answer to an update it refuses.
+fn forbidden(name: &str, e: &ForbiddenUpdate) -> ApiError {
+    ApiError {
+        kind: ErrorKind::Invalid,
+        message: format!("Pod \"{name}\" is invalid: {e}"),
+    }
 }
 
 /// The agent's side of [`Request::Put`](crate::api::Request::Put): creates the object (and starts
@@ -149,6 +227,11 @@ pub fn put<S: Store, C: Clock>(
     }
     if let Some(owners) = plan.owners {
         rt.update_owners(name, owners)?;
+    }
+    // Kept, not acted on: grace pulls no images, so a new image restarts
+    // nothing (the kubelet would restart the container).
+    if let Some(manifest) = plan.manifest {
+        rt.update_manifest(name, Some(manifest))?;
     }
     for f in plan.add {
         let _ = rt.handle(name, Input::FinalizerUpdate(FinalizerChange::Add(f)))?;

@@ -143,6 +143,15 @@ pub fn object_named(
             "Forbidden: a pod's status is its agent's to write".into(),
         ));
     }
+    // The Pod as applied is shown and compared as a Pod: it must be one.
+    if let Some(manifest) = &object.manifest
+        && !manifest.to_json().is_ok_and(|pod| pod.is_object())
+    {
+        return Err(at(
+            "manifest",
+            "Invalid value: the object as applied must be a JSON object".into(),
+        ));
+    }
     containers(object)
 }
 
@@ -367,6 +376,14 @@ mod tests {
             object_named("Web", &pod(), true).expect_err("name").0,
             "metadata.name"
         );
+        let not_json: crate::store::Manifest =
+            serde_json::from_str("\"{not json\"").expect("a string");
+        assert_eq!(refused(|o| o.manifest = Some(not_json)), "manifest");
+        let mut whole = pod();
+        whole.manifest = Some(crate::store::Manifest::from_json(
+            &serde_json::json!({"spec": {}}),
+        ));
+        assert_eq!(object_named("web", &whole, true), Ok(()));
     }
 
     #[test]

@@ -1,13 +1,17 @@
 //! `grace apply -f`: create-or-update, as `kubectl apply`.
 //!
-//! An object not stored yet is created (`pod/web created`). One stored
-//! under the same name is updated as the Kubernetes API server updates a
-//! Pod: labels may change at any time; finalizers may be removed (the last
-//! one may complete a deletion, R45) and added only while the object is not
-//! being deleted (R46: the whole update is refused otherwise); everything
-//! else of the spec is immutable and a change to it is refused; a uid given
-//! in the manifest must be the stored one (409). Nothing to change prints
-//! `pod/web unchanged`.
+//! An object not stored yet is created (`pod/web created`), kept whole
+//! with the `kubectl.kubernetes.io/last-applied-configuration` annotation
+//! `kubectl apply` writes. One stored under the same name is updated as
+//! the Kubernetes API server updates a Pod: labels and annotations may
+//! change at any time (merged three ways with the last apply's, as kubectl
+//! does); finalizers may be removed (the last one may complete a deletion,
+//! R45) and added only while the object is not being deleted (R46: the
+//! whole update is refused otherwise); of the spec only an image may
+//! change (kept, not acted on: nothing restarts), as may
+//! `activeDeadlineSeconds` (lowered) and `tolerations` (added); anything
+//! else is refused; a uid given in the manifest must be the stored one
+//! (409). Nothing to change prints `pod/web unchanged`.
 //!
 //! The agent decides an update ([`grace_agent::update`]); on a shared
 //! store (`--etcd`) the same plan is carried out here.
@@ -111,7 +115,7 @@ fn warn_ignored(documents: &[Document], err: &mut impl Write) {
     if !ignored.is_empty() {
         let _ = writeln!(
             err,
-            "Warning: grace does not act on these Pod fields (accepted, ignored): {}",
+            "Warning: grace does not act on these Pod fields (accepted and kept, not acted on): {}",
             ignored.join(", ")
         );
     }
@@ -156,8 +160,8 @@ fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<App
 }
 
 /// Create-or-update on a shared store, decided here as an API server.
-/// Label changes are refused: each node's agent keeps its objects' spec
-/// and would write the old labels back.
+/// Label, annotation and image changes are refused: each node's agent
+/// keeps its objects' spec and would write the old ones back.
 fn apply_shared(
     store: &dyn Store,
     name: &str,
@@ -178,11 +182,16 @@ fn apply_shared(
         ErrorKind::Invalid => CommandError::invalid(e.message),
         _ => CommandError::failed(e.message),
     })?;
-    if plan.labels.is_some() {
+    if plan.labels.is_some() || (plan.manifest.is_some() && old.manifest.is_some()) {
         return Err(CommandError::failed(format!(
-            "pod \"{name}\": label changes are not supported on a shared store (--etcd)"
+            "pod \"{name}\": changes of labels, annotations and images are not supported on a shared store (--etcd)"
         )));
     }
+    // An object stored before manifests were kept keeps none there.
+    let plan = grace_agent::update::Plan {
+        manifest: None,
+        ..plan
+    };
     if plan.is_empty() {
         return Ok(Applied::Unchanged);
     }

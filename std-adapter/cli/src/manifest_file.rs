@@ -26,6 +26,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
+use grace_agent::pod_update::annotate;
+
 use crate::k8s_pod::{PodError, ignored_fields, to_object};
 use crate::store::StoredObject;
 
@@ -57,6 +59,9 @@ impl std::fmt::Display for ManifestError {
 }
 
 impl std::error::Error for ManifestError {}
+
+/// The namespace of a manifest that names none, as kubectl's.
+const DEFAULT_NAMESPACE: &str = "default";
 
 /// One object read from a manifest.
 #[derive(Clone, Debug, PartialEq)]
@@ -248,10 +253,17 @@ fn pod_document(
         let at = locate(format, doc, &full);
         fail(full, at, message)
     })?;
+    let mut object = converted.object;
+    // The annotation `kubectl apply` writes: the document as the file
+    // gives it (nulls and empty maps included), read once more as JSON.
+    let raw = run(format, doc, RawPass { prefix });
+    if let (Some(kept), Ok(Some(raw))) = (&object.manifest, raw) {
+        object.manifest = Some(annotate(kept, &raw, DEFAULT_NAMESPACE));
+    }
     Ok(Document {
         source: source.to_owned(),
         name: converted.name,
-        object: converted.object,
+        object,
         ignored: ignored_fields(&pod),
         warnings: converted.warnings,
     })
@@ -466,6 +478,22 @@ impl Pass for CountItems {
             items: Vec<IgnoredAny>,
         }
         Items::deserialize(de).map(|l| l.items.len())
+    }
+}
+
+/// The document at `prefix` as JSON, as the file gives it.
+struct RawPass<'a> {
+    prefix: &'a [Seg],
+}
+
+impl Pass for RawPass<'_> {
+    type Out = Option<serde_json::Value>;
+    fn run<'de, D: Deserializer<'de>>(self, de: D) -> Result<Self::Out, D::Error> {
+        Walk {
+            path: self.prefix,
+            target: std::marker::PhantomData::<serde_json::Value>,
+        }
+        .deserialize(de)
     }
 }
 

@@ -287,10 +287,11 @@ fn apply_creates_then_updates_labels_and_finalizers_as_kubernetes_does() {
         "terminationGracePeriodSeconds: 5",
     ));
     assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
     assert!(
-        text(&out.stderr).contains("spec.terminationGracePeriodSeconds: Forbidden"),
-        "{}",
-        text(&out.stderr)
+        err.contains("spec: Forbidden: pod updates may not change fields other than")
+            && err.contains("changed: spec.terminationGracePeriodSeconds"),
+        "{err}"
     );
 
     // A uid in the manifest must be the stored one (409).

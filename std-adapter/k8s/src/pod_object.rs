@@ -11,8 +11,9 @@
 //! `securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`),
 //! `lifecycle.preStop` and `lifecycle.postStart` as `exec.command` or
 //! `sleep.seconds`, `lifecycle.stopSignal`) and native sidecars
-//! (`spec.initContainers[]` with `restartPolicy: Always`). Every other field valid in a Pod is accepted
-//! and reported by [`ignored_fields`]; a field grace would have to act on
+//! (`spec.initContainers[]` with `restartPolicy: Always`). Every other field valid in a Pod is accepted,
+//! kept with the object ([`StoredObject::manifest`]: the Pod as applied,
+//! which [`to_pod`] shows again) and reported by [`ignored_fields`]; a field grace would have to act on
 //! and cannot (an HTTP pre-stop hook, an init container that runs to
 //! completion, a container without a command, `envFrom`, an environment
 //! entry from a ConfigMap or Secret) is refused.
@@ -27,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use grace_std::api_server::check_name;
 use grace_std::runtime::{CONTAINERS, KillRecord};
-use grace_std::store::{FINALIZERS, OwnerReference, StoredContainer, StoredObject};
+use grace_std::store::{FINALIZERS, Manifest, OwnerReference, StoredContainer, StoredObject};
 use rustix::process::Signal;
 
 /// A field of a Pod that grace refuses, and why. `path` is the field in
@@ -298,11 +299,40 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     object.containers = containers;
     object.labels = labels;
     object.owners = owners(meta)?;
+    object.manifest = Some(kept(pod));
     Ok(PodObject {
         name,
         object,
         warnings,
     })
+}
+
+/// The Pod as grace keeps it whole ([`StoredObject::manifest`]): every
+/// field as applied but those the stored object holds beside it, which
+/// change without a new manifest (the uid, times, labels, finalizers and
+/// owner references, the node it is bound to, the grace period as
+/// defaulted) and the status.
+fn kept(pod: &Pod) -> Manifest {
+    let mut pod = pod.clone();
+    pod.status = None;
+    let meta = &mut pod.metadata;
+    meta.name = None;
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.generation = None;
+    meta.creation_timestamp = None;
+    meta.deletion_timestamp = None;
+    meta.deletion_grace_period_seconds = None;
+    meta.finalizers = None;
+    meta.owner_references = None;
+    meta.labels = None;
+    meta.managed_fields = None;
+    meta.self_link = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = None;
+        spec.termination_grace_period_seconds = None;
+    }
+    Manifest::from_json(&serde_json::to_value(&pod).unwrap_or_default())
 }
 
 /// `metadata.ownerReferences`, checked as the API server checks them: a
@@ -509,8 +539,9 @@ fn signal_name(number: i32) -> String {
 /// every request).
 pub use grace_std::api_server::check_label;
 
-/// A stored object as Kubernetes shows the Pod: the manifest's fields,
-/// the server's metadata (`resourceVersion`, `generation`,
+/// A stored object as Kubernetes shows the Pod: the manifest's fields
+/// (all of them, as applied, when the object keeps its manifest), the
+/// server's metadata (`resourceVersion`, `generation`,
 /// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
@@ -585,11 +616,69 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
         }),
         ..PodSpec::default()
     };
+    let (metadata, spec) = match applied(object) {
+        Some(pod) => overlay(pod, metadata, spec),
+        None => (metadata, spec),
+    };
+    let mut status = status(object);
+    // Each container's image as its spec names it, as the kubelet reports
+    // it (grace pulls none: it runs the command).
+    let images = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    for image_of in images {
+        let statuses = status
+            .container_statuses
+            .iter_mut()
+            .chain(status.init_container_statuses.iter_mut())
+            .flatten();
+        for s in statuses.filter(|s| s.name == image_of.name) {
+            if let Some(image) = &image_of.image {
+                s.image.clone_from(image);
+            }
+        }
+    }
     Pod {
         metadata,
         spec: Some(spec),
-        status: Some(status(object)),
+        status: Some(status),
     }
+}
+
+/// The Pod grace keeps whole, if the object has one that reads as a Pod.
+fn applied(object: &StoredObject) -> Option<Pod> {
+    let value = object.manifest.as_ref()?.to_json().ok()?;
+    serde_json::from_value(value).ok()
+}
+
+/// The kept Pod with what grace holds beside it written over it (the
+/// metadata grace keeps, the node, the grace period): `ours` are those
+/// fields as grace shows them.
+fn overlay(kept: Pod, ours: ObjectMeta, spec: PodSpec) -> (ObjectMeta, PodSpec) {
+    let metadata = ObjectMeta {
+        name: ours.name,
+        uid: ours.uid,
+        resource_version: ours.resource_version,
+        generation: ours.generation,
+        creation_timestamp: ours.creation_timestamp,
+        deletion_timestamp: ours.deletion_timestamp,
+        deletion_grace_period_seconds: ours.deletion_grace_period_seconds,
+        finalizers: ours.finalizers,
+        owner_references: ours.owner_references,
+        labels: ours.labels,
+        ..kept.metadata
+    };
+    let (node_name, termination_grace_period_seconds) = (
+        spec.node_name.clone(),
+        spec.termination_grace_period_seconds,
+    );
+    let spec = PodSpec {
+        node_name,
+        termination_grace_period_seconds,
+        ..kept.spec.unwrap_or(spec)
+    };
+    (metadata, spec)
 }
 
 /// `status.phase`, the conditions and the start time

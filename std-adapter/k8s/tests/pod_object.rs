@@ -313,3 +313,50 @@ fn kubectl_run_manifests_apply_with_args_only_or_with_command() {
     let converted = to_object(&pod(command)).expect("applies");
     assert_eq!(converted.object.containers[0].command, ["sleep", "1000"]);
 }
+
+#[test]
+fn the_pod_is_kept_whole_and_shown_as_applied_with_graces_fields_over_it() {
+    let mut applied = web();
+    applied["metadata"]["annotations"] = serde_json::json!({"note": "kept"});
+    applied["metadata"]["namespace"] = "default".into();
+    applied["spec"]["containers"][0]["resources"] = serde_json::json!({"limits": {"cpu": "500m"}});
+    applied["spec"]["volumes"] = serde_json::json!([{"name": "cache", "emptyDir": {}}]);
+    let mut object = to_object(&pod(applied.clone()))
+        .expect("grace runs it")
+        .object;
+    let kept = object
+        .manifest
+        .as_ref()
+        .expect("kept")
+        .to_json()
+        .expect("JSON");
+    // Kept once, without what the object holds beside it.
+    assert_eq!(kept["metadata"].get("labels"), None);
+    assert_eq!(kept["spec"].get("nodeName"), None);
+    // Bound elsewhere since: grace's fields win.
+    object.node = Some("node-b".into());
+    let shown = serde_json::to_value(to_pod("web", &object)).expect("JSON");
+    assert_eq!(
+        shown["metadata"]["annotations"],
+        applied["metadata"]["annotations"]
+    );
+    assert_eq!(shown["metadata"]["namespace"], "default");
+    assert_eq!(shown["metadata"]["labels"], applied["metadata"]["labels"]);
+    assert_eq!(
+        shown["metadata"]["finalizers"],
+        serde_json::json!(["example.com/keep"])
+    );
+    assert_eq!(shown["spec"]["nodeName"], "node-b");
+    assert_eq!(shown["spec"]["terminationGracePeriodSeconds"], 30);
+    assert_eq!(shown["spec"]["volumes"], applied["spec"]["volumes"]);
+    assert_eq!(shown["spec"]["containers"], applied["spec"]["containers"]);
+    assert_eq!(shown["status"]["containerStatuses"][0]["image"], "nginx");
+    // An object stored before the Pod was kept shows grace's fields.
+    object.manifest = None;
+    let older = serde_json::to_value(to_pod("web", &object)).expect("JSON");
+    assert_eq!(older["spec"]["containers"][0].get("image"), None);
+    assert_eq!(
+        older["spec"]["containers"][0]["command"],
+        serde_json::json!(["sleep", "1000"])
+    );
+}

@@ -13,7 +13,8 @@ use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{
-    ContainerStatus, FINALIZERS, KillState, OwnerReference, Store, StoreError, StoredObject,
+    ContainerStatus, FINALIZERS, KillState, Manifest, OwnerReference, Store, StoreError,
+    StoredObject,
 };
 
 /// The answer to a delete request (the REST response, R33). Made by the
@@ -385,6 +386,21 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             self.objects.saw_owners();
         }
         let done = self.replace_in_spec(name, owners, |spec| &mut spec.owners);
+        self.objects.close();
+        done
+    }
+
+    /// Replaces the whole object as it was applied
+    /// ([`StoredObject::manifest`]): what an update that Kubernetes allows
+    /// changes beside labels and finalizers (an image, an annotation).
+    /// Nothing is started or stopped for it. Writes nothing if it is
+    /// unchanged.
+    pub fn update_manifest(
+        &mut self,
+        name: &str,
+        manifest: Option<Manifest>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.replace_in_spec(name, manifest, |spec| &mut spec.manifest);
         self.objects.close();
         done
     }

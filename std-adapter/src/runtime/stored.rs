@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
-use crate::store::{ContainerStatus, KillState, OwnerReference, StoredContainer, StoredObject};
+use crate::store::{
+    ContainerStatus, KillState, Manifest, OwnerReference, StoredContainer, StoredObject,
+};
 
 /// The parts of a stored object that its lifecycle does not hold. The
 /// lifecycle is the one copy of the record and the kill state: the stored
@@ -23,6 +25,7 @@ pub(super) struct Spec {
     pub(super) created: Option<Timestamp>,
     pub(super) started: Option<Timestamp>,
     pub(super) owners: Vec<OwnerReference>,
+    pub(super) manifest: Option<Manifest>,
 }
 
 impl Spec {
@@ -36,6 +39,7 @@ impl Spec {
             created: object.created,
             started: object.started,
             owners: object.owners,
+            manifest: object.manifest,
         }
     }
 
@@ -55,6 +59,7 @@ impl Spec {
             status,
             started,
             owners,
+            manifest,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -77,6 +82,8 @@ impl Spec {
         if *owners != self.owners {
             owners.clone_from(&self.owners);
         }
+        // A reference count, whether or not it changed.
+        manifest.clone_from(&self.manifest);
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
@@ -96,6 +103,7 @@ impl Spec {
             status: self.status.clone(),
             started: self.started,
             owners: self.owners.clone(),
+            manifest: self.manifest.clone(),
         }
     }
 }

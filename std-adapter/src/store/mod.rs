@@ -51,6 +51,7 @@ mod container_run;
 mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
+mod manifest;
 mod memory;
 mod object;
 mod redb;
@@ -67,6 +68,7 @@ pub use self::etcd::{
     DEFAULT_ETCD_PREFIX, DEFAULT_MAX_TXN_OPS, EpochBump, EtcdAuth, EtcdOptions, EtcdStore, EtcdTls,
     Lease,
 };
+pub use self::manifest::Manifest;
 pub use self::memory::MemoryStore;
 pub use self::object::{
     ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,

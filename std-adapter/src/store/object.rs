@@ -1,5 +1,6 @@
 //! What the store keeps under a name: the object's deletion metadata, where
-//! it runs, its containers, and the runtime's opaque kill state.
+//! it runs, its containers, the runtime's opaque kill state, and the whole
+//! object as it was applied.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -11,6 +12,7 @@ use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::container_run::{EnvVar, SecurityContext};
+use super::manifest::Manifest;
 
 /// The finalizer capacity of stored records: an object with more
 /// finalizers than this cannot be stored (it fails to decode as
@@ -72,6 +74,11 @@ pub struct StoredObject {
     /// left, and a foreground deletion of an owner waits for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<OwnerReference>,
+    /// The whole object as it was last applied (`grace apply`): what it
+    /// reads back as, fields grace does not act on included; `None` for an
+    /// object made otherwise (`grace run`) or stored before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Manifest>,
 }
 
 /// One entry of `metadata.ownerReferences`: an object the holder depends
@@ -405,6 +412,7 @@ impl StoredObject {
             status: Vec::new(),
             started: None,
             owners: Vec::new(),
+            manifest: None,
         }
     }
 
