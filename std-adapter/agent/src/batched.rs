@@ -323,7 +323,8 @@ fn settle<S: Store, C: Clock>(
 
 /// The name of a change request, checked as the manifest readers check it.
 fn check_name(name: &str) -> Result<(), String> {
-    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
+    grace_std::api_server::check_object_name(name)
+        .map_err(|m| format!("field `metadata.name`: {m}"))
 }
 
 fn invalid(message: String) -> Reply {

@@ -3,7 +3,7 @@
 //! grace store holds ([`to_object`]), and a stored object is shown as a
 //! Pod again, with a status from its kill state ([`to_pod`]).
 //!
-//! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
+//! The Pod subset grace acts on: `metadata` (`name`, `generateName`, `uid`, `labels`,
 //! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use grace_std::api_server::check_name;
+use grace_std::api_server::{check_name, check_object_name, generate_name};
 use grace_std::runtime::{CONTAINERS, KillRecord};
 use grace_std::store::{FINALIZERS, OwnerReference, StoredContainer, StoredObject};
 use rustix::process::Signal;
@@ -125,6 +125,7 @@ const POD: Used = Used::Fields(&[
         "metadata",
         Used::Fields(&[
             ("name", Used::Leaf),
+            ("generateName", Used::Leaf),
             ("uid", Used::Leaf),
             ("labels", Used::Leaf),
             ("finalizers", Used::Leaf),
@@ -192,21 +193,33 @@ fn unused(value: &serde_json::Value, used: &Used, path: &str, found: &mut Vec<St
     }
 }
 
+/// Random numbers for a generated name: each call hashes nothing with a
+/// fresh `RandomState`, whose keys std seeds from the system's randomness.
+fn random() -> u64 {
+    use std::hash::BuildHasher as _;
+    std::collections::hash_map::RandomState::new().hash_one(())
+}
+
 /// Converts a manifest's Pod into the object grace stores (see the module
-/// docs for the subset).
+/// docs for the subset). A Pod with `metadata.generateName` and no
+/// `metadata.name` gets a name as the API server would give it (the prefix
+/// and five random characters, see
+/// [`generate_name`](grace_std::api_server::generate_name)).
 pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     let meta = &pod.metadata;
     let name = match (&meta.name, &meta.generate_name) {
-        (Some(name), _) => name.clone(),
-        (None, Some(_)) => {
-            return Err(PodError::at(
-                "metadata.name",
-                "Required value (generateName is not supported: give the name)",
-            ));
+        (Some(name), _) => {
+            check_object_name(name).map_err(|m| PodError::at("metadata.name", m))?;
+            name.clone()
         }
-        (None, None) => return Err(PodError::at("metadata.name", "Required value")),
+        // As the API server: the prefix and five random characters.
+        (None, Some(prefix)) if !prefix.is_empty() => {
+            let name = generate_name(prefix, random);
+            check_object_name(&name).map_err(|m| PodError::at("metadata.generateName", m))?;
+            name
+        }
+        (None, _) => return Err(PodError::at("metadata.name", "Required value")),
     };
-    check_name(&name).map_err(|m| PodError::at("metadata.name", m))?;
     let uid = match meta.uid.as_deref() {
         Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
         Some(uid) => uid,
