@@ -245,16 +245,18 @@ pub fn check_label(key: &str, value: &str) -> Result<(), LabelError> {
     Ok(())
 }
 
-/// Stores a new object under a free `name` (its agent, if it has one,
+/// Stores a new object under a free `name`, a store key
+/// ([`ObjectKey`](crate::store::ObjectKey)) (its agent, if it has one,
 /// takes it from the watch and starts it).
 pub fn create<S: Store + ?Sized>(
     store: &S,
     name: &str,
     object: StoredObject,
 ) -> Result<Revision, RuntimeError> {
-    check_object_name(name).map_err(|reason| RuntimeError::InvalidName {
-        field: "metadata.name",
-        reason,
+    crate::store::ObjectKey::parse(name).map_err(|e| {
+        let field = e.field();
+        let (crate::store::KeyError::Namespace(reason) | crate::store::KeyError::Name(reason)) = e;
+        RuntimeError::InvalidName { field, reason }
     })?;
     let mut object = object;
     object.agent = None;

@@ -131,6 +131,8 @@ pub struct Selection {
     pub selector: Option<Selector>,
     /// `--all`.
     pub all: bool,
+    /// The namespace the names are in (`-n`, `-A`).
+    pub namespace: crate::namespace::Namespace,
 }
 
 impl Selection {
@@ -140,6 +142,7 @@ impl Selection {
         let kind = self.args.kind;
         let items: Vec<Item> = items
             .into_iter()
+            .filter(|i| self.namespace.holds(&i.name))
             .filter(|i| kind.is_none_or(|k| k.holds(&i.object)))
             .filter(|i| {
                 self.selector
@@ -153,7 +156,7 @@ impl Selection {
         let mut found = Vec::new();
         let mut missing = Vec::new();
         for name in &self.args.names {
-            match items.iter().find(|i| i.name == *name) {
+            match items.iter().find(|i| i.name == self.namespace.key(name)) {
                 Some(item) => found.push(item.clone()),
                 None => missing.push(name.clone()),
             }
@@ -184,6 +187,8 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
             .map_err(|e| CommandError::failed(format!("store: {e}"))),
     }
 }
+
+use crate::namespace::name_of;
 
 /// kubectl's not-found line.
 fn not_found(name: &str) -> String {
@@ -233,22 +238,33 @@ pub fn get(
         }
         Format::Table | Format::Wide => {
             let wide = options.format == Format::Wide;
+            // `-A`: kubectl's NAMESPACE column first.
+            let all = options.selection.namespace.all;
             let mut rows = Vec::new();
             if !options.no_headers {
+                let header = output::header(wide).into_iter().map(str::to_owned);
                 rows.push(
-                    output::header(wide)
+                    all.then(|| "NAMESPACE".to_owned())
                         .into_iter()
-                        .map(str::to_owned)
+                        .chain(header)
                         .collect(),
                 );
             }
-            for (name, object) in &pairs {
-                rows.push(output::row(name, object, wide, now, None));
+            for (key, object) in &pairs {
+                let (namespace, name) = crate::store::split_key(key);
+                let row = output::row(name, object, wide, now, None);
+                rows.push(
+                    all.then(|| namespace.to_owned())
+                        .into_iter()
+                        .chain(row)
+                        .collect(),
+                );
             }
             let _ = write!(out, "{}", output::aligned(&rows));
         }
         Format::Name => {
-            for (name, object) in &pairs {
+            for (key, object) in &pairs {
+                let name = crate::namespace::name_of(key);
                 let _ = writeln!(out, "{}/{name}", kind_word(object));
             }
         }
@@ -354,12 +370,24 @@ pub fn delete(
         flags.grace_period = Some(1);
     }
     let (options, warning) = delete_options(&flags)?;
-    let mut names: Vec<String> = sel.args.names.clone();
+    // Store keys: the names in their namespace.
+    let mut names: Vec<String> = sel
+        .args
+        .names
+        .iter()
+        .map(|n| sel.namespace.key(n))
+        .collect();
     let mut ignore = command.ignore_not_found;
     if !command.files.is_empty() {
         let documents = crate::manifest_file::read(&command.files)
             .map_err(|e| CommandError::invalid(format!("error validating {e}")))?;
-        names = documents.into_iter().map(|d| d.name).collect();
+        names = documents
+            .iter()
+            .map(|d| {
+                sel.namespace
+                    .key_of_manifest(d.namespace.as_deref(), &d.name)
+            })
+            .collect::<Result<_, _>>()?;
     } else if sel.selector.is_some() || sel.all {
         ignore = true;
         let (_, items) = fetch_all(target)?;
@@ -374,8 +402,9 @@ pub fn delete(
     }
     let mut failed = None;
     let mut deleted = Vec::new();
-    for name in &names {
-        match delete_one(target, name, &options) {
+    for key in &names {
+        let name = crate::namespace::name_of(key);
+        match delete_one(target, key, &options) {
             Ok(Some(report)) => {
                 if command.output_name {
                     let _ = writeln!(out, "pod/{name}");
@@ -383,7 +412,7 @@ pub fn delete(
                     let _ = writeln!(out, "{}", deleted_line(name, &report));
                 }
                 if !report.dry_run {
-                    deleted.push((name.clone(), report.record.uid.to_string()));
+                    deleted.push((key.clone(), report.record.uid.to_string()));
                 }
             }
             Ok(None) if ignore => {}
@@ -487,7 +516,9 @@ pub fn wait_gone(
             Some(left) if !left.is_zero() => Ok(Some(left)),
             _ => Err(CommandError::failed(format!(
                 "timed out waiting for the condition on pods/{}",
-                pending.first().map_or("", |(name, _)| name.as_str())
+                pending
+                    .first()
+                    .map_or("", |(key, _)| crate::namespace::name_of(key))
             ))),
         }
     };
@@ -495,6 +526,7 @@ pub fn wait_gone(
         pending.retain(|(name, uid)| {
             let stays = there(name, uid);
             if !stays && let Some(out) = met.as_mut() {
+                let name = crate::namespace::name_of(name);
                 let _ = writeln!(out, "pod/{name} condition met");
             }
             stays
@@ -745,7 +777,7 @@ pub fn remove_finalizer(
                 .map_err(|e| runtime_failed(name, e))?;
         }
     }
-    let _ = writeln!(out, "object \"{name}\" patched");
+    let _ = writeln!(out, "object \"{}\" patched", name_of(name));
     Ok(())
 }
 
@@ -902,8 +934,10 @@ fn watch_from(
         return Err(CommandError::failed(not_found(name)));
     }
     let sel = &options.selection;
-    let wanted = |name: &str, object: &StoredObject| {
-        (sel.args.names.is_empty() || sel.args.names.iter().any(|n| n == name))
+    let wanted = |key: &str, object: &StoredObject| {
+        sel.namespace.holds(key)
+            && (sel.args.names.is_empty()
+                || sel.args.names.iter().any(|n| sel.namespace.key(n) == key))
             && sel.args.kind.is_none_or(|k| k.holds(object))
             && sel
                 .selector
@@ -922,7 +956,7 @@ fn watch_from(
         rows.extend(
             items
                 .iter()
-                .map(|i| output::row(&i.name, &i.object, wide, now_seconds(), None)),
+                .map(|i| output::row(name_of(&i.name), &i.object, wide, now_seconds(), None)),
         );
         (0..rows.first().map_or(0, Vec::len))
             .map(|c| {
@@ -955,13 +989,13 @@ fn watch_from(
     };
     let render = |kind: &str, item: &Item, status: Option<&str>| match options.format {
         Format::Table | Format::Wide => line_of(&output::row(
-            &item.name,
+            name_of(&item.name),
             &item.object,
             wide,
             now_seconds(),
             status,
         )),
-        Format::Name => format!("{}/{}", kind_word(&item.object), item.name),
+        Format::Name => format!("{}/{}", kind_word(&item.object), name_of(&item.name)),
         Format::Json | Format::Yaml => serde_json::json!({
             "type": kind,
             "object": output::kubernetes(&[(item.name.as_str(), &item.object)], true),

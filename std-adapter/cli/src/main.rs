@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use grace_cli::kubectl;
+use grace_cli::namespace::Namespace;
 use grace_cli::output::Format as GetFormat;
 
 /// Kubernetes-grade graceful deletion.
@@ -51,6 +52,8 @@ enum Command {
     Logs {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// The object's name.
         name: String,
         /// The container; may be left out when the object has one.
@@ -83,6 +86,8 @@ enum Command {
     Apply {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// A manifest file, a directory of them, or `-` for standard input
         /// (repeatable; several documents per file).
         #[arg(short = 'f', long = "filename", required = true)]
@@ -98,6 +103,8 @@ enum Command {
     Describe {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
         args: Vec<String>,
         /// Objects whose labels match.
@@ -108,6 +115,8 @@ enum Command {
     Wait {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
         args: Vec<String>,
         /// The condition: `delete`.
@@ -132,6 +141,8 @@ enum Command {
     Patch {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// The object's name.
         name: String,
         /// The finalizer to remove.
@@ -210,6 +221,8 @@ struct AgentArgs {
 struct DeleteArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    namespace: NamespaceArgs,
     /// `pod NAME…`, `pod/NAME…` or `NAME…`.
     args: Vec<String>,
     /// The objects of these manifests (files, directories, `-`).
@@ -263,6 +276,11 @@ struct DeleteArgs {
 struct GetArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    namespace: NamespaceArgs,
+    /// Every namespace (a NAMESPACE column first).
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
     /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
     args: Vec<String>,
     /// Objects whose labels match (`app=web`, `tier in (a,b)`, `!x`).
@@ -325,6 +343,24 @@ struct StoreArgs {
     /// The etcd user's password: the first line of this file.
     #[arg(long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
     etcd_password_file: Option<PathBuf>,
+}
+
+/// The namespace of a command that names objects.
+#[derive(clap::Args)]
+struct NamespaceArgs {
+    /// The namespace the names are in (default: the variable
+    /// GRACE_NAMESPACE, else `default`); a manifest in another namespace
+    /// is refused.
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+}
+
+impl NamespaceArgs {
+    /// `-n`, else GRACE_NAMESPACE, else `default`; every one with `all`.
+    fn resolve(&self, all: bool) -> Result<Namespace, kubectl::CommandError> {
+        let variable = std::env::var(grace_cli::namespace::NAMESPACE_VARIABLE).ok();
+        Namespace::resolve(self.namespace.as_deref(), variable.as_deref(), all)
+    }
 }
 
 /// A store command's store, opened.
@@ -479,6 +515,7 @@ fn selection(
     args: &[String],
     selector: Option<&str>,
     all: bool,
+    namespace: Namespace,
 ) -> Result<kubectl::Selection, kubectl::CommandError> {
     let selector = selector
         .map(|s| {
@@ -490,6 +527,7 @@ fn selection(
         args: grace_cli::resource::parse(args)?,
         selector,
         all,
+        namespace,
     })
 }
 
@@ -547,9 +585,14 @@ fn main() -> ExitCode {
         }
         Command::Fence { store, node } => fence(&store, &node),
         Command::Agent(args) => agent(args),
-        Command::Apply { store, files } => on_store("apply", &store, |target| {
+        Command::Apply {
+            store,
+            namespace,
+            files,
+        } => on_store("apply", &store, |target| {
             grace_cli::apply::apply(
                 target,
+                &namespace.resolve(false)?,
                 &files,
                 &mut std::io::stdout(),
                 &mut grace_cli::escape::Escaping::new(std::io::stderr()),
@@ -559,21 +602,24 @@ fn main() -> ExitCode {
         Command::Get(args) => get(args),
         Command::Describe {
             store,
+            namespace,
             args,
             selector,
         } => on_store("describe", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), false)?;
+            let selection =
+                selection(&args, selector.as_deref(), false, namespace.resolve(false)?)?;
             grace_cli::describe::describe(target, &selection, &mut std::io::stdout())
         }),
         Command::Wait {
             store,
+            namespace,
             args,
             condition: _,
             selector,
             all,
             timeout,
         } => on_store("wait", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), all)?;
+            let selection = selection(&args, selector.as_deref(), all, namespace.resolve(false)?)?;
             let timeout = (!timeout.is_zero()).then_some(timeout);
             kubectl::wait_for_delete(target, &selection, timeout, &mut std::io::stdout())
         }),
@@ -595,6 +641,7 @@ fn main() -> ExitCode {
         }
         Command::Logs {
             store,
+            namespace,
             name,
             container,
             follow,
@@ -609,15 +656,18 @@ fn main() -> ExitCode {
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {
-                grace_cli::logs::print(target, &data_dir, &name, &options, &mut std::io::stdout())
+                let key = namespace.resolve(false)?.key(&name);
+                grace_cli::logs::print(target, &data_dir, &key, &options, &mut std::io::stdout())
             })
         }
         Command::Patch {
             store,
+            namespace,
             name,
             remove_finalizer,
         } => on_store("patch", &store, |target| {
-            kubectl::remove_finalizer(target, &name, &remove_finalizer, &mut std::io::stdout())
+            let key = namespace.resolve(false)?.key(&name);
+            kubectl::remove_finalizer(target, &key, &remove_finalizer, &mut std::io::stdout())
         }),
         Command::Demo { data_dir } => demo(data_dir.as_deref()),
     }
@@ -707,6 +757,7 @@ fn agent(args: AgentArgs) -> ExitCode {
 fn delete(args: DeleteArgs) -> ExitCode {
     let DeleteArgs {
         store,
+        namespace,
         args,
         files,
         selector,
@@ -725,7 +776,7 @@ fn delete(args: DeleteArgs) -> ExitCode {
     } = args;
     on_store("delete", &store, |target| {
         let command = kubectl::DeleteCommand {
-            selection: selection(&args, selector.as_deref(), all)?,
+            selection: selection(&args, selector.as_deref(), all, namespace.resolve(false)?)?,
             files,
             ignore_not_found,
             now,
@@ -758,6 +809,8 @@ fn delete(args: DeleteArgs) -> ExitCode {
 fn get(args: GetArgs) -> ExitCode {
     let GetArgs {
         store,
+        namespace,
+        all_namespaces,
         args,
         selector,
         output,
@@ -765,8 +818,9 @@ fn get(args: GetArgs) -> ExitCode {
         watch,
     } = args;
     on_store("get", &store, |target| {
+        let namespace = namespace.resolve(all_namespaces)?;
         let options = kubectl::GetOptions {
-            selection: selection(&args, selector.as_deref(), false)?,
+            selection: selection(&args, selector.as_deref(), false, namespace)?,
             format: match output {
                 OutputArg::Table => GetFormat::Table,
                 OutputArg::Wide => GetFormat::Wide,

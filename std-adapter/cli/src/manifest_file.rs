@@ -63,8 +63,10 @@ impl std::error::Error for ManifestError {}
 pub struct Document {
     /// The file it came from.
     pub source: String,
-    /// `metadata.name`.
+    /// `metadata.name` (generated for a `metadata.generateName`).
     pub name: String,
+    /// `metadata.namespace`, if given.
+    pub namespace: Option<String>,
     /// The object to store; an empty uid when the manifest gave none.
     pub object: StoredObject,
     /// Fields valid in a Pod that grace does not act on.
@@ -251,6 +253,7 @@ fn pod_document(
     Ok(Document {
         source: source.to_owned(),
         name: converted.name,
+        namespace: converted.namespace,
         object: converted.object,
         ignored: ignored_fields(&pod),
         warnings: converted.warnings,
@@ -268,6 +271,7 @@ fn legacy(source: &str, doc: &str) -> Result<Document, ManifestError> {
     Ok(Document {
         source: source.to_owned(),
         name: manifest.name,
+        namespace: None,
         object: manifest.object,
         ignored: Vec::new(),
         warnings: Vec::new(),

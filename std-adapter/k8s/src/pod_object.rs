@@ -3,7 +3,7 @@
 //! grace store holds ([`to_object`]), and a stored object is shown as a
 //! Pod again, with a status from its kill state ([`to_pod`]).
 //!
-//! The Pod subset grace acts on: `metadata` (`name`, `generateName`, `uid`, `labels`,
+//! The Pod subset grace acts on: `metadata` (`name`, `generateName`, `namespace`, `uid`, `labels`,
 //! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
@@ -62,6 +62,9 @@ impl std::error::Error for PodError {}
 pub struct PodObject {
     /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`, if the manifest gives one (checked: a
+    /// DNS-1123 label).
+    pub namespace: Option<String>,
     /// The object; its uid is empty when the manifest gave none (the
     /// server assigns one on create, and keeps the stored one on update).
     pub object: StoredObject,
@@ -126,6 +129,7 @@ const POD: Used = Used::Fields(&[
         Used::Fields(&[
             ("name", Used::Leaf),
             ("generateName", Used::Leaf),
+            ("namespace", Used::Leaf),
             ("uid", Used::Leaf),
             ("labels", Used::Leaf),
             ("finalizers", Used::Leaf),
@@ -220,6 +224,13 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
         }
         (None, _) => return Err(PodError::at("metadata.name", "Required value")),
     };
+    let namespace = match meta.namespace.as_deref() {
+        None | Some("") => None,
+        Some(namespace) => {
+            check_name(namespace).map_err(|m| PodError::at("metadata.namespace", m))?;
+            Some(namespace.to_owned())
+        }
+    };
     let uid = match meta.uid.as_deref() {
         Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
         Some(uid) => uid,
@@ -313,6 +324,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     object.owners = owners(meta)?;
     Ok(PodObject {
         name,
+        namespace,
         object,
         warnings,
     })
@@ -522,14 +534,18 @@ fn signal_name(number: i32) -> String {
 /// every request).
 pub use grace_std::api_server::check_label;
 
-/// A stored object as Kubernetes shows the Pod: the manifest's fields,
+/// A stored object (stored under the key `name`, see
+/// [`ObjectKey`](grace_std::store::ObjectKey)) as Kubernetes shows the
+/// Pod: its namespace and name, the manifest's fields,
 /// the server's metadata (`resourceVersion`, `generation`,
 /// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     let meta = &object.record;
+    let (namespace, name) = grace_std::store::split_key(name);
     let mut metadata = ObjectMeta {
         name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
         labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
         creation_timestamp: object.created.and_then(crate::time),
         ..ObjectMeta::default()

@@ -53,6 +53,7 @@ mod error;
 mod etcd;
 mod memory;
 mod object;
+mod object_key;
 mod redb;
 mod scoped;
 mod watch;
@@ -71,6 +72,7 @@ pub use self::memory::MemoryStore;
 pub use self::object::{
     ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,
 };
+pub use self::object_key::{DEFAULT_NAMESPACE, KeyError, ObjectKey, split_key};
 pub use self::redb::{RedbOptions, RedbStore};
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
