@@ -81,9 +81,12 @@ pub fn apply(
             Err(Failed::Unknown(why)) => {
                 let _ = writeln!(
                     err,
-                    "error: applying \"{}\": the outcome is unknown ({why}): the pod may have been created or changed all the same; check with `grace get -n {} {}` once an agent serves again, and apply again if it is not as you want",
+                    "error: applying \"{}\": the outcome is unknown ({why}): the pod may have been created or changed all the same; check with `grace get {}{}` once an agent serves again, and apply again if it is not as you want",
                     doc.source,
-                    crate::namespace::namespace_of(&key),
+                    match crate::namespace::namespace_of(&key) {
+                        crate::store::DEFAULT_NAMESPACE => String::new(),
+                        ns => format!("-n {ns} "),
+                    },
                     doc.name
                 );
                 failed.get_or_insert(1);
