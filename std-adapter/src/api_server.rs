@@ -156,7 +156,7 @@ pub fn generate_name(prefix: &str, mut random: impl FnMut() -> u64) -> String {
     let mut name = prefix.get(..cut).unwrap_or_default().to_owned();
     for _ in 0..GENERATED_LENGTH {
         let len = GENERATED_ALPHABET.len() as u64;
-        let i = usize::try_from(random() % len).unwrap_or(0);
+        let i = usize::try_from(random().checked_rem(len).unwrap_or(0)).unwrap_or(0);
         name.push(char::from(
             GENERATED_ALPHABET.get(i).copied().unwrap_or(b'x'),
         ));
