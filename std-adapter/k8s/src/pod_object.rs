@@ -208,7 +208,7 @@ fn random() -> u64 {
 /// docs for the subset). A Pod with `metadata.generateName` and no
 /// `metadata.name` gets a name as the API server would give it (the prefix
 /// and five random characters, see
-/// [`generate_name`](grace_std::api_server::generate_name)).
+/// [`generate_name`]).
 pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     let meta = &pod.metadata;
     let name = match (&meta.name, &meta.generate_name) {
