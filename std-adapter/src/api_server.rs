@@ -33,8 +33,14 @@ use crate::store::{FINALIZERS, Revision, Store, StoreError, StorePreconditions, 
 /// many attempts (each attempt, one competing writer wins).
 const ATTEMPTS: usize = 64;
 
-/// The longest object name accepted: a DNS-1123 label's 63 bytes.
+/// The longest DNS-1123 label: 63 bytes. A container's name and a node's
+/// name are such labels, and a generated name is at most this long
+/// ([`check_name`]).
 pub const NAME_MAX: usize = 63;
+
+/// The longest object name accepted: a DNS-1123 subdomain's 253 bytes
+/// ([`check_object_name`]), as the Kubernetes API server allows a pod's.
+pub const OBJECT_NAME_MAX: usize = 253;
 
 /// Why a name is refused ([`check_name`]); it prints kubectl's words.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,6 +60,13 @@ pub enum NameError {
         /// The name.
         name: String,
     },
+    /// Not a DNS-1123 subdomain: a character other than a lower-case
+    /// letter, a digit, `-` or `.`, or a dot-separated part that does not
+    /// start and end with a letter or digit.
+    NotDnsSubdomain {
+        /// The name.
+        name: String,
+    },
 }
 
 impl std::fmt::Display for NameError {
@@ -65,6 +78,10 @@ impl std::fmt::Display for NameError {
             NameError::NotDnsLabel { name } => write!(
                 f,
                 "`{name}` is not a DNS-1123 label (lower-case letters, digits and '-', starting and ending with a letter or digit)"
+            ),
+            NameError::NotDnsSubdomain { name } => write!(
+                f,
+                "`{name}` is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', each '.'-separated part starting and ending with a letter or digit)"
             ),
         }
     }
@@ -90,6 +107,61 @@ pub fn check_name(name: &str) -> Result<(), NameError> {
         });
     }
     Ok(())
+}
+
+/// Checks that `name` is a DNS-1123 subdomain, as Kubernetes requires of
+/// a pod's name: 1 to [`OBJECT_NAME_MAX`] bytes, lower-case letters,
+/// digits, `-` and `.`, each `.`-separated part starting and ending with a
+/// letter or digit.
+pub fn check_object_name(name: &str) -> Result<(), NameError> {
+    if name.is_empty() || name.len() > OBJECT_NAME_MAX {
+        return Err(NameError::Length {
+            len: name.len(),
+            max: OBJECT_NAME_MAX,
+        });
+    }
+    let part_ok = |part: &str| {
+        let edge = |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        edge(part.bytes().next())
+            && edge(part.bytes().last())
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    };
+    if !name.split('.').all(part_ok) {
+        return Err(NameError::NotDnsSubdomain {
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The characters of a generated name's suffix: the Kubernetes API
+/// server's (`names.SimpleNameGenerator`), no vowels, no look-alikes.
+const GENERATED_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// How many characters a generated name adds to its prefix.
+const GENERATED_LENGTH: usize = 5;
+
+/// A name for a manifest's `metadata.generateName`, as the Kubernetes API
+/// server makes one: the prefix, cut so that the whole is at most
+/// [`NAME_MAX`] bytes, then five random characters from
+/// `bcdfghjklmnpqrstvwxz2456789`. `random` supplies the randomness (one
+/// call per character); the caller retries on a clash with a stored name.
+pub fn generate_name(prefix: &str, mut random: impl FnMut() -> u64) -> String {
+    let mut cut = NAME_MAX.saturating_sub(GENERATED_LENGTH).min(prefix.len());
+    while !prefix.is_char_boundary(cut) {
+        cut = cut.saturating_sub(1);
+    }
+    let mut name = prefix.get(..cut).unwrap_or_default().to_owned();
+    for _ in 0..GENERATED_LENGTH {
+        let len = GENERATED_ALPHABET.len() as u64;
+        let i = usize::try_from(random().checked_rem(len).unwrap_or(0)).unwrap_or(0);
+        name.push(char::from(
+            GENERATED_ALPHABET.get(i).copied().unwrap_or(b'x'),
+        ));
+    }
+    name
 }
 
 /// Why a label is refused ([`check_label`]); it prints kubectl's words.
@@ -173,16 +245,18 @@ pub fn check_label(key: &str, value: &str) -> Result<(), LabelError> {
     Ok(())
 }
 
-/// Stores a new object under a free `name` (its agent, if it has one,
+/// Stores a new object under a free `name`, a store key
+/// ([`ObjectKey`](crate::store::ObjectKey)) (its agent, if it has one,
 /// takes it from the watch and starts it).
 pub fn create<S: Store + ?Sized>(
     store: &S,
     name: &str,
     object: StoredObject,
 ) -> Result<Revision, RuntimeError> {
-    check_name(name).map_err(|reason| RuntimeError::InvalidName {
-        field: "metadata.name",
-        reason,
+    crate::store::ObjectKey::parse(name).map_err(|e| {
+        let field = e.field();
+        let (crate::store::KeyError::Namespace(reason) | crate::store::KeyError::Name(reason)) = e;
+        RuntimeError::InvalidName { field, reason }
     })?;
     let mut object = object;
     object.agent = None;
@@ -546,6 +620,63 @@ mod tests {
             Err(LabelError::Value {
                 value: "web!".into()
             })
+        );
+    }
+
+    /// Object names are DNS-1123 subdomains of up to 253 bytes, with dots,
+    /// as Kubernetes allows a pod's; the errors name why.
+    #[test]
+    fn object_names_are_dns_subdomains_up_to_253() {
+        let dotted = format!("{}.{}.x", "a".repeat(125), "b".repeat(125));
+        assert_eq!(dotted.len(), 253);
+        assert_eq!(check_object_name(&dotted), Ok(()));
+        assert_eq!(check_object_name("web.v2-0"), Ok(()));
+        assert_eq!(
+            check_object_name(&format!("{dotted}z")),
+            Err(NameError::Length { len: 254, max: 253 })
+        );
+        assert_eq!(
+            check_object_name(""),
+            Err(NameError::Length { len: 0, max: 253 })
+        );
+        for refused in [
+            "web..0", ".web", "web.", "web.-0", "Web", "web_0", "ns/web", "web-",
+        ] {
+            assert_eq!(
+                check_object_name(refused),
+                Err(NameError::NotDnsSubdomain {
+                    name: refused.into()
+                }),
+                "{refused}"
+            );
+        }
+        assert!(
+            check_object_name("a..b")
+                .expect_err("empty part")
+                .to_string()
+                .contains("is not a DNS-1123 subdomain")
+        );
+    }
+
+    /// generateName: the prefix cut to leave room for five characters of
+    /// the API server's alphabet, at most 63 in all.
+    #[test]
+    fn generated_names_are_the_prefix_and_five_characters() {
+        let mut n = 0u64;
+        let name = generate_name("web-", || {
+            n += 1;
+            n
+        });
+        assert_eq!(name, "web-cdfgh");
+        assert_eq!(check_object_name(&name), Ok(()));
+        let long = generate_name(&"p".repeat(100), || 0);
+        assert_eq!(long, format!("{}bbbbb", "p".repeat(58)));
+        assert_eq!(long.len(), NAME_MAX);
+        let name = generate_name("web-", || u64::MAX);
+        assert!(
+            name.bytes()
+                .skip(4)
+                .all(|b| GENERATED_ALPHABET.contains(&b))
         );
     }
 }

@@ -139,19 +139,33 @@ pub(crate) fn dependent_delete_options(uid: &str, foreground: bool) -> DeleteOpt
         })
 }
 
+/// Whether two objects are in the same namespace (of their store keys).
+fn same_namespace(a: &GcObject, b: &GcObject) -> bool {
+    crate::store::split_key(&a.name).0 == crate::store::split_key(&b.name).0
+}
+
 /// The garbage collector's steps over `objects` (everything stored), in
 /// the order they are to be taken: a dependent's references are dropped
 /// before its owner's `orphan` finalizer goes.
 pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
     fn dependents<'a>(
         objects: &'a [GcObject],
-        owner: &'a str,
+        owner: &'a GcObject,
     ) -> impl Iterator<Item = &'a GcObject> + 'a {
         objects
             .iter()
-            .filter(move |d| d.owners.iter().any(|r| r.uid == owner))
+            .filter(move |d| d.owners.iter().any(|r| r.uid == owner.uid))
+            .filter(move |d| same_namespace(d, owner))
     }
     let by_uid: BTreeMap<&str, &GcObject> = objects.iter().map(|o| (o.uid.as_str(), o)).collect();
+    // An owner is in its dependent's namespace, as in Kubernetes: one
+    // elsewhere counts as absent.
+    let owner_of = |d: &GcObject, r: &OwnerReference| {
+        by_uid
+            .get(r.uid.as_str())
+            .copied()
+            .filter(|o| same_namespace(d, o))
+    };
     let owning: BTreeSet<&str> = objects
         .iter()
         .flat_map(|o| o.owners.iter().map(|r| r.uid.as_str()))
@@ -160,11 +174,8 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
     // Dependents: deleted when no owner holds them, else cleared of the
     // references that no longer do.
     for d in objects.iter().filter(|d| !d.owners.is_empty()) {
-        let solid = |r: &OwnerReference| {
-            by_uid
-                .get(r.uid.as_str())
-                .is_some_and(|o| !(o.deleting && o.foreground))
-        };
+        let solid =
+            |r: &OwnerReference| owner_of(d, r).is_some_and(|o| !(o.deleting && o.foreground));
         let gone: Vec<String> = d
             .owners
             .iter()
@@ -184,7 +195,7 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
             let waited_for = d
                 .owners
                 .iter()
-                .any(|r| by_uid.get(r.uid.as_str()).is_some_and(|o| o.foreground));
+                .any(|r| owner_of(d, r).is_some_and(|o| o.foreground));
             steps.push(GcStep::Delete {
                 name: d.name.clone(),
                 uid: d.uid.clone(),
@@ -195,7 +206,7 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
     // Owners marked for deletion: their finalizers.
     for o in objects.iter().filter(|o| o.deleting) {
         if o.orphan {
-            for d in dependents(objects, &o.uid) {
+            for d in dependents(objects, o) {
                 steps.push(GcStep::DropOwners {
                     name: d.name.clone(),
                     uid: d.uid.clone(),
@@ -207,7 +218,7 @@ pub fn plan(objects: &[GcObject]) -> Vec<GcStep> {
                 finalizer: FINALIZER_ORPHAN,
             });
         } else if o.foreground {
-            let blocked = dependents(objects, &o.uid)
+            let blocked = dependents(objects, o)
                 .any(|d| d.owners.iter().any(|r| r.uid == o.uid && r.blocks()));
             if !blocked {
                 steps.push(GcStep::RemoveFinalizer {
@@ -284,6 +295,15 @@ mod tests {
                 "background: the owner gone, the dependent is deleted",
                 vec![object("d", &[("o", false)])],
                 vec![delete("d", false)],
+            ),
+            (
+                "an owner in another namespace counts as absent",
+                vec![
+                    object("team-a/o", &[]),
+                    object("team-b/d", &[("team-a/o", false)]),
+                    object("team-a/d", &[("team-a/o", false)]),
+                ],
+                vec![delete("team-b/d", false)],
             ),
             (
                 "a dependent already being deleted is left to finish",

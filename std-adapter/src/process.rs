@@ -47,6 +47,7 @@
 // (`logs`), and the few process-wide calls below.
 mod cgroup;
 mod child_exits;
+mod file_name;
 mod group;
 mod identity;
 mod launch;

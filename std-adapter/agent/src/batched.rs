@@ -321,9 +321,12 @@ fn settle<S: Store, C: Clock>(
     answers
 }
 
-/// The name of a change request, checked as the manifest readers check it.
+/// The key (namespace and name) of a change request, checked as the
+/// manifest readers check them.
 fn check_name(name: &str) -> Result<(), String> {
-    grace_std::api_server::check_name(name).map_err(|m| format!("field `metadata.name`: {m}"))
+    grace_std::store::ObjectKey::parse(name)
+        .map(drop)
+        .map_err(|e| format!("field `{}`: {e}", e.field()))
 }
 
 fn invalid(message: String) -> Reply {

@@ -96,7 +96,15 @@ pub(crate) fn pick_up<S: Store>(
         }
     }
     log_orphans(rt);
-    logs.remove_unless(|name, uid| rt.object(name).is_some_and(|o| o.uid() == uid));
+    let stored: Vec<(String, String)> = rt
+        .names()
+        .filter_map(|name| Some((name.to_owned(), rt.object(name)?.uid().to_owned())))
+        .collect();
+    logs.retain(
+        stored
+            .iter()
+            .map(|(name, uid)| (name.as_str(), uid.as_str())),
+    );
     Ok(())
 }
 

@@ -77,7 +77,7 @@ pub fn object_named(
     uid_required: bool,
 ) -> Result<(), (String, String)> {
     let at = |field: &str, message: String| (field.to_owned(), message);
-    grace_std::api_server::check_name(name).map_err(|m| at("metadata.name", m.to_string()))?;
+    grace_std::store::ObjectKey::parse(name).map_err(|e| at(e.field(), e.to_string()))?;
     let record = &object.record;
     if uid_required && record.uid.is_empty() {
         return Err(at("metadata.uid", "Required value".into()));

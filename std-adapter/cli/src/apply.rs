@@ -13,6 +13,12 @@
 //! else is refused; a uid given in the manifest must be the stored one
 //! (409). Nothing to change prints `pod/web unchanged`.
 //!
+//! Each object goes to its manifest's `metadata.namespace`, else to the
+//! command's namespace; a manifest in a namespace other than `-n`'s is
+//! refused (kubectl's error). A manifest with `metadata.generateName` and
+//! no name is created under a generated name, as `kubectl create` does
+//! (kubectl's apply refuses it): `pod/web-x7k2p created`.
+//!
 //! The agent decides an update ([`grace_agent::update`]); on a shared
 //! store (`--etcd`) the same plan is carried out here.
 
@@ -46,12 +52,19 @@ pub enum Applied {
 /// fails does not stop the others (exit 1 at the end, as kubectl).
 pub fn apply(
     target: Target<'_>,
+    namespace: &crate::namespace::Namespace,
     files: &[PathBuf],
     out: &mut impl Write,
     err: &mut impl Write,
 ) -> Result<(), CommandError> {
     let documents = crate::manifest_file::read(files)
         .map_err(|e| CommandError::invalid(format!("error validating {e}")))?;
+    // The namespaces are checked whole first too (kubectl's mismatch
+    // error applies nothing).
+    let keys = documents
+        .iter()
+        .map(|d| namespace.key_of_manifest(d.namespace.as_deref(), &d.name))
+        .collect::<Result<Vec<String>, CommandError>>()?;
     warn_ignored(&documents, err);
     let created = Timestamp::from_unix_seconds(
         SystemClock::new()
@@ -61,19 +74,24 @@ pub fn apply(
             .div_euclid(1000),
     );
     let mut failed = None;
-    for doc in documents {
+    for (doc, key) in documents.into_iter().zip(keys) {
         for w in &doc.warnings {
             let _ = writeln!(err, "Warning: {}: {w}", doc.source);
         }
         let kind = crate::kubectl::kind_word(&doc.object);
         let mut object = doc.object;
         object.created.get_or_insert(created);
-        match apply_one(target, &doc.name, object) {
+        match apply_one(target, &key, object) {
             Err(Failed::Unknown(why)) => {
                 let _ = writeln!(
                     err,
-                    "error: applying \"{}\": the outcome is unknown ({why}): the pod may have been created or changed all the same; check with `grace get {}` once an agent serves again, and apply again if it is not as you want",
-                    doc.source, doc.name
+                    "error: applying \"{}\": the outcome is unknown ({why}): the pod may have been created or changed all the same; check with `grace get {}{}` once an agent serves again, and apply again if it is not as you want",
+                    doc.source,
+                    match crate::namespace::namespace_of(&key) {
+                        crate::store::DEFAULT_NAMESPACE => String::new(),
+                        ns => format!("-n {ns} "),
+                    },
+                    doc.name
                 );
                 failed.get_or_insert(1);
             }

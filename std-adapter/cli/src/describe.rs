@@ -84,14 +84,17 @@ fn rfc3339(t: Timestamp) -> String {
         )
 }
 
-/// The description of one object.
+/// The description of one object, stored under the key `name` (its
+/// namespace and name).
 pub fn text(name: &str, object: &StoredObject) -> String {
     let mut s = String::new();
     let meta = &object.record;
     let now = SystemClock::new().now();
     let now_s = now.wall.floor_to_timestamp();
     let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
+    let (namespace, name) = crate::store::split_key(name);
     line("Name", name.to_owned());
+    line("Namespace", namespace.to_owned());
     line(
         "Kind",
         match object.strategy.kind {

@@ -139,6 +139,8 @@ pub struct Selection {
     pub all: bool,
     /// `--field-selector`.
     pub fields: Option<FieldSelector>,
+    /// The namespace the names are in (`-n`, `-A`).
+    pub namespace: crate::namespace::Namespace,
 }
 
 impl Selection {
@@ -158,6 +160,7 @@ impl Selection {
         let kind = self.args.kind;
         let items: Vec<Item> = items
             .into_iter()
+            .filter(|i| self.namespace.holds(&i.name))
             .filter(|i| kind.is_none_or(|k| k.holds(&i.object)))
             .filter(|i| {
                 self.selector
@@ -176,7 +179,7 @@ impl Selection {
         let mut found = Vec::new();
         let mut missing = Vec::new();
         for name in &self.args.names {
-            match items.iter().find(|i| i.name == *name) {
+            match items.iter().find(|i| i.name == self.namespace.key(name)) {
                 Some(item) => found.push(item.clone()),
                 None => missing.push(name.clone()),
             }
@@ -208,11 +211,14 @@ pub fn fetch_all(target: Target<'_>) -> Result<(u64, Vec<Item>), CommandError> {
     }
 }
 
-/// kubectl's not-found line.
+use crate::namespace::name_of;
+
+/// kubectl's not-found line (`name` may be a store key: kubectl names no
+/// namespace there).
 pub(crate) fn not_found(name: &str) -> String {
     format!(
         "Error from server (NotFound): pods \"{}\" not found",
-        crate::escape::escape(name, false)
+        crate::escape::escape(name_of(name), false)
     )
 }
 
@@ -269,24 +275,33 @@ pub fn get(
         }
         Format::Table | Format::Wide => {
             let wide = options.format == Format::Wide;
+            // `-A`: kubectl's NAMESPACE column first.
+            let all = options.selection.namespace.all;
             let mut rows = Vec::new();
             if !options.no_headers {
-                let mut header: Vec<String> = output::header(wide)
+                let mut header: Vec<String> = all
+                    .then(|| "NAMESPACE".to_owned())
                     .into_iter()
-                    .map(str::to_owned)
+                    .chain(output::header(wide).into_iter().map(str::to_owned))
                     .collect();
                 header.extend(options.labels.headers());
                 rows.push(header);
             }
-            for (name, object) in &pairs {
-                let mut row = output::row(name, object, wide, now, None);
+            for (key, object) in &pairs {
+                let (namespace, name) = crate::store::split_key(key);
+                let mut row: Vec<String> = all
+                    .then(|| namespace.to_owned())
+                    .into_iter()
+                    .chain(output::row(name, object, wide, now, None))
+                    .collect();
                 row.extend(options.labels.cells(object));
                 rows.push(row);
             }
             let _ = write!(out, "{}", output::aligned(&rows));
         }
         Format::Name => {
-            for (name, object) in &pairs {
+            for (key, object) in &pairs {
+                let name = crate::namespace::name_of(key);
                 let _ = writeln!(out, "{}/{name}", kind_word(object));
             }
         }
@@ -413,12 +428,24 @@ pub fn delete(
         flags.grace_period = Some(1);
     }
     let (options, warning) = delete_options(&flags)?;
-    let mut names: Vec<String> = sel.args.names.clone();
+    // Store keys: the names in their namespace.
+    let mut names: Vec<String> = sel
+        .args
+        .names
+        .iter()
+        .map(|n| sel.namespace.key(n))
+        .collect();
     let mut ignore = command.ignore_not_found;
     if !command.files.is_empty() {
         let documents = crate::manifest_file::read(&command.files)
             .map_err(|e| CommandError::invalid(format!("error validating {e}")))?;
-        names = documents.into_iter().map(|d| d.name).collect();
+        names = documents
+            .iter()
+            .map(|d| {
+                sel.namespace
+                    .key_of_manifest(d.namespace.as_deref(), &d.name)
+            })
+            .collect::<Result<_, _>>()?;
     } else if sel.selector.is_some() || sel.fields.is_some() || sel.all {
         ignore = true;
         let (_, items) = fetch_all(target)?;
@@ -433,8 +460,9 @@ pub fn delete(
     }
     let mut failed = None;
     let mut deleted = Vec::new();
-    for name in &names {
-        match delete_one(target, name, &options) {
+    for key in &names {
+        let name = crate::namespace::name_of(key);
+        match delete_one(target, key, &options) {
             Ok(Some(report)) => {
                 if command.output_name {
                     let _ = writeln!(out, "pod/{name}");
@@ -446,12 +474,12 @@ pub fn delete(
                     let _ = writeln!(err, "{}", deletion_detail(name, &report));
                 }
                 if !report.dry_run {
-                    deleted.push((name.clone(), report.record.uid.to_string()));
+                    deleted.push((key.clone(), report.record.uid.to_string()));
                 }
             }
             Ok(None) if ignore => {}
             Ok(None) => {
-                if let Some(e) = sel.missing_type(std::slice::from_ref(name)) {
+                if let Some(e) = sel.missing_type(&[name.to_owned()]) {
                     return Err(e);
                 }
                 let _ = writeln!(err, "{}", not_found(name));
@@ -553,7 +581,9 @@ pub fn wait_gone(
             Some(left) if !left.is_zero() => Ok(Some(left)),
             _ => Err(CommandError::failed(format!(
                 "timed out waiting for the condition on pods/{}",
-                pending.first().map_or("", |(name, _)| name.as_str())
+                pending
+                    .first()
+                    .map_or("", |(key, _)| crate::namespace::name_of(key))
             ))),
         }
     };
@@ -561,6 +591,7 @@ pub fn wait_gone(
         pending.retain(|(name, uid)| {
             let stays = there(name, uid);
             if !stays && let Some(out) = met.as_mut() {
+                let name = crate::namespace::name_of(name);
                 let _ = writeln!(out, "pod/{name} condition met");
             }
             stays
@@ -882,7 +913,7 @@ pub fn remove_finalizer(
     let kind = kind_word(&current);
     // kubectl's answer when its patch would change nothing.
     if !current.record.finalizers.iter().any(|f| *f == parsed) {
-        let _ = writeln!(out, "{kind}/{name} patched (no change)");
+        let _ = writeln!(out, "{kind}/{} patched (no change)", name_of(name));
         return Ok(());
     }
     match target {
@@ -908,7 +939,7 @@ pub fn remove_finalizer(
                 .map_err(|e| runtime_failed(name, e))?;
         }
     }
-    let _ = writeln!(out, "{kind}/{name} patched");
+    let _ = writeln!(out, "{kind}/{} patched", name_of(name));
     Ok(())
 }
 
@@ -1074,8 +1105,10 @@ fn watch_from(
         return Err(CommandError::failed(not_found(name)));
     }
     let sel = &options.selection;
-    let wanted = |name: &str, object: &StoredObject| {
-        (sel.args.names.is_empty() || sel.args.names.iter().any(|n| n == name))
+    let wanted = |key: &str, object: &StoredObject| {
+        sel.namespace.holds(key)
+            && (sel.args.names.is_empty()
+                || sel.args.names.iter().any(|n| sel.namespace.key(n) == key))
             && sel.args.kind.is_none_or(|k| k.holds(object))
             && sel
                 .selector
@@ -1084,7 +1117,7 @@ fn watch_from(
             && sel
                 .fields
                 .as_ref()
-                .is_none_or(|f| f.matches(&output::kubernetes(&[(name, object)], true)))
+                .is_none_or(|f| f.matches(&output::kubernetes(&[(key, object)], true)))
     };
     let wide = options.format == Format::Wide;
     let pod = |item: &Item| output::kubernetes(&[(item.name.as_str(), &item.object)], true);
@@ -1093,7 +1126,13 @@ fn watch_from(
     let cells = |item: &Item, status: Option<&str>| -> Result<Option<Vec<String>>, CommandError> {
         match &options.format {
             Format::Table | Format::Wide => {
-                let mut row = output::row(&item.name, &item.object, wide, now_seconds(), status);
+                let mut row = output::row(
+                    name_of(&item.name),
+                    &item.object,
+                    wide,
+                    now_seconds(),
+                    status,
+                );
                 row.extend(options.labels.cells(&item.object));
                 Ok(Some(row))
             }
@@ -1158,7 +1197,7 @@ fn watch_from(
             return Ok(line_of(&cells));
         }
         Ok(match &options.format {
-            Format::Name => format!("{}/{}\n", kind_word(&item.object), item.name),
+            Format::Name => format!("{}/{}\n", kind_word(&item.object), name_of(&item.name)),
             Format::Json | Format::Yaml => format!(
                 "{}\n",
                 serde_json::json!({ "type": kind, "object": pod(item) })

@@ -33,6 +33,7 @@ pub mod kubectl;
 pub mod logs;
 pub mod manifest;
 pub mod manifest_file;
+pub mod namespace;
 pub mod output;
 pub mod resource;
 pub mod run;

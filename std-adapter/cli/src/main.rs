@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCompleter;
 use grace_cli::kubectl;
+use grace_cli::namespace::Namespace;
 use grace_cli::output::Format as GetFormat;
 
 /// Kubernetes-grade graceful deletion.
@@ -52,6 +53,8 @@ enum Command {
     Logs {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// The object's name.
         #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         name: String,
@@ -85,6 +88,8 @@ enum Command {
     Apply {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// A manifest file, a directory of them, or `-` for standard input
         /// (repeatable; several documents per file).
         #[arg(short = 'f', long = "filename", required = true)]
@@ -100,6 +105,8 @@ enum Command {
     Describe {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
         #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         args: Vec<String>,
@@ -113,6 +120,8 @@ enum Command {
     Wait {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// `pod NAME…`, `pod/NAME…` or `NAME…`.
         #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         args: Vec<String>,
@@ -142,6 +151,8 @@ enum Command {
     Patch {
         #[command(flatten)]
         store: StoreArgs,
+        #[command(flatten)]
+        namespace: NamespaceArgs,
         /// The object's name.
         #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
         name: String,
@@ -221,6 +232,8 @@ struct AgentArgs {
 struct DeleteArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    namespace: NamespaceArgs,
     /// `pod NAME…`, `pod/NAME…` or `NAME…`.
     #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
     args: Vec<String>,
@@ -284,6 +297,11 @@ struct DeleteArgs {
 struct GetArgs {
     #[command(flatten)]
     store: StoreArgs,
+    #[command(flatten)]
+    namespace: NamespaceArgs,
+    /// Every namespace (a NAMESPACE column first).
+    #[arg(short = 'A', long)]
+    all_namespaces: bool,
     /// `pods`, `pod NAME…`, `pod/NAME…` or `NAME…`; all if omitted.
     #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
     args: Vec<String>,
@@ -373,6 +391,24 @@ struct StoreArgs {
     /// The etcd user's password: the first line of this file.
     #[arg(help_heading = ETCD_OPTIONS, long, value_name = "FILE", env = "GRACE_ETCD_PASSWORD_FILE")]
     etcd_password_file: Option<PathBuf>,
+}
+
+/// The namespace of a command that names objects.
+#[derive(clap::Args)]
+struct NamespaceArgs {
+    /// The namespace the names are in (default: the variable
+    /// GRACE_NAMESPACE, else `default`); a manifest in another namespace
+    /// is refused.
+    #[arg(short = 'n', long)]
+    namespace: Option<String>,
+}
+
+impl NamespaceArgs {
+    /// `-n`, else GRACE_NAMESPACE, else `default`; every one with `all`.
+    fn resolve(&self, all: bool) -> Result<Namespace, kubectl::CommandError> {
+        let variable = std::env::var(grace_cli::namespace::NAMESPACE_VARIABLE).ok();
+        Namespace::resolve(self.namespace.as_deref(), variable.as_deref(), all)
+    }
 }
 
 /// A store command's store, opened.
@@ -512,6 +548,7 @@ fn selection(
     selector: Option<&str>,
     all: bool,
     fields: Option<grace_cli::field_selector::FieldSelector>,
+    namespace: Namespace,
 ) -> Result<kubectl::Selection, kubectl::CommandError> {
     let selector = selector
         .map(|s| {
@@ -524,6 +561,7 @@ fn selection(
         selector,
         all,
         fields,
+        namespace,
     })
 }
 
@@ -586,9 +624,14 @@ fn main() -> ExitCode {
         }
         Command::Fence { store, node } => fence(&store, &node),
         Command::Agent(args) => agent(args),
-        Command::Apply { store, files } => on_store("apply", &store, |target| {
+        Command::Apply {
+            store,
+            namespace,
+            files,
+        } => on_store("apply", &store, |target| {
             grace_cli::apply::apply(
                 target,
+                &namespace.resolve(false)?,
                 &files,
                 &mut std::io::stdout(),
                 &mut grace_cli::escape::Escaping::new(std::io::stderr()),
@@ -598,21 +641,35 @@ fn main() -> ExitCode {
         Command::Get(args) => get(args),
         Command::Describe {
             store,
+            namespace,
             args,
             selector,
         } => on_store("describe", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), false, None)?;
+            let selection = selection(
+                &args,
+                selector.as_deref(),
+                false,
+                None,
+                namespace.resolve(false)?,
+            )?;
             grace_cli::describe::describe(target, &selection, &mut std::io::stdout())
         }),
         Command::Wait {
             store,
+            namespace,
             args,
             condition,
             selector,
             all,
             timeout,
         } => on_store("wait", &store, |target| {
-            let selection = selection(&args, selector.as_deref(), all, None)?;
+            let selection = selection(
+                &args,
+                selector.as_deref(),
+                all,
+                None,
+                namespace.resolve(false)?,
+            )?;
             let timeout = (!timeout.is_zero()).then_some(timeout);
             kubectl::wait(
                 target,
@@ -642,6 +699,7 @@ fn main() -> ExitCode {
         }
         Command::Logs {
             store,
+            namespace,
             name,
             container,
             follow,
@@ -656,15 +714,18 @@ fn main() -> ExitCode {
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {
-                grace_cli::logs::print(target, &data_dir, &name, &options, &mut std::io::stdout())
+                let key = namespace.resolve(false)?.key(&name);
+                grace_cli::logs::print(target, &data_dir, &key, &options, &mut std::io::stdout())
             })
         }
         Command::Patch {
             store,
+            namespace,
             name,
             remove_finalizer,
         } => on_store("patch", &store, |target| {
-            kubectl::remove_finalizer(target, &name, &remove_finalizer, &mut std::io::stdout())
+            let key = namespace.resolve(false)?.key(&name);
+            kubectl::remove_finalizer(target, &key, &remove_finalizer, &mut std::io::stdout())
         }),
         Command::Demo { data_dir } => demo(data_dir.as_deref()),
     }
@@ -754,6 +815,7 @@ fn agent(args: AgentArgs) -> ExitCode {
 fn delete(args: DeleteArgs) -> ExitCode {
     let DeleteArgs {
         store,
+        namespace,
         args,
         files,
         selector,
@@ -774,7 +836,13 @@ fn delete(args: DeleteArgs) -> ExitCode {
     } = args;
     on_store("delete", &store, |target| {
         let command = kubectl::DeleteCommand {
-            selection: selection(&args, selector.as_deref(), all, field_selector)?,
+            selection: selection(
+                &args,
+                selector.as_deref(),
+                all,
+                field_selector,
+                namespace.resolve(false)?,
+            )?,
             files,
             ignore_not_found,
             now,
@@ -808,6 +876,8 @@ fn delete(args: DeleteArgs) -> ExitCode {
 fn get(args: GetArgs) -> ExitCode {
     let GetArgs {
         store,
+        namespace,
+        all_namespaces,
         args,
         selector,
         output,
@@ -819,8 +889,9 @@ fn get(args: GetArgs) -> ExitCode {
         label_columns,
     } = args;
     on_store("get", &store, |target| {
+        let namespace = namespace.resolve(all_namespaces)?;
         let options = kubectl::GetOptions {
-            selection: selection(&args, selector.as_deref(), false, field_selector)?,
+            selection: selection(&args, selector.as_deref(), false, field_selector, namespace)?,
             format: output,
             no_headers,
             watch,

@@ -28,9 +28,9 @@ use crate::field_error::{FieldError, from_json};
 use crate::runtime::CONTAINERS;
 use crate::store::{FINALIZERS, StoredContainer, StoredObject};
 
-/// The longest object name: a DNS-1123 label, as Kubernetes requires of
-/// pod names.
-pub const NAME_MAX: usize = grace_std::api_server::NAME_MAX;
+/// The longest object name: a DNS-1123 subdomain's 253 bytes, as
+/// Kubernetes allows a pod's name.
+pub const NAME_MAX: usize = grace_std::api_server::OBJECT_NAME_MAX;
 
 /// A parsed object file: the name it is stored under and the object.
 #[derive(Clone, Debug, PartialEq)]
@@ -91,7 +91,8 @@ struct RawContainer {
 /// has none.
 pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, FieldError> {
     let raw: RawManifest = from_json(text)?;
-    check_name("metadata.name", &raw.metadata.name)?;
+    grace_std::api_server::check_object_name(&raw.metadata.name)
+        .map_err(|message| FieldError::at("metadata.name", message))?;
     let uid = match raw.metadata.uid {
         Some(uid) if uid.is_empty() => {
             return Err(FieldError::at("metadata.uid", "must not be empty"));
@@ -189,7 +190,8 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
 }
 
 /// A DNS-1123 label: lower-case letters, digits and `-`, starting and
-/// ending with a letter or digit, at most [`NAME_MAX`] bytes.
+/// ending with a letter or digit, at most 63 bytes: a node's or a
+/// container's name.
 pub fn check_name(field: &str, name: &str) -> Result<(), FieldError> {
     grace_std::api_server::check_name(name).map_err(|message| FieldError::at(field, message))
 }

@@ -68,8 +68,10 @@ const DEFAULT_NAMESPACE: &str = "default";
 pub struct Document {
     /// The file it came from.
     pub source: String,
-    /// `metadata.name`.
+    /// `metadata.name` (generated for a `metadata.generateName`).
     pub name: String,
+    /// `metadata.namespace`, if given.
+    pub namespace: Option<String>,
     /// The object to store; an empty uid when the manifest gave none.
     pub object: StoredObject,
     /// Fields valid in a Pod that grace does not act on.
@@ -258,11 +260,15 @@ fn pod_document(
     // gives it (nulls and empty maps included), read once more as JSON.
     let raw = run(format, doc, RawPass { prefix });
     if let (Some(kept), Ok(Some(raw))) = (&object.manifest, raw) {
-        object.manifest = Some(annotate(kept, &raw, DEFAULT_NAMESPACE));
+        // kubectl writes the namespace the object goes to; without one in
+        // the file that is `-n`'s, which this reader does not know yet.
+        let namespace = converted.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+        object.manifest = Some(annotate(kept, &raw, namespace));
     }
     Ok(Document {
         source: source.to_owned(),
         name: converted.name,
+        namespace: converted.namespace,
         object,
         ignored: ignored_fields(&pod),
         warnings: converted.warnings,
@@ -280,6 +286,7 @@ fn legacy(source: &str, doc: &str) -> Result<Document, ManifestError> {
     Ok(Document {
         source: source.to_owned(),
         name: manifest.name,
+        namespace: None,
         object: manifest.object,
         ignored: Vec::new(),
         warnings: Vec::new(),

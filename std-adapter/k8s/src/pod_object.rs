@@ -3,7 +3,7 @@
 //! grace store holds ([`to_object`]), and a stored object is shown as a
 //! Pod again, with a status from its kill state ([`to_pod`]).
 //!
-//! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
+//! The Pod subset grace acts on: `metadata` (`name`, `generateName`, `namespace`, `uid`, `labels`,
 //! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use grace_std::api_server::check_name;
+use grace_std::api_server::{check_name, check_object_name, generate_name};
 use grace_std::runtime::{CONTAINERS, KillRecord};
 use grace_std::store::{FINALIZERS, Manifest, OwnerReference, StoredContainer, StoredObject};
 use rustix::process::Signal;
@@ -63,6 +63,9 @@ impl std::error::Error for PodError {}
 pub struct PodObject {
     /// `metadata.name`.
     pub name: String,
+    /// `metadata.namespace`, if the manifest gives one (checked: a
+    /// DNS-1123 label).
+    pub namespace: Option<String>,
     /// The object; its uid is empty when the manifest gave none (the
     /// server assigns one on create, and keeps the stored one on update).
     pub object: StoredObject,
@@ -126,6 +129,8 @@ const POD: Used = Used::Fields(&[
         "metadata",
         Used::Fields(&[
             ("name", Used::Leaf),
+            ("generateName", Used::Leaf),
+            ("namespace", Used::Leaf),
             ("uid", Used::Leaf),
             ("labels", Used::Leaf),
             ("finalizers", Used::Leaf),
@@ -193,21 +198,40 @@ fn unused(value: &serde_json::Value, used: &Used, path: &str, found: &mut Vec<St
     }
 }
 
+/// Random numbers for a generated name: each call hashes nothing with a
+/// fresh `RandomState`, whose keys std seeds from the system's randomness.
+fn random() -> u64 {
+    use std::hash::BuildHasher as _;
+    std::collections::hash_map::RandomState::new().hash_one(())
+}
+
 /// Converts a manifest's Pod into the object grace stores (see the module
-/// docs for the subset).
+/// docs for the subset). A Pod with `metadata.generateName` and no
+/// `metadata.name` gets a name as the API server would give it (the prefix
+/// and five random characters, see
+/// [`generate_name`]).
 pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     let meta = &pod.metadata;
     let name = match (&meta.name, &meta.generate_name) {
-        (Some(name), _) => name.clone(),
-        (None, Some(_)) => {
-            return Err(PodError::at(
-                "metadata.name",
-                "Required value (generateName is not supported: give the name)",
-            ));
+        (Some(name), _) => {
+            check_object_name(name).map_err(|m| PodError::at("metadata.name", m))?;
+            name.clone()
         }
-        (None, None) => return Err(PodError::at("metadata.name", "Required value")),
+        // As the API server: the prefix and five random characters.
+        (None, Some(prefix)) if !prefix.is_empty() => {
+            let name = generate_name(prefix, random);
+            check_object_name(&name).map_err(|m| PodError::at("metadata.generateName", m))?;
+            name
+        }
+        (None, _) => return Err(PodError::at("metadata.name", "Required value")),
     };
-    check_name(&name).map_err(|m| PodError::at("metadata.name", m))?;
+    let namespace = match meta.namespace.as_deref() {
+        None | Some("") => None,
+        Some(namespace) => {
+            check_name(namespace).map_err(|m| PodError::at("metadata.namespace", m))?;
+            Some(namespace.to_owned())
+        }
+    };
     let uid = match meta.uid.as_deref() {
         Some("") => return Err(PodError::at("metadata.uid", "must not be empty")),
         Some(uid) => uid,
@@ -302,6 +326,7 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     object.manifest = Some(kept(pod));
     Ok(PodObject {
         name,
+        namespace,
         object,
         warnings,
     })
@@ -539,15 +564,19 @@ fn signal_name(number: i32) -> String {
 /// every request).
 pub use grace_std::api_server::check_label;
 
-/// A stored object as Kubernetes shows the Pod: the manifest's fields
-/// (all of them, as applied, when the object keeps its manifest), the
-/// server's metadata (`resourceVersion`, `generation`,
+/// A stored object (stored under the key `name`, see
+/// [`ObjectKey`](grace_std::store::ObjectKey)) as Kubernetes shows the
+/// Pod: its namespace and name, the manifest's fields (all of them, as
+/// applied, when the object keeps its manifest), the server's metadata
+/// (`resourceVersion`, `generation`,
 /// `creationTimestamp`, `deletionTimestamp`, `deletionGracePeriodSeconds`)
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     let meta = &object.record;
+    let (namespace, name) = grace_std::store::split_key(name);
     let mut metadata = ObjectMeta {
         name: Some(name.to_owned()),
+        namespace: Some(namespace.to_owned()),
         labels: (!object.labels.is_empty()).then(|| object.labels.clone()),
         creation_timestamp: object.created.and_then(crate::time),
         ..ObjectMeta::default()

@@ -139,7 +139,7 @@ impl Cgroups {
         let own = fs::read_to_string("/proc/self/cgroup").ok()?;
         let own = own.lines().find_map(|l| l.strip_prefix("0::"))?;
         let parent = mount.join(own.trim_start_matches('/'));
-        let key = fnv1a(
+        let key = super::file_name::fnv1a(
             state_dir
                 .canonicalize()
                 .ok()?
@@ -221,12 +221,5 @@ fn cgroup2_mount() -> Option<PathBuf> {
         let fstype = right.split_whitespace().next()?;
         let mount = left.split_whitespace().nth(4)?;
         (fstype == "cgroup2").then(|| PathBuf::from(mount))
-    })
-}
-
-/// FNV-1a, 64 bits: a short stable name for a directory path.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }

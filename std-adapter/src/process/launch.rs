@@ -20,15 +20,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::store::{EnvSource, StoredContainer, StoredObject, label_key};
+use crate::store::{EnvSource, StoredContainer, StoredObject, label_key, split_key};
 
 /// The `PATH` a container gets unless its environment sets one (what
 /// containerd gives a container whose image sets none).
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-
-/// The namespace a process is told it runs in (`metadata.namespace`):
-/// grace has no namespaces yet, every object is in Kubernetes' default one.
-const NAMESPACE: &str = "default";
 
 /// Which environment the processes the actuator starts get.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -158,7 +154,7 @@ pub(crate) fn container(
             .map_or_else(|| rustix::process::geteuid().as_raw(), |i| i.uid);
         let home = passwd(uid).map_or_else(|| "/".to_owned(), |p| p.home);
         env.push(("PATH".to_owned(), DEFAULT_PATH.to_owned()));
-        env.push(("HOSTNAME".to_owned(), name.to_owned()));
+        env.push(("HOSTNAME".to_owned(), hostname(name)));
         env.push(("HOME".to_owned(), home));
     }
     // Later entries of the same name win (as the kubelet's map does),
@@ -228,11 +224,21 @@ fn lookup<'a>(entries: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
-/// The value of the pod's field `path`, if it is one a process may read.
-fn field(name: &str, stored: &StoredObject, path: &str) -> Option<String> {
+/// A pod's host name, as the kubelet makes it: the name (without its
+/// namespace), cut to 63 bytes without a trailing `-` or `.`.
+fn hostname(key: &str) -> String {
+    let name = split_key(key).1;
+    let cut = name.get(..name.len().min(63)).unwrap_or(name);
+    cut.trim_end_matches(['-', '.']).to_owned()
+}
+
+/// The value of the pod's field `path`, if it is one a process may read;
+/// `key` is the object's store key (its namespace and name).
+fn field(key: &str, stored: &StoredObject, path: &str) -> Option<String> {
+    let (namespace, name) = split_key(key);
     Some(match path {
         "metadata.name" => name.to_owned(),
-        "metadata.namespace" => NAMESPACE.to_owned(),
+        "metadata.namespace" => namespace.to_owned(),
         "metadata.uid" => stored.uid().to_owned(),
         "spec.nodeName" => stored.node.clone().unwrap_or_default(),
         // A label that is not set is empty, as in Kubernetes.
@@ -332,9 +338,10 @@ fn identity(
     let sc = &c.security_context;
     let agent_uid = rustix::process::geteuid().as_raw();
     let agent_gid = rustix::process::getegid().as_raw();
+    let (namespace, name) = split_key(name);
     let pod = |uid: &str| {
         format!(
-            "(pod: \"{name}_{NAMESPACE}({uid})\", container: {})",
+            "(pod: \"{name}_{namespace}({uid})\", container: {})",
             c.name
         )
     };

@@ -52,7 +52,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::removal;
+use super::{file_name, removal};
 use crate::store::StoredObject;
 
 mod pump;
@@ -171,7 +171,7 @@ struct Tracked {
 impl Tracked {
     /// The object directories (`<name>_<uid>`) tracked for `name`.
     fn object_dirs(&self, name: &str) -> Vec<String> {
-        let prefix = format!("{}_", path_safe(name));
+        let prefix = format!("{}_", name_part(name));
         let mut dirs: Vec<String> = Vec::new();
         for path in self
             .paths
@@ -246,8 +246,7 @@ impl ContainerLogs {
 
     /// The directory of one object's logs.
     pub fn object_dir(&self, name: &str, uid: &str) -> PathBuf {
-        self.dir
-            .join(format!("{}_{}", path_safe(name), path_safe(uid)))
+        self.dir.join(object_dir_name(name, uid))
     }
 
     /// The file container `container` of `object` (stored as `name`)
@@ -417,26 +416,26 @@ impl ContainerLogs {
         }
     }
 
-    /// Removes the logs of every object for which `stored(name, uid)` is
-    /// false (records removed while no agent was there to see it).
-    pub fn remove_unless(&self, stored: impl Fn(&str, &str) -> bool) {
+    /// Removes the logs of every object but those `stored` (`(name,
+    /// uid)` pairs): records removed while no agent was there to see it.
+    pub fn retain<'a>(&self, stored: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let kept: std::collections::HashSet<String> = stored
+            .into_iter()
+            .map(|(name, uid)| object_dir_name(name, uid))
+            .collect();
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
         };
         for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some((name, uid)) = name.to_str().and_then(|n| n.split_once('_')) else {
+            let Some(dir) = entry.file_name().to_str().map(str::to_owned) else {
                 continue;
             };
-            let (Some(name), Some(uid)) = (path_unsafe(name), path_unsafe(uid)) else {
+            // Object directories only: `<name>_<uid>`.
+            if !dir.contains('_') || kept.contains(&dir) {
                 continue;
-            };
-            if !stored(&name, &uid) {
-                let _ = std::fs::remove_dir_all(entry.path());
-                if let Some(dir) = entry.file_name().to_str() {
-                    self.tracked().forget_dir(dir);
-                }
             }
+            let _ = std::fs::remove_dir_all(entry.path());
+            self.tracked().forget_dir(&dir);
         }
     }
 }
@@ -561,6 +560,30 @@ fn rotated(current: &Path, n: u32) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The longest name part of an object directory's name: a name of up to
+/// 160 path-safe bytes is whole (every name of the versions that allowed
+/// at most 63 bytes), a longer one cut ([`file_name::fit`]).
+const NAME_PART_MAX: usize = 160;
+
+/// The longest uid part: a UUID is whole.
+const UID_PART_MAX: usize = 80;
+
+/// The name of an object's log directory: `<name>_<uid>`, each path-safe
+/// and cut to fit, so that the whole is a path component (at most 241
+/// bytes).
+fn object_dir_name(name: &str, uid: &str) -> String {
+    format!(
+        "{}_{}",
+        name_part(name),
+        file_name::fit(path_safe(uid), UID_PART_MAX)
+    )
+}
+
+/// The name part of an object's log directory's name.
+fn name_part(name: &str) -> String {
+    file_name::fit(path_safe(name), NAME_PART_MAX)
+}
+
 /// `s` as one path component: ASCII letters, digits, `-` and `.` as they
 /// are (a leading `.` escaped), everything else `%XX` per byte; never
 /// `_`, which separates name and uid.
@@ -580,7 +603,9 @@ fn path_safe(s: &str) -> String {
     out
 }
 
-/// The inverse of [`path_safe`]; `None` if `s` is not one of its outputs.
+/// The inverse of [`path_safe`]; `None` if `s` is not one of its outputs
+/// (a test that the escape loses nothing).
+#[cfg(test)]
 fn path_unsafe(s: &str) -> Option<String> {
     if s == "%" {
         return Some(String::new());
@@ -772,10 +797,38 @@ mod tests {
             logs.object_dir("web-2", "u").exists(),
             "another name, untouched"
         );
-        logs.remove_unless(|name, _| name == "api");
+        logs.retain([("api", "u")]);
         assert!(logs.object_dir("api", "u").exists());
         assert!(!logs.object_dir("web", "new").exists());
         assert!(!logs.object_dir("web-2", "u").exists());
+    }
+
+    /// A 253-byte name (a Kubernetes pod name) gets a log directory whose
+    /// name fits a path component, found, kept and removed by its name; a
+    /// name of earlier versions (at most 63 bytes) keeps its directory.
+    #[test]
+    fn long_names_get_log_directories_that_fit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let logs = ContainerLogs::new(dir.path(), LogLimits::default());
+        let long = format!("{}.{}", "a".repeat(126), "b".repeat(126));
+        let longer = format!("{}.{}", "a".repeat(126), "c".repeat(126));
+        for name in [long.as_str(), longer.as_str()] {
+            let _ = logs.open(name, &object("u"), 0).expect("opened");
+        }
+        let long_dir = logs.object_dir(&long, "u");
+        assert!(long_dir.exists());
+        assert_ne!(long_dir, logs.object_dir(&longer, "u"));
+        assert!(dir_name(&long_dir).len() <= 255);
+        assert_eq!(
+            dir_name(&logs.object_dir(&"w".repeat(63), "u")),
+            format!("{}_u", "w".repeat(63))
+        );
+        logs.retain([(long.as_str(), "u")]);
+        assert!(long_dir.exists());
+        assert!(!logs.object_dir(&longer, "u").exists());
+        logs.remove_object(&long, None);
+        removal::flush();
+        assert!(!long_dir.exists());
     }
 
     #[test]

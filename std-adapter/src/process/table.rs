@@ -22,6 +22,10 @@ use super::removal;
 /// The extension of a start marker ([`WorkloadTable::marker`]).
 const MARKER: &str = "ran";
 
+/// The longest object name part of a table file name: the hex of 64
+/// bytes (every name of the versions that allowed at most 63 is whole).
+const HEX_MAX: usize = 128;
+
 /// One running workload or hook, as written to the table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkloadRecord {
@@ -54,9 +58,14 @@ pub struct WorkloadRecord {
 
 impl WorkloadRecord {
     /// The file (and cgroup) name of a workload: the object's name in hex
-    /// (any name makes a safe file name), the container, the kind.
+    /// (any name makes a safe file name), the container, the kind. The hex
+    /// of a name over 64 bytes is cut to 128 characters, the last 17 a
+    /// hash of the whole (`~` and 16 hex digits), so that every file name
+    /// of the table fits a path component: the record inside names the
+    /// object.
     pub fn file_name(object: &str, container: usize, hook: bool) -> String {
         let hex: String = object.bytes().map(|b| format!("{b:02x}")).collect();
+        let hex = super::file_name::fit(hex, HEX_MAX);
         format!("{hex}.{container}.{}", if hook { "hook" } else { "main" })
     }
 
@@ -66,11 +75,12 @@ impl WorkloadRecord {
     }
 
     /// The object, container and kind a file (or cgroup) name stands for
-    /// ([`file_name`](Self::file_name)'s inverse), if it is one.
+    /// ([`file_name`](Self::file_name)'s inverse), if it is one whose
+    /// object's name was not cut.
     pub fn parse_file_name(name: &str) -> Option<(String, usize, bool)> {
         let mut parts = name.split('.');
         let (hex, container, kind) = (parts.next()?, parts.next()?, parts.next()?);
-        if parts.next().is_some() || hex.len() % 2 != 0 {
+        if parts.next().is_some() || hex.len() % 2 != 0 || super::file_name::is_cut(hex) {
             return None;
         }
         let bytes = (0..hex.len())
@@ -266,5 +276,54 @@ mod tests {
         assert_eq!(table.load().expect("load").0, vec![record.clone()]);
         table.remove_soon("web/1 ü", 2, true);
         assert!(table.load().expect("load").0.is_empty());
+    }
+
+    /// A 253-byte name (a Kubernetes pod name) makes file names that fit a
+    /// path component, written, loaded and removed as any; a name of at
+    /// most 64 bytes keeps the file name earlier versions gave it.
+    #[test]
+    fn long_object_names_make_file_names_that_fit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let table = WorkloadTable::open(&dir.path().join("w")).expect("open");
+        let name = format!("{}.{}", "a".repeat(126), "b".repeat(126));
+        let file = WorkloadRecord::file_name(&name, 252, true);
+        assert!(
+            table
+                .marker(&name, 252, true)
+                .file_name()
+                .is_some_and(|f| f.len() <= 255)
+        );
+        assert!(file.len() <= 255 - ".tmp".len(), "{}", file.len());
+        assert_eq!(file, WorkloadRecord::file_name(&name, 252, true));
+        assert_ne!(
+            file,
+            WorkloadRecord::file_name(&format!("{name}x"), 252, true)
+        );
+        assert_eq!(WorkloadRecord::parse_file_name(&file), None);
+        let record = WorkloadRecord {
+            object: name.clone(),
+            container: 252,
+            hook: true,
+            process: ProcessIdentity {
+                pid: 42,
+                start_time: 7,
+                boot_id: "b".into(),
+            },
+            cgroup: None,
+            stop_signal_sent: None,
+            sigkill_at: None,
+            marks_start: true,
+        };
+        table.write(&record).expect("write");
+        assert_eq!(table.read(&name, 252, true), Some(record.clone()));
+        assert_eq!(table.load().expect("load").0, vec![record]);
+        table.remove(&name, 252, true).expect("remove");
+        assert!(table.load().expect("load").0.is_empty());
+        // The names of earlier versions (DNS labels, at most 63 bytes).
+        let old = "w".repeat(63);
+        assert_eq!(
+            WorkloadRecord::file_name(&old, 0, false),
+            format!("{}.0.main", "77".repeat(63))
+        );
     }
 }

@@ -54,6 +54,7 @@ mod etcd;
 mod manifest;
 mod memory;
 mod object;
+mod object_key;
 mod redb;
 mod scoped;
 mod watch;
@@ -73,6 +74,7 @@ pub use self::memory::MemoryStore;
 pub use self::object::{
     ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,
 };
+pub use self::object_key::{DEFAULT_NAMESPACE, KeyError, ObjectKey, split_key};
 pub use self::redb::{RedbOptions, RedbStore};
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
