@@ -804,11 +804,11 @@ pub fn wait(
                     out,
                     "{}/{} condition met",
                     kind_word(&item.object),
-                    item.name
+                    name_of(&item.name)
                 );
                 done.push(item.name.clone());
             } else {
-                waiting.push(item.name.clone());
+                waiting.push(name_of(&item.name).to_owned());
             }
         }
         if waiting.is_empty() {
