@@ -13,6 +13,7 @@ use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{
+    ContainerRestarts,
     ContainerStatus, FINALIZERS, KillState, OwnerReference, Store, StoreError, StoredObject,
 };
 
@@ -385,6 +386,20 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
             self.objects.saw_owners();
         }
         let done = self.replace_in_spec(name, owners, |spec| &mut spec.owners);
+        self.objects.close();
+        done
+    }
+
+    /// Replaces what the agent keeps of the object's containers' restarts
+    /// (restart counts, last states, back-offs: [`ContainerRestarts`],
+    /// R92–R97), written at once, before the agent acts on them. Writes
+    /// nothing if they are unchanged.
+    pub fn update_restarts(
+        &mut self,
+        name: &str,
+        restarts: Vec<ContainerRestarts>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.replace_in_spec(name, restarts, |spec| &mut spec.restarts);
         self.objects.close();
         done
     }

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
+use grace_core::{ContainerSpec, Lifecycle, RestartPolicy, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
-use crate::store::{ContainerStatus, KillState, OwnerReference, StoredContainer, StoredObject};
+use crate::store::{
+    ContainerRestarts, ContainerStatus, KillState, OwnerReference, StoredContainer, StoredObject,
+};
 
 /// The parts of a stored object that its lifecycle does not hold. The
 /// lifecycle is the one copy of the record and the kill state: the stored
@@ -23,6 +25,8 @@ pub(super) struct Spec {
     pub(super) created: Option<Timestamp>,
     pub(super) started: Option<Timestamp>,
     pub(super) owners: Vec<OwnerReference>,
+    pub(super) restart_policy: Option<RestartPolicy>,
+    pub(super) restarts: Vec<ContainerRestarts>,
 }
 
 impl Spec {
@@ -36,6 +40,8 @@ impl Spec {
             created: object.created,
             started: object.started,
             owners: object.owners,
+            restart_policy: object.restart_policy,
+            restarts: object.restarts,
         }
     }
 
@@ -55,6 +61,8 @@ impl Spec {
             status,
             started,
             owners,
+            restart_policy,
+            restarts,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -77,6 +85,10 @@ impl Spec {
         if *owners != self.owners {
             owners.clone_from(&self.owners);
         }
+        *restart_policy = self.restart_policy;
+        if *restarts != self.restarts {
+            restarts.clone_from(&self.restarts);
+        }
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
@@ -96,6 +108,8 @@ impl Spec {
             status: self.status.clone(),
             started: self.started,
             owners: self.owners.clone(),
+            restart_policy: self.restart_policy,
+            restarts: self.restarts.clone(),
         }
     }
 }

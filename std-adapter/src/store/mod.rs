@@ -54,6 +54,7 @@ mod etcd;
 mod memory;
 mod object;
 mod redb;
+mod restarts;
 mod scoped;
 mod watch;
 
@@ -72,6 +73,7 @@ pub use self::object::{
     ContainerStatus, FINALIZERS, KillState, OwnerReference, StoredContainer, StoredObject,
 };
 pub use self::redb::{RedbOptions, RedbStore};
+pub use self::restarts::ContainerRestarts;
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
 

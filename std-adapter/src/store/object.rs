@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
+use grace_core::{ContainerSpec, Record, RestartPolicy, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::container_run::{EnvVar, SecurityContext};
+use super::restarts::ContainerRestarts;
 
 /// The finalizer capacity of stored records: an object with more
 /// finalizers than this cannot be stored (it fails to decode as
@@ -72,6 +73,19 @@ pub struct StoredObject {
     /// left, and a foreground deletion of an owner waits for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub owners: Vec<OwnerReference>,
+    /// `spec.restartPolicy`: which exited containers its agent starts
+    /// again (R92); `None` when not given, which is `Always`, the API
+    /// server's default.
+    #[serde(
+        rename = "restartPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub restart_policy: Option<RestartPolicy>,
+    /// Each container's restarts, in declaration order; a container with
+    /// no entry was never restarted and waits for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<ContainerRestarts>,
 }
 
 /// One entry of `metadata.ownerReferences`: an object the holder depends
@@ -405,6 +419,8 @@ impl StoredObject {
             status: Vec::new(),
             started: None,
             owners: Vec::new(),
+            restart_policy: None,
+            restarts: Vec::new(),
         }
     }
 
