@@ -94,6 +94,7 @@ pub mod node_agent;
 mod on_exit;
 mod outage;
 pub mod quota;
+mod restarts;
 mod run_loop;
 mod serve;
 #[cfg(feature = "etcd")]

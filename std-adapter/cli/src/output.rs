@@ -13,7 +13,7 @@ use crate::store::StoredObject;
 /// `-o`: how `grace get` prints.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Format {
-    /// kubectl's table: NAME, READY, STATUS, AGE.
+    /// kubectl's table: NAME, READY, STATUS, RESTARTS, AGE.
     Table,
     /// The table with NODE, GRACE and FINALIZERS.
     Wide,
@@ -29,7 +29,7 @@ pub enum Format {
 
 /// The table's header.
 pub fn header(wide: bool) -> Vec<&'static str> {
-    let mut h = vec!["NAME", "READY", "STATUS", "AGE"];
+    let mut h = vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
     if wide {
         h.extend(["NODE", "GRACE", "FINALIZERS"]);
     }
@@ -55,6 +55,7 @@ pub fn row(
         name.to_owned(),
         format!("{running}/{}", object.containers.len()),
         status,
+        restarts(object, now),
         object
             .created
             .map_or("<unknown>".to_owned(), |c| age(c, now)),
@@ -76,6 +77,26 @@ pub fn row(
         ]);
     }
     cells
+}
+
+/// kubectl's RESTARTS: the containers' restart counts summed, and how
+/// long ago the last restarted run ended (`3 (12s ago)`; `0` before any
+/// restart).
+pub fn restarts(object: &StoredObject, now: Timestamp) -> String {
+    use grace_std::store::ContainerStatus as S;
+    let count: u64 = object.restarts.iter().map(|r| u64::from(r.count)).sum();
+    let last = object
+        .restarts
+        .iter()
+        .filter_map(|r| match &r.last_state {
+            Some(S::Terminated { finished_at, .. }) => *finished_at,
+            _ => None,
+        })
+        .max();
+    match last {
+        Some(at) if count > 0 => format!("{count} ({} ago)", age(at, now)),
+        _ => count.to_string(),
+    }
 }
 
 /// READY's count: the containers its agent reported running whose kill
@@ -130,6 +151,16 @@ fn containers_status(object: &StoredObject) -> Option<String> {
     });
     if cannot_run {
         return Some("ContainerCannotRun".to_owned());
+    }
+    // One waits out its back-off before it starts again (R95).
+    let backing_off = all.clone().any(|i| {
+        object
+            .restarts
+            .get(i)
+            .is_some_and(|r| r.restart_at_ms.is_some())
+    });
+    if backing_off {
+        return Some(grace_core::CRASH_LOOP_BACK_OFF.to_owned());
     }
     // A container the agent will not start says why, as kubectl shows a
     // waiting reason (`CreateContainerConfigError`).

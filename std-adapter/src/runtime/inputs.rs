@@ -13,8 +13,8 @@ use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{
-    ContainerRestarts,
-    ContainerStatus, FINALIZERS, KillState, OwnerReference, Store, StoreError, StoredObject,
+    ContainerRestarts, ContainerStatus, FINALIZERS, KillState, OwnerReference, Store, StoreError,
+    StoredObject,
 };
 
 /// The answer to a delete request (the REST response, R33). Made by the
@@ -549,9 +549,10 @@ pub(super) fn apply(
             _ => None,
         };
         let container = match &input {
-            Input::PreStopFinished(c) | Input::ContainerExited(c) | Input::StopSignalSent(c) => {
-                c.get()
-            }
+            Input::PreStopFinished(c)
+            | Input::ContainerExited(c)
+            | Input::ContainerStarted(c)
+            | Input::StopSignalSent(c) => c.get(),
             _ => usize::MAX,
         };
         match l.handle(now, input) {
