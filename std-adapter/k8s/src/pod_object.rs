@@ -5,6 +5,7 @@
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `uid`, `labels`,
 //! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
+//! `spec.restartPolicy` (which exited containers start again, R92),
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
 //! `env` with values and pod field references, `workingDir`,
@@ -136,6 +137,7 @@ const POD: Used = Used::Fields(&[
         Used::Fields(&[
             ("nodeName", Used::Leaf),
             ("terminationGracePeriodSeconds", Used::Leaf),
+            ("restartPolicy", Used::Leaf),
             (
                 "securityContext",
                 Used::Fields(&[
