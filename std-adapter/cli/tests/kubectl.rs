@@ -759,7 +759,10 @@ fn get_watch_keeps_status_and_age_apart_when_a_status_is_wider_than_the_listing_
         .expect("watch starts");
     let lines = Lines::of(watch.stdout.take().expect("stdout"));
     let header = lines.next();
-    assert_eq!(cells(&header), ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]);
+    assert_eq!(
+        cells(&header),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
     let pid = dir.path().join("w.pid");
     apply(dir.path(), "w.json", &pod("w", 5, &pid, true, ""));
     lines.until(|l| l.contains("Running"));
