@@ -427,7 +427,9 @@ fn get_shows_kubectl_tables_and_kubernetes_objects() {
     assert!(!wide.contains("NAME"));
     let cells: Vec<&str> = wide.split_whitespace().collect();
     assert_eq!(cells[0], "s");
-    assert_eq!(&cells[4..], ["local", "30", "example.com/keep"], "{wide}");
+    // NAME READY STATUS RESTARTS AGE NODE GRACE FINALIZERS
+    assert_eq!(cells[3], "0", "no restart: {wide}");
+    assert_eq!(&cells[5..], ["local", "30", "example.com/keep"], "{wide}");
 
     // Deleting: the List shows the deletion as Kubernetes does.
     ok(d, &["delete", "s", "--grace-period", "2", "--wait=false"]);
