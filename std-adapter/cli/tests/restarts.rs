@@ -277,3 +277,47 @@ fn r95_the_back_off_survives_an_agent_crash() {
     let p = pod(d, "p");
     assert_eq!(status(&p)["restartCount"], 2, "{p}");
 }
+
+#[test]
+fn r93_a_native_sidecar_restarts_whatever_the_pods_policy() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let _agent = Agent::start(d, &[]);
+    let starts_file = d.join("log.starts");
+    let starts_path = starts_file.display();
+    // Policy Never, a main container that runs, a sidecar that exits 0 at
+    // once: the sidecar is started again all the same.
+    apply(
+        d,
+        "s.yaml",
+        &format!(
+            "apiVersion: v1
+kind: Pod
+metadata:
+  name: s
+spec:
+  terminationGracePeriodSeconds: 2
+  restartPolicy: Never
+  initContainers:
+  - name: log
+    restartPolicy: Always
+    command: [sh, -c, 'echo $(($(date +%s%N) / 1000000)) >> {starts_path}; exit 0']
+  containers:
+  - name: app
+    command: [sh, -c, \"trap 'exit 0' TERM; while :; do sleep 0.05; done\"]
+"
+        ),
+    );
+    wait_for(
+        "the sidecar runs a second time",
+        Duration::from_secs(20),
+        || starts(&starts_file).len() >= 2,
+    );
+    let gaps = gaps(&starts(&starts_file));
+    assert!((9.9..12.0).contains(&gaps[0]), "{gaps:?}");
+    wait_for("restartCount 1", Duration::from_secs(5), || {
+        pod(d, "s")["status"]["initContainerStatuses"][0]["restartCount"] == 1
+    });
+    assert_eq!(pod(d, "s")["status"]["phase"], "Running");
+    ok(d, &["delete", "s", "--timeout=20s"]);
+}
