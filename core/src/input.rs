@@ -63,6 +63,15 @@ pub enum Input {
     PreStopFinished(ContainerIndex),
     /// A container's process exited.
     ContainerExited(ContainerIndex),
+    /// A container that had exited was started again ([R92], [R93]): it
+    /// runs, so a later delete stops it as any other. Ignored once the pod
+    /// is being deleted or evicted ([R94]), or if the container has not
+    /// stopped.
+    ///
+    /// [R92]: crate::rules#r92
+    /// [R93]: crate::rules#r93
+    /// [R94]: crate::rules#r94
+    ContainerStarted(ContainerIndex),
     /// The stop signal of a container really went out at `now` ([R62]):
     /// the agent reports when it carried out [`Action::SendStopSignal`],
     /// which may be later than when it was decided. SIGKILL is then due no
@@ -102,6 +111,12 @@ impl Input {
     /// [`pre_stop_finished`](Self::pre_stop_finished)).
     pub fn container_exited(container: impl Into<ContainerIndex>) -> Self {
         Input::ContainerExited(container.into())
+    }
+
+    /// [`Input::ContainerStarted`] for `container` (see
+    /// [`pre_stop_finished`](Self::pre_stop_finished)).
+    pub fn container_started(container: impl Into<ContainerIndex>) -> Self {
+        Input::ContainerStarted(container.into())
     }
 
     /// [`Input::StopSignalSent`] for `container` (see

@@ -543,6 +543,20 @@ impl Container {
         true
     }
 
+    /// Started again after it stopped (R92, R93): running, with nothing
+    /// owed; `false` (unchanged) unless it had stopped and its
+    /// `ContainerStopped` was handed out.
+    pub(crate) fn restarted(&mut self) -> bool {
+        if self.stage != StageKind::Stopped || self.owed != 0 {
+            return false;
+        }
+        *self = Container::new(ContainerSpec {
+            stopped: false,
+            ..self.spec
+        });
+        true
+    }
+
     /// D5: a shorter budget `grace` seen at `now` moves a deadline to the
     /// earlier of its current value and the one a kill restarted now with
     /// `grace` would give: the hook cut-off (or a sidecar's wait) to

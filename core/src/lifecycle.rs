@@ -527,6 +527,7 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
             } => Reply::Handled(Ok(self.evict(now, *grace_period_seconds))),
             Input::PreStopFinished(c) => Reply::Handled(self.pre_stop_finished(now, *c)),
             Input::ContainerExited(c) => Reply::Handled(self.container_exited(now, *c)),
+            Input::ContainerStarted(c) => Reply::Handled(self.container_started(*c)),
             Input::StopSignalSent(c) => Reply::Handled(self.stop_signal_sent(now, *c)),
             Input::NodeLost => Reply::Handled(Ok(self.node_lost(now))),
             Input::NodeReady => Reply::Handled(Ok(self.node_ready(now))),
@@ -758,6 +759,35 @@ impl<const F: usize, const C: usize, const L: usize> Lifecycle<F, C, L> {
         self.release_sidecars(now.mono);
         self.settle(now);
         self.refresh_phase();
+        Ok(Handled::Applied)
+    }
+
+    /// A container that had stopped was started again ([R92], [R93]). No
+    /// restart once the pod is being deleted or evicted ([R94]): a stopped
+    /// container stays stopped then, so a delete during a back-off signals
+    /// no process. Without an agent, or fenced, nothing runs (R19, D7).
+    ///
+    /// [R92]: crate::rules#r92
+    /// [R93]: crate::rules#r93
+    /// [R94]: crate::rules#r94
+    fn container_started(
+        &mut self,
+        container: impl Into<ContainerIndex>,
+    ) -> Result<Handled, UnknownContainer> {
+        let container = container.into().get();
+        if container >= self.containers().len() {
+            return Err(UnknownContainer);
+        }
+        let deleting = self.record.deletion_timestamp.is_some()
+            || !self.is_stored()
+            || self.flags.has(Flag::DeletionSeen)
+            || self.flags.has(Flag::Evicted)
+            || self.flags.has(Flag::Killing)
+            || self.record.phase.is_terminal();
+        let acts = self.has_agent() && self.flags.link() == Link::Connected;
+        if deleting || !acts || self.update(container, Container::restarted) != Some(true) {
+            return Ok(Handled::Ignored);
+        }
         Ok(Handled::Applied)
     }
 

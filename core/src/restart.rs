@@ -6,8 +6,9 @@
 //!
 //! These are pure functions and a few bytes of state per container; they
 //! read no clock and start nothing. The [`Lifecycle`](crate::Lifecycle)
-//! does not call them: it models deletion only, and a container that exits
-//! there is stopped for good.
+//! does not call them: the agent does, and tells the lifecycle of a
+//! restart with [`Input::ContainerStarted`](crate::Input::ContainerStarted),
+//! which it refuses once the pod is being deleted or evicted ([R94]).
 //!
 //! [R92]: crate::rules#r92
 //! [R94]: crate::rules#r94

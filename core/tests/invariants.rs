@@ -154,6 +154,8 @@ enum Event {
     PreStopFinished(usize),
     /// Container index; `C` and above are invalid.
     ContainerExited(usize),
+    /// Container index started again (R92); `C` and above are invalid.
+    ContainerStarted(usize),
     NodeLost,
     NodeReady,
     NodeFenced,
@@ -188,6 +190,7 @@ fn apply(lc: &mut Lc, clock: &mut Clock, event: &Event) -> Applied {
         Event::Evict(grace) => Some(Input::evict(*grace)),
         Event::PreStopFinished(i) => Some(Input::pre_stop_finished(*i)),
         Event::ContainerExited(i) => Some(Input::container_exited(*i)),
+        Event::ContainerStarted(i) => Some(Input::container_started(*i)),
         Event::NodeLost => Some(Input::NodeLost),
         Event::NodeReady => Some(Input::NodeReady),
         Event::NodeFenced => Some(Input::NodeFenced),
@@ -418,6 +421,7 @@ fn event() -> impl Strategy<Value = Event> {
         2 => grace().prop_map(Event::Evict),
         3 => (0..=C + 1).prop_map(Event::PreStopFinished),
         3 => (0..=C + 1).prop_map(Event::ContainerExited),
+        1 => (0..=C + 1).prop_map(Event::ContainerStarted),
         1 => Just(Event::NodeLost),
         1 => Just(Event::NodeReady),
         1 => Just(Event::NodeFenced),

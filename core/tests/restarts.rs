@@ -4,11 +4,19 @@
 //! phase function with each restart policy, with native sidecars, and for a
 //! pod whose regular containers have run; the back-off tests reproduce the
 //! cases of the client library's back-off (slow doubling, reset, cap).
+// A test reports by failing: it may unwrap, panic, index and count as it
+// likes (the workspace's restriction lints are for library code).
+#![allow(
+    clippy::expect_used,
+    clippy::arithmetic_side_effects,
+    clippy::indexing_slicing
+)]
 
 use grace_core::{
-    BACK_OFF_INITIAL, BACK_OFF_MAX, BACK_OFF_RESET, BackOff, CRASH_LOOP_BACK_OFF, ContainerState,
-    ContainerStatus, Duration, Instant, PodPhase, RestartPolicy, UnknownRestartPolicy,
-    keep_terminal_phase, pod_phase, restarts_after_exit,
+    Action, BACK_OFF_INITIAL, BACK_OFF_MAX, BACK_OFF_RESET, BackOff, CRASH_LOOP_BACK_OFF,
+    ContainerSpec, ContainerState, ContainerStatus, DeleteOptions, Duration, Handled, Input,
+    Instant, Lifecycle, Name, Now, Phase, PodPhase, Record, RestartPolicy, Stage, Strategy,
+    UnknownRestartPolicy, keep_terminal_phase, pod_phase, restarts_after_exit,
 };
 
 use ContainerState::{NoStatus, Running, Terminated, Waiting};
@@ -88,6 +96,125 @@ fn r94_nothing_restarts_once_the_pod_is_being_deleted() {
             }
         }
     }
+}
+
+// ---- R92–R94 in the lifecycle: a container started again ---------------------
+
+fn now(seconds: i64) -> Now {
+    Now::from_unix_millis(seconds * 1_000)
+}
+
+/// A scheduled pod of one container whose process exited at 100 s (its
+/// `ContainerStopped` handed out), waiting out a back-off.
+fn exited_pod() -> Lifecycle<4, 2> {
+    let record = Record::<4>::new(Name::try_from("uid-1").expect("a name"));
+    let app = ContainerSpec {
+        pre_stop: true,
+        sidecar: false,
+        stopped: false,
+    };
+    let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &[app]).expect("one container");
+    pod.handle(now(100), Input::container_exited(0))
+        .container()
+        .expect("container 0");
+    assert_eq!(
+        pod.poll_action(),
+        Some(Action::ContainerStopped { container: 0 })
+    );
+    assert_eq!(pod.poll_action(), None, "nothing else: it is not deleted");
+    pod
+}
+
+#[test]
+fn r92_a_container_started_again_runs_and_a_delete_stops_it() {
+    let mut pod = exited_pod();
+    assert_eq!(
+        pod.handle(now(110), Input::container_started(0))
+            .container(),
+        Ok(Handled::Applied)
+    );
+    assert_eq!(pod.containers()[0].stage(), Stage::Running);
+    // Started twice is once.
+    assert_eq!(
+        pod.handle(now(111), Input::container_started(0))
+            .container(),
+        Ok(Handled::Ignored)
+    );
+    let _ = pod.handle(now(120), Input::Delete(DeleteOptions::default()));
+    let _ = pod.handle(now(120), Input::AgentSync);
+    let actions: Vec<Action> = core::iter::from_fn(|| pod.poll_action()).collect();
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::RunPreStop { container: 0, .. })),
+        "its hook runs, as for any running container: {actions:?}"
+    );
+    // It exits: stopped once more, then the final delete.
+    pod.handle(now(125), Input::container_exited(0))
+        .container()
+        .expect("container 0");
+    assert_eq!(
+        pod.poll_action(),
+        Some(Action::ContainerStopped { container: 0 })
+    );
+}
+
+#[test]
+fn r94_a_delete_during_the_back_off_signals_nothing_and_ends_at_once() {
+    let mut pod = exited_pod();
+    let _ = pod.handle(now(105), Input::Delete(DeleteOptions::default()));
+    let _ = pod.handle(now(105), Input::AgentSync);
+    let actions: Vec<Action> = core::iter::from_fn(|| pod.poll_action()).collect();
+    assert_eq!(
+        actions,
+        [Action::RemoveEndpoints, Action::Remove { force: false }],
+        "no hook, no stop signal: no process runs"
+    );
+    assert_eq!(pod.phase(), Phase::Deleted);
+    // The back-off's end finds the pod deleted: nothing starts.
+    assert_eq!(
+        pod.handle(now(110), Input::container_started(0))
+            .container(),
+        Ok(Handled::Ignored)
+    );
+    assert_eq!(pod.containers()[0].stage(), Stage::Stopped);
+}
+
+#[test]
+fn r94_no_start_once_the_deletion_is_seen_or_the_pod_evicted() {
+    // Two containers, the first exited: the second still runs, so the pod
+    // stays while it is stopped.
+    let two = || {
+        let record = Record::<4>::new(Name::try_from("uid-2").expect("a name"));
+        let specs = [ContainerSpec::default(), ContainerSpec::default()];
+        let mut pod = Lifecycle::<4, 2>::new(Strategy::POD, record, &specs).expect("two");
+        pod.handle(now(100), Input::container_exited(0))
+            .container()
+            .expect("container 0");
+        let _ = core::iter::from_fn(|| pod.poll_action()).count();
+        pod
+    };
+    let mut deleted = two();
+    let _ = deleted.handle(now(101), Input::Delete(DeleteOptions::default()));
+    let _ = deleted.handle(now(101), Input::AgentSync);
+    let mut evicted = two();
+    let _ = evicted.handle(now(101), Input::evict(30));
+    for (what, mut pod) in [("deleted", deleted), ("evicted", evicted)] {
+        assert_eq!(
+            pod.handle(now(110), Input::container_started(0))
+                .container(),
+            Ok(Handled::Ignored),
+            "{what}"
+        );
+        assert_eq!(pod.containers()[0].stage(), Stage::Stopped, "{what}");
+    }
+    // A container that does not exist is an error, as for an exit.
+    assert!(
+        exited_pod()
+            .handle(now(110), Input::container_started(5))
+            .container()
+            .is_err()
+    );
 }
 
 // ---- R95–R97, D9: CrashLoopBackOff -------------------------------------------

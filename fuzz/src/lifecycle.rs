@@ -83,6 +83,10 @@ pub enum Op {
     WallJump {
         ms: i64,
     },
+    /// A stopped container started again (R92); index modulo `C + 1`.
+    Start {
+        container: u8,
+    },
 }
 
 /// What one step fed in (`None`: only the clocks moved) and what came
@@ -108,6 +112,7 @@ fn apply(lc: &mut Lc, clock: &mut Clock, op: &Op) -> Applied {
         Op::Evict { grace } => Some(CoreInput::evict(grace.0)),
         Op::PreStopDone { container: i } => Some(CoreInput::pre_stop_finished(container(*i))),
         Op::Exit { container: i } => Some(CoreInput::container_exited(container(*i))),
+        Op::Start { container: i } => Some(CoreInput::container_started(container(*i))),
         Op::NodeLost => Some(CoreInput::NodeLost),
         Op::NodeReady => Some(CoreInput::NodeReady),
         Op::Fence => Some(CoreInput::NodeFenced),

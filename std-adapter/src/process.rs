@@ -454,39 +454,50 @@ impl ProcessActuator {
     /// says ([`with_environment`](Self::with_environment)).
     pub fn start_each(&mut self, object: &str, stored: &StoredObject) -> Vec<(usize, LaunchError)> {
         let mut failed = Vec::new();
-        for (i, container) in stored.containers.iter().enumerate() {
-            if self.is_running(object, i) || container.command.is_empty() {
+        for i in 0..stored.containers.len() {
+            if self.is_running(object, i) {
                 continue;
             }
-            let launch = match launch::container(object, stored, i, None, self.environment) {
-                Ok(launch) => launch,
-                Err(e) => {
-                    failed.push((i, e));
-                    continue;
-                }
-            };
-            // A relative path with a `/` is the working directory's.
-            let program = match &launch.cwd {
-                Some(dir) if launch.program.contains('/') && !launch.program.starts_with('/') => {
-                    dir.join(&launch.program).display().to_string()
-                }
-                _ => launch.program.clone(),
-            };
-            if let Err(reason) = runnable(&program, launch.path()) {
-                failed.push((i, LaunchError::CannotRun(reason)));
-                continue;
-            }
-            match self.spawn(object, i, Some(stored), &launch) {
-                Ok(group) => {
-                    if let Some(hook) = &container.post_start {
-                        self.post_start(object, stored, i, hook, &group);
-                    }
-                    self.workloads.insert((object.to_owned(), i), group);
-                }
-                Err(e) => failed.push((i, LaunchError::CannotRun(e.to_string()))),
+            if let Err(e) = self.start_container(object, stored, i) {
+                failed.push((i, e));
             }
         }
         failed
+    }
+
+    /// Starts container `i` of `object` as [`start_each`](Self::start_each)
+    /// does, unless it runs already or has no command: an agent starts a
+    /// container again this way after it exited (R92, R93), with the same
+    /// spec (environment, user, directory, post-start hook).
+    pub fn start_container(
+        &mut self,
+        object: &str,
+        stored: &StoredObject,
+        i: usize,
+    ) -> Result<(), LaunchError> {
+        let Some(container) = stored.containers.get(i) else {
+            return Ok(());
+        };
+        if self.is_running(object, i) || container.command.is_empty() {
+            return Ok(());
+        }
+        let launch = launch::container(object, stored, i, None, self.environment)?;
+        // A relative path with a `/` is the working directory's.
+        let program = match &launch.cwd {
+            Some(dir) if launch.program.contains('/') && !launch.program.starts_with('/') => {
+                dir.join(&launch.program).display().to_string()
+            }
+            _ => launch.program.clone(),
+        };
+        runnable(&program, launch.path()).map_err(LaunchError::CannotRun)?;
+        let group = self
+            .spawn(object, i, Some(stored), &launch)
+            .map_err(|e| LaunchError::CannotRun(e.to_string()))?;
+        if let Some(hook) = &container.post_start {
+            self.post_start(object, stored, i, hook, &group);
+        }
+        self.workloads.insert((object.to_owned(), i), group);
+        Ok(())
     }
 
     /// Runs container `i`'s post-start hook beside its process `group`

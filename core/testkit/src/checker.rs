@@ -198,9 +198,10 @@ pub fn feed<const F: usize, const C: usize>(
         CoreReply::Update(r) => Reply::Update(r),
         reply => match input {
             Input::Timeout => Reply::Nothing,
-            Input::PreStopFinished(_) | Input::ContainerExited(_) | Input::StopSignalSent(_) => {
-                Reply::Container(reply.container())
-            }
+            Input::PreStopFinished(_)
+            | Input::ContainerExited(_)
+            | Input::ContainerStarted(_)
+            | Input::StopSignalSent(_) => Reply::Container(reply.container()),
             _ => Reply::Handled(reply.handled()),
         },
     }
@@ -380,6 +381,7 @@ impl<const C: usize> Checker<C> {
     /// Checks one step against every invariant; returns every violation
     /// (empty when all hold).
     pub fn check<const F: usize>(&mut self, s: &Step<'_, F, C>) -> Vec<Violation> {
+        self.restarted(s);
         [
             self.deleted_is_terminal(s),
             self.timestamp_never_later(s),
@@ -395,6 +397,44 @@ impl<const C: usize> Checker<C> {
         .into_iter()
         .filter_map(Result::err)
         .collect()
+    }
+
+    /// A container started again (R92, R93) may run again: its kill
+    /// sequence starts afresh.
+    fn restarted<const F: usize>(&mut self, s: &Step<'_, F, C>) {
+        let Some(Input::ContainerStarted(c)) = s.input else {
+            return;
+        };
+        let i = c.get();
+        let was_stopped = s
+            .before
+            .containers()
+            .get(i)
+            .is_some_and(|c| c.stage() == Stage::Stopped);
+        let runs = s
+            .after
+            .containers()
+            .get(i)
+            .is_some_and(|c| c.stage() == Stage::Running);
+        if !(was_stopped && runs) {
+            return;
+        }
+        for (flag, value) in [
+            (self.running.get_mut(i), true),
+            (self.pre_stop_sent.get_mut(i), false),
+            (self.killed.get_mut(i), false),
+            (self.stopped_sent.get_mut(i), false),
+        ] {
+            if let Some(flag) = flag {
+                *flag = value;
+            }
+        }
+        if let Some(at) = self.signal_at.get_mut(i) {
+            *at = None;
+        }
+        if let Some(at) = self.earliest_kill.get_mut(i) {
+            *at = None;
+        }
     }
 
     /// [`Invariant::DeletedIsTerminal`].
@@ -998,6 +1038,7 @@ impl<const C: usize> Checker<C> {
                     Some(
                         Input::PreStopFinished(i)
                         | Input::ContainerExited(i)
+                        | Input::ContainerStarted(i)
                         | Input::StopSignalSent(i),
                     ) => i.get(),
                     _ => 0,

@@ -97,6 +97,7 @@ mod on_exit;
 mod outage;
 pub mod pod_update;
 pub mod quota;
+mod restarts;
 mod run_loop;
 mod serve;
 #[cfg(feature = "etcd")]

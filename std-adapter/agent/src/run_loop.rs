@@ -25,6 +25,7 @@ use crate::batched;
 use crate::containers::start;
 use crate::input::Input;
 use crate::on_exit::OnExit;
+use crate::restarts::Restarts;
 use crate::runtime::Change;
 use crate::startup::{RunClock, bound_here};
 
@@ -41,15 +42,27 @@ pub(crate) struct Serving<'a> {
     pub(crate) status: SharedStatus,
 }
 
+/// What [`log_transitions`] saw: the objects whose records were removed,
+/// and the containers reported stopped (object, container).
+#[derive(Default)]
+pub(crate) struct Logged {
+    pub(crate) removed: Vec<String>,
+    pub(crate) stopped: Vec<(String, usize)>,
+}
+
 /// Logs the transitions reported since the last call, an info event each
 /// (the object's name padded, as a column, and the change; the object and
 /// the transition's wall-clock time, Unix seconds, as fields); returns the
-/// names of the objects whose records were removed.
-pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>) -> Vec<String> {
-    let mut removed = Vec::new();
+/// objects whose records were removed and the containers that stopped.
+pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>) -> Logged {
+    let mut logged = Logged::default();
     for t in transitions.try_iter() {
-        if matches!(t.change, Change::Action(Action::Remove { .. })) {
-            removed.push(t.object.clone());
+        match t.change {
+            Change::Action(Action::Remove { .. }) => logged.removed.push(t.object.clone()),
+            Change::Action(Action::ContainerStopped { container }) => logged
+                .stopped
+                .push((t.object.clone(), usize::from(container))),
+            _ => {}
         }
         let millis = t.at.wall.as_unix_millis();
         tracing::info!(
@@ -60,7 +73,7 @@ pub(crate) fn log_transitions(transitions: &mpsc::Receiver<Transition>) -> Vec<S
             t.change
         );
     }
-    removed
+    logged
 }
 
 /// Removes the logs of the objects whose records were removed (but not
@@ -91,7 +104,7 @@ pub(crate) fn wind_down<S: Store>(
     transitions: &mpsc::Receiver<Transition>,
     logs: &ContainerLogs,
 ) {
-    let removed = log_transitions(transitions);
+    let removed = log_transitions(transitions).removed;
     remove_logs(rt, logs, &removed);
     crate::process::flush_removals();
 }
@@ -137,9 +150,13 @@ pub(crate) fn serve<S: Store>(
     let mut stopping: Option<Vec<String>> = None;
     // Names that hold a new object while the old one is being stopped.
     let mut waiting: Vec<String> = Vec::new();
+    // Exited containers waiting out their back-off (R95).
+    let mut restarts = Restarts::default();
+    restarts.recover(rt, node);
     loop {
-        let removed = log_transitions(transitions);
+        let Logged { removed, stopped } = log_transitions(transitions);
         remove_logs(rt, logs, &removed);
+        restarts.exited(rt, &stopped);
         forget_not_run(rt, &removed, node);
         // A removal may free a foreground owner or leave dependents
         // without an owner. A failure is tried again at the next one.
@@ -156,6 +173,7 @@ pub(crate) fn serve<S: Store>(
             }
         }
         let wait = outage.wait(wait_for_next(rt));
+        let wait = restarts.wait(rt).map_or(wait, |r| r.min(wait));
         let input = match next.take() {
             Some(input) => Ok(input),
             None => inputs.recv_timeout(wait),
@@ -229,6 +247,9 @@ pub(crate) fn serve<S: Store>(
             own_steps(rt, &mut outage)?;
         }
         take_freed(rt, &mut waiting, node)?;
+        if stopping.is_none() {
+            restarts.run_due(rt, logs);
+        }
     }
 }
 

@@ -210,6 +210,19 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         if let Some(reported) = object.status.get(i) {
             s.push_str(&format!("    Reported:     {}\n", reported_word(reported)));
         }
+        if let Some(r) = object.restarts.get(i) {
+            if let Some(delay) = r.waiting() {
+                s.push_str(&format!(
+                    "    Waiting:      CrashLoopBackOff: back-off {}s restarting failed container\n",
+                    delay.whole_seconds()
+                ));
+            }
+            if let Some(last) = &r.last_state {
+                s.push_str(&format!("    Last State:   {}\n", reported_word(last)));
+            }
+        }
+        let count = object.restarts.get(i).map_or(0, |r| r.count);
+        s.push_str(&format!("    Restart Count: {count}\n"));
     }
     s.push_str("Events:\n");
     for event in events(

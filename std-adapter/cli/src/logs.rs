@@ -26,10 +26,47 @@ pub struct LogsOptions {
     pub follow: bool,
     /// `--tail N`: only the last N lines.
     pub tail: Option<usize>,
-    /// `-p`, `--previous`: the previous instance's output. grace restarts
-    /// no container, so no container has one: refused with kubectl's
-    /// message.
+    /// `-p`, `--previous`: the output of the container's run before its
+    /// last restart (kubectl's message if it has none).
     pub previous: bool,
+}
+
+/// `--previous`: the output of the container's run before its last
+/// restart, which the agent keeps as the kubelet keeps one previous
+/// instance; kubectl's message if it was never restarted.
+fn previous(
+    logs: &ContainerLogs,
+    name: &str,
+    object: &StoredObject,
+    index: usize,
+    options: &LogsOptions,
+    out: &mut impl Write,
+) -> Result<(), CommandError> {
+    let not_found = || {
+        CommandError::failed(format!(
+            "previous terminated container \"{}\" in pod \"{name}\" not found",
+            container_name(object, index)
+        ))
+    };
+    let restarted = object.restarts.get(index).is_some_and(|r| r.count > 0);
+    let files = logs
+        .previous_file(name, object, index)
+        .map(|p| ContainerLogs::files(&p))
+        .unwrap_or_default();
+    if !restarted || files.is_empty() {
+        return Err(not_found());
+    }
+    let mut text = Vec::new();
+    for copy in &files {
+        let mut bytes = std::fs::read(copy)
+            .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
+        text.append(&mut bytes);
+    }
+    let shown = match options.tail {
+        Some(n) => last_lines(&text, n),
+        None => &text[..],
+    };
+    write_all(out, shown)
 }
 
 /// Prints the output of a container of the object `name` to `out`.
@@ -45,19 +82,14 @@ pub fn print(
     let not_found = || CommandError::failed(crate::kubectl::not_found(name));
     let object = fetch(target, name)?.ok_or_else(not_found)?;
     let index = container(name, &object, options.container.as_deref())?;
-    if options.previous {
-        // The kubelet keeps the previous instance of a restarted
-        // container; the agent restarts none (restart policy `Never`).
-        return Err(CommandError::failed(format!(
-            "previous terminated container \"{}\" in pod \"{name}\" not found",
-            container_name(&object, index)
-        )));
-    }
     let shared_node = match target {
         Target::Agent(_) => None,
         Target::Shared(_) => object.node.as_deref(),
     };
     let logs = grace_agent::container_logs(data_dir, shared_node, LogLimits::default());
+    if options.previous {
+        return previous(&logs, name, &object, index, options, out);
+    }
     let Some(current) = logs.file(name, &object, index) else {
         return Err(CommandError::failed(format!(
             "object \"{name}\" has no container {index}"

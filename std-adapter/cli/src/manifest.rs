@@ -8,6 +8,7 @@
 //!   "spec": {
 //!     "nodeName": "node-a",
 //!     "terminationGracePeriodSeconds": 10,
+//!     "restartPolicy": "OnFailure",
 //!     "containers": [
 //!       { "name": "app", "command": ["sh", "-c", "exec sleep 1000"],
 //!         "preStop": "sleep 2" }
@@ -73,6 +74,8 @@ struct RawMetadata {
 struct RawSpec {
     node_name: Option<String>,
     termination_grace_period_seconds: Option<i64>,
+    /// `Always` (the default), `OnFailure` or `Never` (R92).
+    restart_policy: Option<grace_core::RestartPolicy>,
     #[serde(default)]
     containers: Vec<RawContainer>,
 }
@@ -183,6 +186,7 @@ pub fn parse(text: &str, uid: impl FnOnce() -> String) -> Result<Manifest, Field
     };
     object.strategy = strategy;
     object.containers = containers;
+    object.restart_policy = raw.spec.restart_policy;
     Ok(Manifest {
         name: raw.metadata.name,
         object,
@@ -220,6 +224,23 @@ mod tests {
         assert!(m.object.record.finalizers.contains("example.com/keep"));
         assert_eq!(m.object.node.as_deref(), Some("node-a"));
         assert_eq!(m.object.containers[0].pre_stop.as_deref(), Some("sleep 2"));
+        assert_eq!(m.object.restart_policy, None, "Always, the default");
+    }
+
+    #[test]
+    fn r92_a_pod_file_names_its_restart_policy_in_kubernetes_words() {
+        let file = |policy: &str| {
+            format!(
+                r#"{{"metadata":{{"name":"web"}},"spec":{{"restartPolicy":"{policy}",
+                    "containers":[{{"name":"app","command":["true"]}}]}}}}"#
+            )
+        };
+        let m = parse(&file("OnFailure"), uid).expect("valid");
+        assert_eq!(
+            m.object.restart_policy,
+            Some(grace_core::RestartPolicy::OnFailure)
+        );
+        assert!(parse(&file("always"), uid).is_err(), "case-sensitive");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::store::StoredObject;
 /// `-o`: how `grace get` prints.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Format {
-    /// kubectl's table: NAME, READY, STATUS, AGE.
+    /// kubectl's table: NAME, READY, STATUS, RESTARTS, AGE.
     Table,
     /// The table with kubectl's IP, NODE, NOMINATED NODE and READINESS
     /// GATES, then grace's GRACE and FINALIZERS.
@@ -90,7 +90,7 @@ impl Format {
 /// of its own in grace, nor a nominated node or readiness gates: `<none>`),
 /// then grace's own.
 pub fn header(wide: bool) -> Vec<&'static str> {
-    let mut h = vec!["NAME", "READY", "STATUS", "AGE"];
+    let mut h = vec!["NAME", "READY", "STATUS", "RESTARTS", "AGE"];
     if wide {
         h.extend([
             "IP",
@@ -123,6 +123,7 @@ pub fn row(
         name.to_owned(),
         format!("{running}/{}", object.containers.len()),
         status,
+        restarts(object, now),
         object
             .created
             .map_or("<unknown>".to_owned(), |c| age(c, now)),
@@ -197,6 +198,26 @@ impl LabelColumns {
     }
 }
 
+/// kubectl's RESTARTS: the containers' restart counts summed, and how
+/// long ago the last restarted run ended (`3 (12s ago)`; `0` before any
+/// restart).
+pub fn restarts(object: &StoredObject, now: Timestamp) -> String {
+    use grace_std::store::ContainerStatus as S;
+    let count: u64 = object.restarts.iter().map(|r| u64::from(r.count)).sum();
+    let last = object
+        .restarts
+        .iter()
+        .filter_map(|r| match &r.last_state {
+            Some(S::Terminated { finished_at, .. }) => *finished_at,
+            _ => None,
+        })
+        .max();
+    match last {
+        Some(at) if count > 0 => format!("{count} ({} ago)", age(at, now)),
+        _ => count.to_string(),
+    }
+}
+
 /// READY's count: the containers its agent reported running whose kill
 /// has not stopped them, as kubectl counts ready containers. A container
 /// not started yet (a `Pending` pod, one whose node has no agent) is not
@@ -249,6 +270,16 @@ fn containers_status(object: &StoredObject) -> Option<String> {
     });
     if cannot_run {
         return Some("ContainerCannotRun".to_owned());
+    }
+    // One waits out its back-off before it starts again (R95).
+    let backing_off = all.clone().any(|i| {
+        object
+            .restarts
+            .get(i)
+            .is_some_and(|r| r.restart_at_ms.is_some())
+    });
+    if backing_off {
+        return Some(grace_core::CRASH_LOOP_BACK_OFF.to_owned());
     }
     // A container the agent will not start says why, as kubectl shows a
     // waiting reason (`CreateContainerConfigError`).

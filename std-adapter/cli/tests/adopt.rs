@@ -899,7 +899,7 @@ fn statuses_are_true_in_kubernetes_words_and_kept_across_restarts() {
     ];
     for (name, node, command) in pods {
         let text = format!(
-            r#"{{"metadata":{{"name":"{name}"}},"spec":{{"nodeName":"{node}",
+            r#"{{"metadata":{{"name":"{name}"}},"spec":{{"nodeName":"{node}","restartPolicy":"Never",
                 "containers":[{{"name":"app","command":{command}}}]}}}}"#
         );
         let manifest =

@@ -196,18 +196,20 @@ fn field_selectors_and_label_columns_choose_and_show_as_kubectl_does() {
         .collect();
     assert_eq!(
         lines[0],
-        ["NAME", "READY", "STATUS", "AGE", "APP", "TIER", "LABELS"],
+        [
+            "NAME", "READY", "STATUS", "RESTARTS", "AGE", "APP", "TIER", "LABELS"
+        ],
         "{table}"
     );
     assert_eq!(lines[1][0], "a");
     assert_eq!(
-        lines[1][4..],
+        lines[1][5..],
         ["web", "front", "app=web,tier=front"],
         "{table}"
     );
     // b has no tier: an empty cell, then its labels.
     assert_eq!(lines[2][0], "b");
-    assert_eq!(lines[2][4..], ["db", "app=db"], "{table}");
+    assert_eq!(lines[2][5..], ["db", "app=db"], "{table}");
 
     // Another Kubernetes type is not taken for a missing pod's name.
     for args in [

@@ -175,10 +175,11 @@ spec:
         "spec.containers[*].resources",
         "spec.containers[*].livenessProbe",
         "spec.initContainers[*].image",
-        "spec.restartPolicy",
     ] {
         assert!(err.contains(field), "{field}: {err}");
     }
+    // Acted on (R92): not listed.
+    assert!(!err.contains("spec.restartPolicy"), "{err}");
     for n in ["a", "b", "b-log", "c"] {
         wait_for("the workload starts", Duration::from_secs(5), || {
             alive(&pid(n))
@@ -441,10 +442,12 @@ fn get_shows_kubectl_tables_and_kubernetes_objects() {
     assert!(!wide.contains("NAME"));
     let cells: Vec<&str> = wide.split_whitespace().collect();
     assert_eq!(cells[0], "s");
-    // kubectl's wide columns (IP, NODE, NOMINATED NODE, READINESS GATES),
-    // then grace's (GRACE, FINALIZERS).
+    // NAME READY STATUS RESTARTS AGE, then kubectl's wide columns (IP,
+    // NODE, NOMINATED NODE, READINESS GATES) and grace's (GRACE,
+    // FINALIZERS).
+    assert_eq!(cells[3], "0", "no restart: {wide}");
     assert_eq!(
-        &cells[4..],
+        &cells[5..],
         [
             "<none>",
             "local",

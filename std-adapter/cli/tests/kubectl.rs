@@ -696,7 +696,9 @@ fn the_agent_holds_one_descriptor_per_running_workload_and_no_pidfd_for_its_chil
         apply(
             dir.path(),
             &format!("w{i}.json"),
-            &pod(&format!("w{i}"), 5, pid, false, ""),
+            // Never: the exit below stays an exit (R92).
+            &pod(&format!("w{i}"), 5, pid, false, "")
+                .replace(r#""spec":{"#, r#""spec":{"restartPolicy":"Never","#),
         );
     }
     wait_for("every workload runs", Duration::from_secs(20), || {
@@ -776,7 +778,10 @@ fn get_watch_keeps_status_and_age_apart_when_a_status_is_wider_than_the_listing_
         .expect("watch starts");
     let lines = Lines::of(watch.stdout.take().expect("stdout"));
     let header = lines.next();
-    assert_eq!(cells(&header), ["NAME", "READY", "STATUS", "AGE"]);
+    assert_eq!(
+        cells(&header),
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
     let pid = dir.path().join("w.pid");
     apply(dir.path(), "w.json", &pod("w", 5, &pid, true, ""));
     lines.until(|l| l.contains("Running"));
@@ -789,7 +794,7 @@ fn get_watch_keeps_status_and_age_apart_when_a_status_is_wider_than_the_listing_
     let _ = watch.kill();
     let _ = watch.wait();
     let terminating = seen.last().expect("a line");
-    assert_eq!(cells(terminating).len(), 4, "{terminating:?}");
+    assert_eq!(cells(terminating).len(), 5, "{terminating:?}");
     assert_eq!(cells(terminating)[2], "Terminating", "{terminating:?}");
     assert!(
         terminating.contains("Terminating   "),

@@ -318,7 +318,7 @@ spec:
     );
     delete(dir, "hooked");
     // A hook that fails: the container is stopped (its stop signal) and
-    // stays terminated (grace does not restart containers).
+    // stays terminated (restartPolicy Never).
     apply(
         dir,
         "failing.yaml",
@@ -327,6 +327,7 @@ kind: Pod
 metadata: {name: failing}
 spec:
   nodeName: local
+  restartPolicy: Never
   terminationGracePeriodSeconds: 30
   containers:
   - name: main

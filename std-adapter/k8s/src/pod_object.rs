@@ -5,6 +5,7 @@
 //!
 //! The Pod subset grace acts on: `metadata` (`name`, `generateName`, `namespace`, `uid`, `labels`,
 //! `finalizers`, `ownerReferences`), `spec.nodeName`, `spec.terminationGracePeriodSeconds`,
+//! `spec.restartPolicy` (which exited containers start again, R92),
 //! `spec.securityContext` (`runAsUser`, `runAsGroup`, `runAsNonRoot`,
 //! `supplementalGroups`), `spec.containers[]` (`name`, `command` + `args`,
 //! `env` with values and pod field references, `workingDir`,
@@ -142,6 +143,7 @@ const POD: Used = Used::Fields(&[
         Used::Fields(&[
             ("nodeName", Used::Leaf),
             ("terminationGracePeriodSeconds", Used::Leaf),
+            ("restartPolicy", Used::Leaf),
             (
                 "securityContext",
                 Used::Fields(&[
@@ -324,6 +326,17 @@ pub fn to_object(pod: &Pod) -> Result<PodObject, PodError> {
     object.labels = labels;
     object.owners = owners(meta)?;
     object.manifest = Some(kept(pod));
+    object.restart_policy = match spec.restart_policy.as_deref() {
+        None => None,
+        Some(word) => Some(word.parse().map_err(|_| {
+            PodError::at(
+                "spec.restartPolicy",
+                format!(
+                    "Unsupported value: \"{word}\": supported values: \"Always\", \"OnFailure\", \"Never\""
+                ),
+            )
+        })?),
+    };
     Ok(PodObject {
         name,
         namespace,
@@ -573,7 +586,8 @@ pub use grace_std::api_server::check_label;
 /// and a status (`phase`, `containerStatuses[].state` from the kill state).
 pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
     let meta = &object.record;
-    let (namespace, name) = grace_std::store::split_key(name);
+    let key = name;
+    let (namespace, name) = grace_std::store::split_key(key);
     let mut metadata = ObjectMeta {
         name: Some(name.to_owned()),
         namespace: Some(namespace.to_owned()),
@@ -637,6 +651,14 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
             .map(to_container)
             .collect(),
         init_containers: (!sidecars.is_empty()).then_some(sidecars),
+        // The API server's default when the manifest gave none.
+        restart_policy: Some(
+            object
+                .restart_policy
+                .unwrap_or(grace_core::RestartPolicy::Always)
+                .as_str()
+                .to_owned(),
+        ),
         security_context: crate::container_env::pod_groups(&object.containers).map(|groups| {
             PodSecurityContext {
                 supplemental_groups: Some(groups),
@@ -649,7 +671,7 @@ pub fn to_pod(name: &str, object: &StoredObject) -> Pod {
         Some(pod) => overlay(pod, metadata, spec),
         None => (metadata, spec),
     };
-    let mut status = status(object);
+    let mut status = status(key, object);
     // Each container's image as its spec names it, as the kubelet reports
     // it (grace pulls none: it runs the command).
     let images = spec
@@ -710,11 +732,71 @@ fn overlay(kept: Pod, ours: ObjectMeta, spec: PodSpec) -> (ObjectMeta, PodSpec) 
     (metadata, spec)
 }
 
+/// A stored terminated state as Kubernetes shows it (`None` for another
+/// state).
+fn terminated(status: &grace_std::store::ContainerStatus) -> Option<ContainerState> {
+    let grace_std::store::ContainerStatus::Terminated {
+        exit_code,
+        reason,
+        message,
+        started_at,
+        finished_at,
+    } = status
+    else {
+        return None;
+    };
+    Some(ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            // The kubelet's code for a status it cannot know.
+            exit_code: exit_code.unwrap_or(137),
+            reason: Some(reason.clone()),
+            message: message.clone(),
+            started_at: started_at.and_then(crate::time),
+            finished_at: finished_at.and_then(crate::time),
+            ..ContainerStateTerminated::default()
+        }),
+        ..ContainerState::default()
+    })
+}
+
+/// Go's spelling of a whole number of seconds, as the kubelet's back-off
+/// message writes it: `10s`, `5m0s`.
+fn go_seconds(seconds: u64) -> String {
+    if seconds < 60 {
+        format!("{seconds}s")
+    } else {
+        format!("{}m{}s", seconds / 60, seconds % 60)
+    }
+}
+
+/// The state of container `i` of the pod stored as `key` while it waits
+/// out its back-off (R95): `CrashLoopBackOff`, with the kubelet's message.
+fn crash_loop_back_off(key: &str, object: &StoredObject, i: usize) -> Option<ContainerState> {
+    if object.record.deletion_timestamp.is_some() {
+        return None;
+    }
+    let delay = object.restarts.get(i)?.waiting()?;
+    let container = object.containers.get(i)?;
+    let (namespace, name) = grace_std::store::split_key(key);
+    Some(ContainerState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(grace_core::CRASH_LOOP_BACK_OFF.into()),
+            message: Some(format!(
+                "back-off {} restarting failed container={} pod={name}_{namespace}({})",
+                go_seconds(delay.whole_seconds()),
+                container.name,
+                object.uid()
+            )),
+        }),
+        ..ContainerState::default()
+    })
+}
+
 /// `status.phase`, the conditions and the start time
 /// ([`pod_status`](crate::pod_status)), and each container's state: what
 /// its agent reported (with its times), else from the kill state the
 /// runtime persisted.
-fn status(object: &StoredObject) -> PodStatus {
+fn status(name: &str, object: &StoredObject) -> PodStatus {
     let record = object
         .agent
         .as_ref()
@@ -733,25 +815,11 @@ fn status(object: &StoredObject) -> PodStatus {
     // comes first; the kill state tells the rest.
     let reported = |i: usize| -> Option<ContainerState> {
         use grace_std::store::ContainerStatus as S;
+        if let Some(waiting) = crash_loop_back_off(name, object, i) {
+            return Some(waiting);
+        }
         match object.status.get(i)? {
-            S::Terminated {
-                exit_code,
-                reason,
-                message,
-                started_at,
-                finished_at,
-            } => Some(ContainerState {
-                terminated: Some(ContainerStateTerminated {
-                    // The kubelet's code for a status it cannot know.
-                    exit_code: exit_code.unwrap_or(137),
-                    reason: Some(reason.clone()),
-                    message: message.clone(),
-                    started_at: started_at.and_then(crate::time),
-                    finished_at: finished_at.and_then(crate::time),
-                    ..ContainerStateTerminated::default()
-                }),
-                ..ContainerState::default()
-            }),
+            status @ S::Terminated { .. } => terminated(status),
             S::Waiting { reason, message } => Some(ContainerState {
                 waiting: Some(ContainerStateWaiting {
                     reason: Some(reason.clone()),
@@ -815,8 +883,14 @@ fn status(object: &StoredObject) -> PodStatus {
                 {
                     running.started_at = started_at.and_then(crate::time);
                 }
+                let restarts = object.restarts.get(i);
                 ContainerStatus {
                     name: c.name.clone(),
+                    restart_count: restarts
+                        .map_or(0, |r| i32::try_from(r.count).unwrap_or(i32::MAX)),
+                    last_state: restarts
+                        .and_then(|r| r.last_state.as_ref())
+                        .and_then(terminated),
                     ready: state.running.is_some() && object.record.deletion_timestamp.is_none(),
                     started: Some(state.running.is_some()),
                     state: Some(state),

@@ -20,10 +20,6 @@ use grace_std::store::{ContainerStatus, StoredObject};
 pub(crate) const UNSCHEDULED: &str =
     "no spec.nodeName: waiting for an agent to bind it to its node";
 
-/// The restart policy the agent applies: it starts no container again, so
-/// a pod whose containers have all exited is over.
-const AGENT_RESTART_POLICY: RestartPolicy = RestartPolicy::Never;
-
 /// The phase to show for `object`: `Pending` for a pod bound to no node (no
 /// agent runs it); else the kubelet's phase from its containers' states
 /// ([`pod_phase`], [R98]–[R100]), a pod being deleted counting as one whose
@@ -48,13 +44,26 @@ pub fn phase(object: &StoredObject) -> PodPhase {
     let deleting = record.deletion_timestamp.is_some();
     keep_terminal_phase(
         record.phase,
-        pod_phase(&states, AGENT_RESTART_POLICY, deleting),
+        pod_phase(
+            &states,
+            object.restart_policy.unwrap_or(RestartPolicy::Always),
+            deleting,
+        ),
     )
 }
 
-/// Container `i` as [`pod_phase`] counts it.
+/// Container `i` as [`pod_phase`] counts it: one waiting out its
+/// back-off waits after a run (R98).
 fn core_status(object: &StoredObject, i: usize) -> CoreStatus {
+    let pending = object
+        .restarts
+        .get(i)
+        .is_some_and(|r| r.restart_at_ms.is_some())
+        && object.record.deletion_timestamp.is_none();
     let state = match object.status.get(i) {
+        Some(ContainerStatus::Terminated { exit_code, .. }) if pending => CoreState::Waiting {
+            last_exit: Some(exit_code.unwrap_or(137)),
+        },
         None => CoreState::NoStatus,
         Some(ContainerStatus::Running { .. }) => CoreState::Running { started: true },
         Some(ContainerStatus::Terminated { exit_code, .. }) => CoreState::Terminated {

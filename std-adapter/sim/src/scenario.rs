@@ -8,7 +8,7 @@ use std::fmt;
 
 use grace_core::{
     ContainerSpec, DeleteOptions, FinalizerChange, Finalizers, GcPolicy, Input, Kind, Name,
-    PodPhase, Preconditions, Propagation, Record, Strategy, Timestamp,
+    PodPhase, Preconditions, Propagation, Record, RestartPolicy, Strategy, Timestamp,
 };
 use serde::Deserialize;
 
@@ -30,6 +30,10 @@ pub struct Scenario {
     pub record: Record<MAX_FINALIZERS>,
     /// Its containers, in declaration order.
     pub containers: Vec<ContainerDef>,
+    /// Its `restartPolicy`: which exited containers the simulated agent
+    /// starts again, after CrashLoopBackOff (R92–R97, D9); `None` (a file
+    /// that names none): it starts none, as before restarts were modelled.
+    pub restart_policy: Option<RestartPolicy>,
     /// The timed inputs, in time order.
     pub events: Vec<ScenarioEvent>,
     /// Simulate deadlines up to this time (unix milliseconds).
@@ -67,6 +71,9 @@ pub struct ScenarioEvent {
     pub at_ms: i64,
     /// What.
     pub kind: ScenarioEventKind,
+    /// A `container_exit`'s exit code (0 when the file gives none): what
+    /// `restart_policy` `OnFailure` looks at.
+    pub exit_code: i32,
 }
 
 /// The inputs a scenario can contain: a delete as the format writes it,
@@ -368,6 +375,8 @@ struct RawObject {
     default_gc_policy: Option<RawGcPolicy>,
     #[serde(default)]
     gc_enabled: Option<bool>,
+    #[serde(default)]
+    restart_policy: Option<RestartPolicy>,
 }
 
 #[derive(Deserialize)]
@@ -453,6 +462,8 @@ struct RawEvict {
 #[serde(deny_unknown_fields)]
 struct RawContainerRef {
     container: String,
+    #[serde(default)]
+    exit_code: Option<i32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -525,6 +536,7 @@ impl RawScenario {
             strategy,
             record,
             containers,
+            restart_policy: object.restart_policy,
             events,
             until_ms,
         })
@@ -663,8 +675,17 @@ fn check_events(
             )));
         }
         previous = Some(at_ms);
+        let exit_code = raw
+            .container_exit
+            .as_ref()
+            .and_then(|c| c.exit_code)
+            .unwrap_or(0);
         let kind = raw.into_kind(&field, containers).map_err(located)?;
-        events.push(ScenarioEvent { at_ms, kind });
+        events.push(ScenarioEvent {
+            at_ms,
+            kind,
+            exit_code,
+        });
     }
     Ok(events)
 }

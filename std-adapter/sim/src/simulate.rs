@@ -10,8 +10,9 @@
 //! instant its SIGKILL is due is not killed.
 
 use grace_core::{
-    Action, Container, DeleteError, DeleteOutcome, FinalizerChange, Handled, Input, Instant,
-    Lifecycle, Now, Phase, Reply, UpdateError, UpdateOutcome, WallTime, decide_delete,
+    Action, BackOff, Container, DeleteError, DeleteOutcome, FinalizerChange, Handled, Input,
+    Instant, Lifecycle, Now, Phase, Reply, UpdateError, UpdateOutcome, WallTime, decide_delete,
+    restarts_after_exit,
 };
 
 use crate::scenario::{
@@ -60,6 +61,20 @@ struct World {
     exit_at: Option<i64>,
 }
 
+/// One container's restarts (with a `restart_policy`, R92–R97, D9).
+#[derive(Clone, Copy, Debug, Default)]
+struct Restarts {
+    back_off: BackOff,
+    /// The exit code of its last `container_exit` (what `OnFailure` reads).
+    exit_code: i32,
+    /// When the exit being waited out happened.
+    exited: Instant,
+    /// When it starts again, unix ms.
+    restart_at: Option<i64>,
+    /// Its restarts so far (`restartCount`).
+    count: u32,
+}
+
 /// Runs a scenario to its end.
 pub fn simulate(scenario: &Scenario) -> Result<Timeline, SimulateError> {
     Simulator::new(scenario)?.run()
@@ -69,6 +84,7 @@ struct Simulator<'a> {
     scenario: &'a Scenario,
     machine: SimLifecycle,
     world: Vec<World>,
+    restarts: Vec<Restarts>,
     /// The monotonic clock's epoch, in unix milliseconds.
     base_ms: i64,
     phase: Phase,
@@ -87,6 +103,7 @@ impl<'a> Simulator<'a> {
             scenario,
             machine,
             world: vec![World::default(); scenario.containers.len()],
+            restarts: vec![Restarts::default(); scenario.containers.len()],
             base_ms,
             entries: Vec::new(),
             steps: 0,
@@ -142,6 +159,7 @@ impl<'a> Simulator<'a> {
             .world
             .iter()
             .flat_map(|w| [w.hook_done_at, w.exit_at])
+            .chain(self.restarts.iter().map(|r| r.restart_at))
             .flatten()
             .min();
         let deadline = self.machine.poll_timeout().map(|t| self.to_unix_ms(t));
@@ -232,6 +250,9 @@ impl<'a> Simulator<'a> {
                 self.drain(at);
             }
         }
+        for i in 0..self.restarts.len() {
+            self.restart_if_due(i, at);
+        }
         if self
             .machine
             .poll_timeout()
@@ -242,8 +263,75 @@ impl<'a> Simulator<'a> {
         }
     }
 
+    /// Container `i`'s back-off ends at `at`: it is started again, unless
+    /// the pod is being deleted by now (the core refuses, R94).
+    fn restart_if_due(&mut self, i: usize, at: i64) {
+        let now = self.now(at);
+        let Some(r) = self
+            .restarts
+            .get_mut(i)
+            .filter(|r| r.restart_at == Some(at))
+        else {
+            return;
+        };
+        r.restart_at = None;
+        let started = self.machine.handle(now, Input::container_started(i));
+        if started.container() == Ok(Handled::Applied) {
+            r.back_off.restarted(r.exited, now.mono);
+            r.count = r.count.saturating_add(1);
+            let restart_count = r.count;
+            self.entries.push(Entry {
+                at_ms: at,
+                kind: EntryKind::Action {
+                    kind: ActionKind::Restart { restart_count },
+                    container: Some(i),
+                },
+            });
+        }
+        self.drain(at);
+    }
+
+    /// Container `i` stopped at `at`: with a `restart_policy` that starts
+    /// it again (R92–R94), it waits out its back-off (R95, D9).
+    fn after_stop(&mut self, i: usize, at: i64) {
+        let Some(policy) = self.scenario.restart_policy else {
+            return;
+        };
+        let agent = self.machine.agent();
+        let deleting = self.machine.record().deletion_timestamp.is_some()
+            || !self.machine.is_stored()
+            || self.machine.record().phase.is_terminal()
+            || agent.killing
+            || agent.deletion_seen
+            || agent.evicted;
+        let sidecar = self.scenario.containers.get(i).is_some_and(|c| c.sidecar);
+        let now = self.now(at);
+        let base_ms = self.base_ms;
+        let Some(r) = self.restarts.get_mut(i) else {
+            return;
+        };
+        if !restarts_after_exit(policy, sidecar, r.exit_code, deleting) {
+            return;
+        }
+        let seconds = r.back_off.delay(now.mono).whole_seconds();
+        let restart_at = r.back_off.restart_at(now.mono);
+        r.exited = now.mono;
+        let ms = i64::try_from(restart_at.as_millis()).unwrap_or(i64::MAX);
+        r.restart_at = Some(ms.saturating_add(base_ms));
+        self.entries.push(Entry {
+            at_ms: at,
+            kind: EntryKind::Action {
+                kind: ActionKind::BackOff {
+                    seconds: i64::try_from(seconds).unwrap_or(i64::MAX),
+                },
+                container: Some(i),
+            },
+        });
+    }
+
     /// Takes the machine's actions, records them, and lets the world react.
     fn drain(&mut self, at: i64) {
+        let mut stopped = Vec::new();
         while let Some(action) = self.machine.poll_action() {
             let (kind, container) = match action {
                 Action::RemoveEndpoints => (ActionKind::RemoveEndpoints, None),
@@ -294,6 +382,7 @@ impl<'a> Simulator<'a> {
                     if let Some(w) = self.world.get_mut(container) {
                         *w = World::default();
                     }
+                    stopped.push(container);
                     (ActionKind::ContainerStopped, Some(container))
                 }
                 Action::Remove { force } => (ActionKind::Remove { force }, None),
@@ -304,6 +393,9 @@ impl<'a> Simulator<'a> {
                 at_ms: at,
                 kind: EntryKind::Action { kind, container },
             });
+        }
+        for container in stopped {
+            self.after_stop(container, at);
         }
         self.note_phase(at);
     }
@@ -342,7 +434,14 @@ impl<'a> Simulator<'a> {
         };
         match &event.kind {
             ScenarioEventKind::Delete(request) => self.delete(now, request, &mut entry),
-            ScenarioEventKind::Input(input) => self.feed(now, input.clone(), &mut entry),
+            ScenarioEventKind::Input(input) => {
+                if let Input::ContainerExited(c) = input
+                    && let Some(r) = self.restarts.get_mut(c.get())
+                {
+                    r.exit_code = event.exit_code;
+                }
+                self.feed(now, input.clone(), &mut entry);
+            }
             ScenarioEventKind::Get => {
                 entry.outcome = if was_stored {
                     Outcome::Ok

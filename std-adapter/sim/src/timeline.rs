@@ -77,6 +77,17 @@ pub enum ActionKind {
         /// Removed before the workload was confirmed stopped.
         force: bool,
     },
+    /// `back_off`: an exited container waits before it starts again
+    /// (CrashLoopBackOff, R95, D9).
+    BackOff {
+        /// The wait, whole seconds.
+        seconds: i64,
+    },
+    /// `restart`: the container is started again (R92, R93).
+    Restart {
+        /// Its restarts so far, this one included (`restartCount`).
+        restart_count: u32,
+    },
 }
 
 impl ActionKind {
@@ -89,6 +100,8 @@ impl ActionKind {
             ActionKind::Sigkill => "sigkill",
             ActionKind::ContainerStopped => "container_stopped",
             ActionKind::Remove { .. } => "remove",
+            ActionKind::BackOff { .. } => "back_off",
+            ActionKind::Restart { .. } => "restart",
         }
     }
 }
@@ -237,6 +250,10 @@ struct ActionLine<'a> {
     budget_seconds: Option<i64>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     force: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    back_off_seconds: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_count: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -286,9 +303,19 @@ impl Timeline {
                             | ActionKind::Sigterm
                             | ActionKind::Sigkill
                             | ActionKind::ContainerStopped
-                            | ActionKind::Remove { .. } => None,
+                            | ActionKind::Remove { .. }
+                            | ActionKind::BackOff { .. }
+                            | ActionKind::Restart { .. } => None,
                         },
                         force: matches!(kind, ActionKind::Remove { force: true }),
+                        back_off_seconds: match kind {
+                            ActionKind::BackOff { seconds } => Some(*seconds),
+                            _ => None,
+                        },
+                        restart_count: match kind {
+                            ActionKind::Restart { restart_count } => Some(*restart_count),
+                            _ => None,
+                        },
                     }),
                     EntryKind::State(phase) => serde_json::to_string(&StateLine {
                         at: at(entry.at_ms),
@@ -400,6 +427,12 @@ impl Timeline {
                         ActionKind::Remove { force: false } => "record removed".to_string(),
                         ActionKind::Remove { force: true } => {
                             "record removed (FORCE: workload may still run)".to_string()
+                        }
+                        ActionKind::BackOff { seconds } => {
+                            format!("CrashLoopBackOff: starts again in {seconds} s")
+                        }
+                        ActionKind::Restart { restart_count } => {
+                            format!("started again (restart {restart_count})")
                         }
                     };
                     let _ = writeln!(out, "{t:>10}    · {who}{what}");

@@ -169,3 +169,45 @@ fn d4_force_delete_scenario_is_flagged() {
             .any(|l| l["event"] == "delete" && l["force"] == true && l["outcome"] == "deleted")
     );
 }
+
+/// A scenario with `restart_policy`: each exit the policy restarts waits
+/// out its back-off, 10 s then 20 s from the exit (R92, R95, D9); an exit
+/// with 0 under `OnFailure` stays an exit.
+#[test]
+fn r92_r95_d9_restarts_scenario_backs_off_10_then_20_seconds() {
+    let lines = lines_of("restarts");
+    let back_offs: Vec<(f64, i64)> = lines
+        .iter()
+        .filter(|l| l["action"] == "back_off")
+        .map(|l| {
+            (
+                l["at"].as_f64().expect("at"),
+                l["back_off_seconds"].as_i64().expect("seconds"),
+            )
+        })
+        .collect();
+    assert_eq!(back_offs, [(1000.0, 10), (1012.0, 20)]);
+    let restarts: Vec<(f64, i64)> = lines
+        .iter()
+        .filter(|l| l["action"] == "restart")
+        .map(|l| {
+            (
+                l["at"].as_f64().expect("at"),
+                l["restart_count"].as_i64().expect("count"),
+            )
+        })
+        .collect();
+    assert_eq!(restarts, [(1010.0, 1), (1032.0, 2)]);
+}
+
+/// A delete during a back-off: nothing runs, so no hook and no signal,
+/// the record goes at the agent's sync, and nothing starts again (R94).
+#[test]
+fn r94_a_delete_during_the_back_off_signals_nothing_and_restarts_nothing() {
+    let lines = lines_of("restart_delete_in_back_off");
+    assert_eq!(action_at(&lines, "back_off"), [1000.0]);
+    assert!(action_at(&lines, "pre_stop").is_empty());
+    assert!(action_at(&lines, "sigterm").is_empty());
+    assert!(action_at(&lines, "restart").is_empty());
+    assert_eq!(action_at(&lines, "remove"), [1006.0]);
+}

@@ -9,7 +9,13 @@
 //! ```text
 //! <dir>/<name>_<uid>/<container>.log      the file being written
 //! <dir>/<name>_<uid>/<container>.log.1    the previous one (older: .2, ..)
+//! <dir>/<name>_<uid>/<container>_previous.log  the run before a restart
 //! ```
+//!
+//! When a container is started again (R92), its files become those of
+//! its previous run (`_previous`, rotated copies included; the run before
+//! that is dropped), as the kubelet keeps one previous instance:
+//! `grace logs --previous` reads them.
 //!
 //! The container's stdout and stderr are a pipe (a FIFO beside the log,
 //! `<container>.pipe`) that the agent reads: one thread for every
@@ -259,6 +265,47 @@ impl ContainerLogs {
             format!("{}.log", path_safe(&c.name))
         };
         Some(self.object_dir(name, object.uid()).join(file))
+    }
+
+    /// The file container `container` of `object` wrote in its run before
+    /// its last restart ([`keep_previous`](Self::keep_previous)).
+    pub fn previous_file(
+        &self,
+        name: &str,
+        object: &StoredObject,
+        container: usize,
+    ) -> Option<PathBuf> {
+        let current = self.file(name, object, container)?;
+        let stem = current.file_stem()?.to_string_lossy().into_owned();
+        // `_` never occurs in a container's file name: no clash.
+        Some(current.with_file_name(format!("{stem}_previous.log")))
+    }
+
+    /// Before container `container` of `object` starts again: its files
+    /// (the one being written and its rotated copies) become its previous
+    /// run's, replacing those of the run before.
+    pub fn keep_previous(
+        &self,
+        name: &str,
+        object: &StoredObject,
+        container: usize,
+    ) -> io::Result<()> {
+        let (Some(current), Some(previous)) = (
+            self.file(name, object, container),
+            self.previous_file(name, object, container),
+        ) else {
+            return Ok(());
+        };
+        for old in Self::files(&previous) {
+            std::fs::remove_file(old)?;
+        }
+        for n in (1..=MAX_COPIES).take_while(|&n| rotated(&current, n).is_file()) {
+            std::fs::rename(rotated(&current, n), rotated(&previous, n))?;
+        }
+        match std::fs::rename(&current, &previous) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// The files of one container that exist, oldest first (the rotated

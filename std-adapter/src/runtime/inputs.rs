@@ -13,8 +13,8 @@ use super::stored::{Spec, fresh};
 use super::{Actuator, ObjectLifecycle, Runtime, RuntimeError};
 use crate::clock::Clock;
 use crate::store::{
-    ContainerStatus, FINALIZERS, KillState, Manifest, OwnerReference, Store, StoreError,
-    StoredObject,
+    ContainerRestarts, ContainerStatus, FINALIZERS, KillState, Manifest, OwnerReference, Store,
+    StoreError, StoredObject,
 };
 
 /// The answer to a delete request (the REST response, R33). Made by the
@@ -405,6 +405,20 @@ impl<S: Store, C: Clock, A: Actuator> Runtime<S, C, A> {
         done
     }
 
+    /// Replaces what the agent keeps of the object's containers' restarts
+    /// (restart counts, last states, back-offs: [`ContainerRestarts`],
+    /// R92–R97), written at once, before the agent acts on them. Writes
+    /// nothing if they are unchanged.
+    pub fn update_restarts(
+        &mut self,
+        name: &str,
+        restarts: Vec<ContainerRestarts>,
+    ) -> Result<(), RuntimeError> {
+        let done = self.replace_in_spec(name, restarts, |spec| &mut spec.restarts);
+        self.objects.close();
+        done
+    }
+
     /// Makes `value` the field of the object's spec that `field` picks,
     /// and writes the object; on a failed write, the store's state is
     /// taken again (or else the old value kept).
@@ -550,9 +564,10 @@ pub(super) fn apply(
             _ => None,
         };
         let container = match &input {
-            Input::PreStopFinished(c) | Input::ContainerExited(c) | Input::StopSignalSent(c) => {
-                c.get()
-            }
+            Input::PreStopFinished(c)
+            | Input::ContainerExited(c)
+            | Input::ContainerStarted(c)
+            | Input::StopSignalSent(c) => c.get(),
             _ => usize::MAX,
         };
         match l.handle(now, input) {

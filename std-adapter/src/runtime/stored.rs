@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use grace_core::{ContainerSpec, Lifecycle, Stage, Strategy, Timestamp};
+use grace_core::{ContainerSpec, Lifecycle, RestartPolicy, Stage, Strategy, Timestamp};
 
 use super::{KillRecord, ObjectLifecycle, RuntimeError};
 use crate::store::{
-    ContainerStatus, KillState, Manifest, OwnerReference, StoredContainer, StoredObject,
+    ContainerRestarts, ContainerStatus, KillState, Manifest, OwnerReference, StoredContainer,
+    StoredObject,
 };
 
 /// The parts of a stored object that its lifecycle does not hold. The
@@ -26,6 +27,8 @@ pub(super) struct Spec {
     pub(super) started: Option<Timestamp>,
     pub(super) owners: Vec<OwnerReference>,
     pub(super) manifest: Option<Manifest>,
+    pub(super) restart_policy: Option<RestartPolicy>,
+    pub(super) restarts: Vec<ContainerRestarts>,
 }
 
 impl Spec {
@@ -40,6 +43,8 @@ impl Spec {
             started: object.started,
             owners: object.owners,
             manifest: object.manifest,
+            restart_policy: object.restart_policy,
+            restarts: object.restarts,
         }
     }
 
@@ -60,6 +65,8 @@ impl Spec {
             started,
             owners,
             manifest,
+            restart_policy,
+            restarts,
         } = object;
         record.clone_from(lifecycle.record());
         *strategy = self.strategy;
@@ -84,6 +91,10 @@ impl Spec {
         }
         // A reference count, whether or not it changed.
         manifest.clone_from(&self.manifest);
+        *restart_policy = self.restart_policy;
+        if *restarts != self.restarts {
+            restarts.clone_from(&self.restarts);
+        }
     }
 
     /// The stored object for `lifecycle`, with the kill state `agent`.
@@ -104,6 +115,8 @@ impl Spec {
             started: self.started,
             owners: self.owners.clone(),
             manifest: self.manifest.clone(),
+            restart_policy: self.restart_policy,
+            restarts: self.restarts.clone(),
         }
     }
 }

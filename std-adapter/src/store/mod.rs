@@ -56,6 +56,7 @@ mod memory;
 mod object;
 mod object_key;
 mod redb;
+mod restarts;
 mod scoped;
 mod watch;
 
@@ -76,6 +77,7 @@ pub use self::object::{
 };
 pub use self::object_key::{DEFAULT_NAMESPACE, KeyError, ObjectKey, split_key};
 pub use self::redb::{RedbOptions, RedbStore};
+pub use self::restarts::ContainerRestarts;
 pub use self::scoped::NodeScoped;
 pub use self::watch::{Event, EventKind, Watch, WatchSource};
 

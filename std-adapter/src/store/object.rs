@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use grace_core::{ContainerSpec, Record, Strategy, Timestamp};
+use grace_core::{ContainerSpec, Record, RestartPolicy, Strategy, Timestamp};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::container_run::{EnvVar, SecurityContext};
 use super::manifest::Manifest;
+use super::restarts::ContainerRestarts;
 
 /// The finalizer capacity of stored records: an object with more
 /// finalizers than this cannot be stored (it fails to decode as
@@ -79,6 +80,19 @@ pub struct StoredObject {
     /// object made otherwise (`grace run`) or stored before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<Manifest>,
+    /// `spec.restartPolicy`: which exited containers its agent starts
+    /// again (R92); `None` when not given, which is `Always`, the API
+    /// server's default.
+    #[serde(
+        rename = "restartPolicy",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub restart_policy: Option<RestartPolicy>,
+    /// Each container's restarts, in declaration order; a container with
+    /// no entry was never restarted and waits for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarts: Vec<ContainerRestarts>,
 }
 
 /// One entry of `metadata.ownerReferences`: an object the holder depends
@@ -413,6 +427,8 @@ impl StoredObject {
             started: None,
             owners: Vec::new(),
             manifest: None,
+            restart_policy: None,
+            restarts: Vec::new(),
         }
     }
 

@@ -157,10 +157,16 @@ impl RecordScan {
                 self.stored = false;
                 lane.removals.push((at, *force));
             }
+            ActionKind::Restart { .. } => {
+                if let Some(s) = container.and_then(|i| self.stopped.get_mut(i)) {
+                    *s = false;
+                }
+            }
             ActionKind::RemoveEndpoints
             | ActionKind::PreStop { .. }
             | ActionKind::Sigterm
-            | ActionKind::Sigkill => {}
+            | ActionKind::Sigkill
+            | ActionKind::BackOff { .. } => {}
         }
     }
 
@@ -304,7 +310,10 @@ pub(super) fn container_lane(t: &Timeline, index: usize, options: &SvgOptions) -
                     }
                 }
             }
-            ActionKind::RemoveEndpoints | ActionKind::Remove { .. } => {}
+            ActionKind::RemoveEndpoints
+            | ActionKind::Remove { .. }
+            | ActionKind::BackOff { .. }
+            | ActionKind::Restart { .. } => {}
         }
     }
     if let Some((from, budget)) = pre_stop {

@@ -57,7 +57,9 @@ pub(super) fn marks(t: &Timeline) -> Vec<Mark> {
                     }
                     ActionKind::RemoveEndpoints
                     | ActionKind::PreStop { .. }
-                    | ActionKind::ContainerStopped => continue,
+                    | ActionKind::ContainerStopped
+                    | ActionKind::BackOff { .. }
+                    | ActionKind::Restart { .. } => continue,
                 }
             }
             EntryKind::Event(_) | EntryKind::State(_) | EntryKind::RecordWritten { .. } => {
