@@ -164,17 +164,34 @@ pub enum OrphanStop {
 
 /// The command that runs a workload behind the gate: `sh` reads one line
 /// from its stdin (the agent sends it once the workload's record is
-/// durable), then `exec`s the command with stdin from `/dev/null`. On end
+/// durable), then runs the command with stdin from `/dev/null`. On end
 /// of file (the agent died first) it exits 125 and runs nothing.
 /// Once opened it creates its start marker (its `$0`, see
 /// [`WorkloadTable::marker`]) before the command runs, so that a later
 /// agent can tell a command that never ran from one that ended; it exits
 /// 125 without running anything if it cannot.
 ///
+/// The `sh` stays as the command's waiter (its parent, the leader of its
+/// group, the recorded process): when the command ends it writes the
+/// status (`$?`: the exit code, or 128 + the signal) into the marker and
+/// exits with it. A workload that ends while no agent runs is reaped by
+/// whoever inherited the `sh`, not by the agent; the marker keeps its
+/// status for the next agent ([`table::exit_status`]). The waiter sits out every
+/// signal that would end it ([`TRAPS`]: its group gets the stop signal
+/// with the command), with a handler that does nothing, which the command
+/// does not inherit (an `exec` resets handlers, not ignored signals).
+///
 /// The marker is made private (`umask 077`, as every file of the table);
 /// the command runs with the agent's own umask ([`gate`]).
-const GATE: &str =
-    "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; exec \"$@\" </dev/null";
+const GATE: &str = "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; TRAPS umask UMASK; \"$@\" </dev/null; c=$?; echo $c >\"$0\"; exit $c";
+
+/// The signals the waiter (see [`GATE`]) catches and ignores: every one
+/// whose default action ends a process, but SIGKILL, which nothing
+/// catches. The real-time ones by number (`sh` has no names for them; a
+/// shell that refuses them leaves them untrapped: only a stop signal
+/// among them would end the waiter, and SIGKILL then the rest).
+const TRAPS: &str = "trap : HUP INT QUIT ILL TRAP ABRT BUS FPE USR1 SEGV USR2 PIPE ALRM TERM XCPU XFSZ VTALRM PROF IO PWR SYS; \
+     trap : 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 2>/dev/null;";
 
 /// [`GATE`] with this process's umask (from `/proc/self/status`, read
 /// once) for the command; without one, the umask is left as it is
@@ -196,9 +213,10 @@ fn gate_with_umask() -> String {
                 .all(|b| (b'0'..=b'7').contains(&b))
                 .then(|| value.to_owned())
         });
+    let gate = GATE.replace("TRAPS", TRAPS);
     match umask {
-        Some(umask) => GATE.replace("UMASK", &umask),
-        None => GATE.replace("umask 077; ", "").replace("umask UMASK; ", ""),
+        Some(umask) => gate.replace("UMASK", &umask),
+        None => gate.replace("umask 077; ", "").replace("umask UMASK; ", ""),
     }
 }
 
@@ -342,6 +360,9 @@ impl ProcessActuator {
                 }
                 adoption.gone.push(who);
             }
+            let exit_file = record
+                .marks_start
+                .then(|| table.marker(&record.object, record.container, record.hook));
             actuator.reaper.watch(WatchedProcess {
                 object: record.object,
                 container: record.container,
@@ -350,6 +371,7 @@ impl ProcessActuator {
                 child: false,
                 start_time: Some(record.process.start_time),
                 group,
+                exit_file,
             });
         }
         // A cgroup no record owns is a spawn cut short before its record
@@ -793,6 +815,8 @@ impl ProcessActuator {
             child: true,
             start_time,
             group: group.clone(),
+            // Our child: its status is read when it is reaped.
+            exit_file: None,
         });
     }
 }

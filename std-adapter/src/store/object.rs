@@ -214,6 +214,30 @@ impl ContainerStatus {
         }
     }
 
+    /// This status with its end set to `at` (when given, and if it is an
+    /// end): an exit known to have happened earlier than it is reported.
+    pub(crate) fn finished_at(self, at: Option<Timestamp>) -> Self {
+        match (self, at) {
+            (
+                ContainerStatus::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                    finished_at: _,
+                },
+                Some(at),
+            ) => ContainerStatus::Terminated {
+                exit_code,
+                reason,
+                message,
+                started_at,
+                finished_at: Some(at),
+            },
+            (status, _) => status,
+        }
+    }
+
     /// The status of a container the agent will not start as its pod
     /// asks (`runAsNonRoot` with uid 0, a field its environment cannot be
     /// set from): waiting, as the kubelet reports a
