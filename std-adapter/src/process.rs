@@ -25,7 +25,10 @@
 //! restarted agent adopts from the table every process still there on
 //! this boot with the same pid *and* start time, and goes
 //! on watching it; a record is removed only once its process group (or
-//! cgroup) is empty.
+//! cgroup) is empty. The gate's `sh` stays as the command's waiter: it
+//! writes the command's exit status into the workload's start marker when
+//! it ends, so that a later agent, which is not its parent, reports the
+//! real status of a workload that ended while no agent ran.
 //!
 //! Each container's process (and its hooks) runs with the environment,
 //! working directory and user its stored container says
@@ -59,8 +62,8 @@ mod removal;
 mod table;
 
 /// What the processes did, for the runtime: the runtime's [`WorldEvent`]
-/// (an exit's `code` is `None` for a process adopted after a restart, which
-/// is not the agent's child).
+/// (an exit's `code` is `None` for a process adopted after a restart whose
+/// waiter left no status: see the module docs).
 pub use crate::runtime::WorldEvent;
 pub use launch::{DEFAULT_PATH, Environment, LaunchError};
 pub use orphans::become_subreaper;
@@ -179,11 +182,13 @@ pub enum OrphanStop {
 /// status for the next agent ([`table::exit_status`]). The waiter sits out every
 /// signal that would end it ([`TRAPS`]: its group gets the stop signal
 /// with the command), with a handler that does nothing, which the command
-/// does not inherit (an `exec` resets handlers, not ignored signals).
+/// does not inherit (an `exec` resets handlers, not ignored signals). The
+/// handlers are set first, so that a stop signal that comes as soon as
+/// the gate opens (a failing post-start hook) finds them.
 ///
 /// The marker is made private (`umask 077`, as every file of the table);
 /// the command runs with the agent's own umask ([`gate`]).
-const GATE: &str = "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; TRAPS umask UMASK; \"$@\" </dev/null; c=$?; echo $c >\"$0\"; exit $c";
+const GATE: &str = "TRAPS read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; \"$@\" </dev/null; c=$?; echo $c >\"$0\"; exit $c";
 
 /// The signals the waiter (see [`GATE`]) catches and ignores: every one
 /// whose default action ends a process, but SIGKILL, which nothing

@@ -169,8 +169,8 @@ pub enum ContainerStatus {
     /// Its process has ended, or could not be started.
     Terminated {
         /// The exit code (128 + the signal that ended it); `None` when
-        /// unknown (a process adopted after an agent restart is not the
-        /// agent's child: its status cannot be read).
+        /// unknown (a process that ended while no agent ran, whose waiter
+        /// ended with it and kept no status).
         #[serde(rename = "exitCode")]
         exit_code: Option<i32>,
         /// `Completed` (exit code 0), `Error`, `ContainerCannotRun` (it
