@@ -1070,3 +1070,66 @@ fn runnable(program: &str, path: Option<std::ffi::OsString>) -> Result<(), Strin
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `command` behind the gate, opened, leading a group of its own; and
+    /// its start marker.
+    fn gated(dir: &Path, command: &[&str]) -> (Child, PathBuf) {
+        let marker = dir.join("w.ran");
+        let mut cmd = Command::new(launch::shell());
+        cmd.arg("-c").arg(gate()).arg(&marker).args(command);
+        cmd.stdin(Stdio::piped());
+        let mut child = spawn_group(cmd).expect("spawned");
+        let mut stdin = child.stdin.take().expect("its stdin");
+        stdin.write_all(b"go\n").expect("the gate opens");
+        (child, marker)
+    }
+
+    /// Waits until `file` exists (the command's readiness signal).
+    fn ready(file: &Path) {
+        let since = std::time::Instant::now();
+        while !file.exists() {
+            assert!(
+                since.elapsed().as_secs() < 10,
+                "{} within 10 s",
+                file.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The waiter (issue 29 item 6) exits with its command's status and
+    /// keeps it in the start marker; a stop signal to the whole group
+    /// (SIGTERM, SIGUSR1) ends the command, not the waiter, which reports
+    /// it as a shell does (128 + the signal).
+    #[test]
+    fn the_waiter_keeps_the_commands_status_and_outlives_a_stop_signal_to_the_group() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (mut child, marker) = gated(dir.path(), &["sh", "-c", "exit 3"]);
+        assert_eq!(child.wait().expect("waited").code(), Some(3));
+        assert_eq!(table::exit_status(&marker).map(|(c, _)| c), Some(3));
+
+        for (signal, code) in [(Signal::TERM, 143), (Signal::USR1, 138)] {
+            let up = dir.path().join(format!("up{code}"));
+            let script = format!(": > {}; while :; do sleep 0.02; done", up.display());
+            let (mut child, marker) = gated(dir.path(), &["sh", "-c", &script]);
+            ready(&up);
+            let group = Group {
+                pgid: child.id(),
+                cgroup: None,
+            };
+            group.signal(signal);
+            assert_eq!(
+                child.wait().expect("waited").code(),
+                Some(code),
+                "{signal:?}"
+            );
+            assert_eq!(table::exit_status(&marker).map(|(c, _)| c), Some(code));
+            // What is left of the group (the loop's last `sleep`) goes.
+            group.kill();
+        }
+    }
+}
