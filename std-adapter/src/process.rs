@@ -234,9 +234,9 @@ pub struct ProcessActuator {
     /// Each running pre-stop hook.
     hooks: HashMap<(String, usize), Group>,
     /// Containers whose processes are all gone while their pre-stop hook
-    /// still ran (cut off now), with their exit status: they count as
-    /// stopped once the hook is gone too.
-    held_exits: HashMap<(String, usize), Option<i32>>,
+    /// still ran (cut off now), with their exit (its status and time):
+    /// they count as stopped once the hook is gone too.
+    held_exits: HashMap<(String, usize), WorldEvent>,
     stop_signal: Signal,
     reaper: Reaper,
     /// The workload table, with a state directory.
@@ -961,15 +961,13 @@ impl Actuator for ProcessActuator {
             grace_core::Input::PreStopFinished(container) => {
                 let (object, container) = (event.object.clone(), container.get());
                 self.hook_returned(&object, container);
-                let held = self.held_exits.remove(&(object.clone(), container));
+                let held = self.held_exits.remove(&(object, container));
                 let mut take = vec![event];
-                if let Some(code) = held {
-                    take.push(WorldEvent::exited(object, container, code));
-                }
+                take.extend(held);
                 take
             }
             grace_core::Input::ContainerExited(container) => {
-                let key = (event.object, container.get());
+                let key = (event.object.clone(), container.get());
                 if let Some(hook) = self.hooks.get(&key) {
                     hook.kill();
                     // Its leader is reaped: its pid, and so its process
@@ -977,11 +975,10 @@ impl Actuator for ProcessActuator {
                     if let Some(group) = self.workloads.get_mut(&key) {
                         group.pgid = 0;
                     }
-                    self.held_exits.insert(key, event.exit_code);
+                    self.held_exits.insert(key, event);
                     return Vec::new();
                 }
-                let (object, container) = key;
-                vec![WorldEvent::exited(object, container, event.exit_code)]
+                vec![event]
             }
             // The world's other inputs are taken as they come.
             _ => vec![event],

@@ -148,6 +148,9 @@ fn exit_codes_of_workloads_that_ended_while_no_agent_ran_are_reported_after_a_re
     }
     let ended = now();
     assert!(records[3].process.is_alive(), "`later` still runs");
+    // The next agent starts in a later second than the ends, so that an
+    // end reported when the agent took it would show.
+    wait_for("a second passes", Duration::from_secs(3), || now() > ended);
 
     // A new agent: the real codes, and when they ended.
     let agent = Agent::start(d, &[]);
