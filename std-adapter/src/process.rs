@@ -25,7 +25,10 @@
 //! restarted agent adopts from the table every process still there on
 //! this boot with the same pid *and* start time, and goes
 //! on watching it; a record is removed only once its process group (or
-//! cgroup) is empty.
+//! cgroup) is empty. The gate's `sh` stays as the command's waiter: it
+//! writes the command's exit status into the workload's start marker when
+//! it ends, so that a later agent, which is not its parent, reports the
+//! real status of a workload that ended while no agent ran.
 //!
 //! Each container's process (and its hooks) runs with the environment,
 //! working directory and user its stored container says
@@ -60,8 +63,8 @@ mod removal;
 mod table;
 
 /// What the processes did, for the runtime: the runtime's [`WorldEvent`]
-/// (an exit's `code` is `None` for a process adopted after a restart, which
-/// is not the agent's child).
+/// (an exit's `code` is `None` for a process adopted after a restart whose
+/// waiter left no status: see the module docs).
 pub use crate::runtime::WorldEvent;
 pub use launch::{DEFAULT_PATH, Environment, LaunchError};
 pub use orphans::become_subreaper;
@@ -165,17 +168,36 @@ pub enum OrphanStop {
 
 /// The command that runs a workload behind the gate: `sh` reads one line
 /// from its stdin (the agent sends it once the workload's record is
-/// durable), then `exec`s the command with stdin from `/dev/null`. On end
+/// durable), then runs the command with stdin from `/dev/null`. On end
 /// of file (the agent died first) it exits 125 and runs nothing.
 /// Once opened it creates its start marker (its `$0`, see
 /// [`WorkloadTable::marker`]) before the command runs, so that a later
 /// agent can tell a command that never ran from one that ended; it exits
 /// 125 without running anything if it cannot.
 ///
+/// The `sh` stays as the command's waiter (its parent, the leader of its
+/// group, the recorded process): when the command ends it writes the
+/// status (`$?`: the exit code, or 128 + the signal) into the marker and
+/// exits with it. A workload that ends while no agent runs is reaped by
+/// whoever inherited the `sh`, not by the agent; the marker keeps its
+/// status for the next agent ([`table::exit_status`]). The waiter sits out every
+/// signal that would end it ([`TRAPS`]: its group gets the stop signal
+/// with the command), with a handler that does nothing, which the command
+/// does not inherit (an `exec` resets handlers, not ignored signals). The
+/// handlers are set first, so that a stop signal that comes as soon as
+/// the gate opens (a failing post-start hook) finds them.
+///
 /// The marker is made private (`umask 077`, as every file of the table);
 /// the command runs with the agent's own umask ([`gate`]).
-const GATE: &str =
-    "read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; exec \"$@\" </dev/null";
+const GATE: &str = "TRAPS read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; \"$@\" </dev/null; c=$?; echo $c >\"$0\"; exit $c";
+
+/// The signals the waiter (see [`GATE`]) catches and ignores: every one
+/// whose default action ends a process, but SIGKILL, which nothing
+/// catches. The real-time ones by number (`sh` has no names for them; a
+/// shell that refuses them leaves them untrapped: only a stop signal
+/// among them would end the waiter, and SIGKILL then the rest).
+const TRAPS: &str = "trap : HUP INT QUIT ILL TRAP ABRT BUS FPE USR1 SEGV USR2 PIPE ALRM TERM XCPU XFSZ VTALRM PROF IO PWR SYS; \
+     trap : 34 35 36 37 38 39 40 41 42 43 44 45 46 47 48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63 64 2>/dev/null;";
 
 /// [`GATE`] with this process's umask (from `/proc/self/status`, read
 /// once) for the command; without one, the umask is left as it is
@@ -197,9 +219,10 @@ fn gate_with_umask() -> String {
                 .all(|b| (b'0'..=b'7').contains(&b))
                 .then(|| value.to_owned())
         });
+    let gate = GATE.replace("TRAPS", TRAPS);
     match umask {
-        Some(umask) => GATE.replace("UMASK", &umask),
-        None => GATE.replace("umask 077; ", "").replace("umask UMASK; ", ""),
+        Some(umask) => gate.replace("UMASK", &umask),
+        None => gate.replace("umask 077; ", "").replace("umask UMASK; ", ""),
     }
 }
 
@@ -212,9 +235,9 @@ pub struct ProcessActuator {
     /// Each running pre-stop hook.
     hooks: HashMap<(String, usize), Group>,
     /// Containers whose processes are all gone while their pre-stop hook
-    /// still ran (cut off now), with their exit status: they count as
-    /// stopped once the hook is gone too.
-    held_exits: HashMap<(String, usize), Option<i32>>,
+    /// still ran (cut off now), with their exit (its status and time):
+    /// they count as stopped once the hook is gone too.
+    held_exits: HashMap<(String, usize), WorldEvent>,
     stop_signal: Signal,
     reaper: Reaper,
     /// The workload table, with a state directory.
@@ -343,6 +366,9 @@ impl ProcessActuator {
                 }
                 adoption.gone.push(who);
             }
+            let exit_file = record
+                .marks_start
+                .then(|| table.marker(&record.object, record.container, record.hook));
             actuator.reaper.watch(WatchedProcess {
                 object: record.object,
                 container: record.container,
@@ -351,6 +377,7 @@ impl ProcessActuator {
                 child: false,
                 start_time: Some(record.process.start_time),
                 group,
+                exit_file,
             });
         }
         // A cgroup no record owns is a spawn cut short before its record
@@ -805,6 +832,8 @@ impl ProcessActuator {
             child: true,
             start_time,
             group: group.clone(),
+            // Our child: its status is read when it is reaped.
+            exit_file: None,
         });
     }
 }
@@ -944,15 +973,13 @@ impl Actuator for ProcessActuator {
             grace_core::Input::PreStopFinished(container) => {
                 let (object, container) = (event.object.clone(), container.get());
                 self.hook_returned(&object, container);
-                let held = self.held_exits.remove(&(object.clone(), container));
+                let held = self.held_exits.remove(&(object, container));
                 let mut take = vec![event];
-                if let Some(code) = held {
-                    take.push(WorldEvent::exited(object, container, code));
-                }
+                take.extend(held);
                 take
             }
             grace_core::Input::ContainerExited(container) => {
-                let key = (event.object, container.get());
+                let key = (event.object.clone(), container.get());
                 if let Some(hook) = self.hooks.get(&key) {
                     hook.kill();
                     // Its leader is reaped: its pid, and so its process
@@ -960,11 +987,10 @@ impl Actuator for ProcessActuator {
                     if let Some(group) = self.workloads.get_mut(&key) {
                         group.pgid = 0;
                     }
-                    self.held_exits.insert(key, event.exit_code);
+                    self.held_exits.insert(key, event);
                     return Vec::new();
                 }
-                let (object, container) = key;
-                vec![WorldEvent::exited(object, container, event.exit_code)]
+                vec![event]
             }
             // The world's other inputs are taken as they come.
             _ => vec![event],
@@ -1051,5 +1077,68 @@ fn runnable(program: &str, path: Option<std::ffi::OsString>) -> Result<(), Strin
         Err(format!(
             "exec: \"{program}\": executable file not found in $PATH"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `command` behind the gate, opened, leading a group of its own; and
+    /// its start marker.
+    fn gated(dir: &Path, command: &[&str]) -> (Child, PathBuf) {
+        let marker = dir.join("w.ran");
+        let mut cmd = Command::new(launch::shell());
+        cmd.arg("-c").arg(gate()).arg(&marker).args(command);
+        cmd.stdin(Stdio::piped());
+        let mut child = spawn_group(cmd).expect("spawned");
+        let mut stdin = child.stdin.take().expect("its stdin");
+        stdin.write_all(b"go\n").expect("the gate opens");
+        (child, marker)
+    }
+
+    /// Waits until `file` exists (the command's readiness signal).
+    fn ready(file: &Path) {
+        let since = std::time::Instant::now();
+        while !file.exists() {
+            assert!(
+                since.elapsed().as_secs() < 10,
+                "{} within 10 s",
+                file.display()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The waiter (issue 29 item 6) exits with its command's status and
+    /// keeps it in the start marker; a stop signal to the whole group
+    /// (SIGTERM, SIGUSR1) ends the command, not the waiter, which reports
+    /// it as a shell does (128 + the signal).
+    #[test]
+    fn the_waiter_keeps_the_commands_status_and_outlives_a_stop_signal_to_the_group() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (mut child, marker) = gated(dir.path(), &["sh", "-c", "exit 3"]);
+        assert_eq!(child.wait().expect("waited").code(), Some(3));
+        assert_eq!(table::exit_status(&marker).map(|(c, _)| c), Some(3));
+
+        for (signal, code) in [(Signal::TERM, 143), (Signal::USR1, 138)] {
+            let up = dir.path().join(format!("up{code}"));
+            let script = format!(": > {}; while :; do sleep 0.02; done", up.display());
+            let (mut child, marker) = gated(dir.path(), &["sh", "-c", &script]);
+            ready(&up);
+            let group = Group {
+                pgid: child.id(),
+                cgroup: None,
+            };
+            group.signal(signal);
+            assert_eq!(
+                child.wait().expect("waited").code(),
+                Some(code),
+                "{signal:?}"
+            );
+            assert_eq!(table::exit_status(&marker).map(|(c, _)| c), Some(code));
+            // What is left of the group (the loop's last `sleep`) goes.
+            group.kill();
+        }
     }
 }

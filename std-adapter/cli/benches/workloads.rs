@@ -9,7 +9,10 @@
 //! the same again, then deletes every pod with a grace of G seconds
 //! (pipelined) and measures the time until the store is empty and no
 //! `sleep` of the agent is left. The agent is then stopped; every `sleep`
-//! it started must be gone.
+//! it started must be gone. Each `sleep` runs under its waiter (the gate's
+//! `sh`, the agent's child, which keeps its exit status for a restarted
+//! agent): their number, resident and proportional memory are read once
+//! every `sleep` runs.
 //!
 //! `GRACE_BENCH_WORKLOADS` (`1000,10000`) are the Ns, one agent each;
 //! `GRACE_BENCH_GRACE` (5) is G; `GRACE_BENCH_IGNORE_TERM=1` runs
@@ -63,9 +66,9 @@ fn main() {
     );
     println!(
         "| N | apply | all running | threads idle → loaded (max) | RSS idle → loaded (max) | \
-         RSS per workload | fds idle → loaded | delete: sleeps gone | all gone | met |"
+         RSS per workload | fds idle → loaded | waiters: RSS / PSS each | delete: sleeps gone | all gone | met |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for n in counts {
         let run = run(n, grace, ignore_term);
         let per_workload = run.rss_per_workload();
@@ -73,7 +76,7 @@ fn main() {
             && per_workload <= MAX_BYTES_PER_WORKLOAD
             && run.deleted <= Duration::from_secs(grace.unsigned_abs()) + MAX_OVER_GRACE;
         println!(
-            "| {n} | {:.2} s | {:.2} s | {} → {} ({}) | {:.1} → {:.1} MiB ({:.1}) | {:.0} B | {} → {} | {:.2} s | {:.2} s | {} |",
+            "| {n} | {:.2} s | {:.2} s | {} → {} ({}) | {:.1} → {:.1} MiB ({:.1}) | {:.0} B | {} → {} | {}: {:.0} / {:.0} KiB | {:.2} s | {:.2} s | {} |",
             run.applied.as_secs_f64(),
             run.running.as_secs_f64(),
             run.idle.threads,
@@ -85,6 +88,9 @@ fn main() {
             per_workload,
             run.idle.fds,
             run.loaded.fds,
+            run.waiters.count,
+            run.waiters.per_rss_kib(),
+            run.waiters.per_pss_kib(),
             run.exited.as_secs_f64(),
             run.deleted.as_secs_f64(),
             if met { "yes" } else { "**no**" },
@@ -101,8 +107,29 @@ struct Sample {
     fds: usize,
 }
 
+/// The agent's children that wait for a workload each (`sh`): how many,
+/// and their summed resident and proportional set sizes.
+#[derive(Clone, Copy, Debug, Default)]
+struct Waiters {
+    count: usize,
+    rss: u64,
+    pss: u64,
+}
+
+impl Waiters {
+    fn per_rss_kib(&self) -> f64 {
+        self.rss as f64 / 1024.0 / self.count.max(1) as f64
+    }
+
+    fn per_pss_kib(&self) -> f64 {
+        self.pss as f64 / 1024.0 / self.count.max(1) as f64
+    }
+}
+
 /// What one run measured.
 struct Run {
+    /// The workloads' waiters, once every `sleep` runs.
+    waiters: Waiters,
     idle: Sample,
     loaded: Sample,
     /// The most threads and resident bytes seen at any sample of the run.
@@ -182,6 +209,7 @@ fn run(n: usize, grace: i64, ignore_term: bool) -> Run {
     std::thread::sleep(Duration::from_secs(2));
     let loaded = sample(pid);
     watch(loaded);
+    let waiters = waiters_of(pid);
 
     let started = Instant::now();
     let deletes: Vec<Request> = (0..n)
@@ -220,6 +248,7 @@ fn run(n: usize, grace: i64, ignore_term: bool) -> Run {
     let left: Vec<(u32, u64)> = workloads.into_iter().filter(|&p| still_runs(p)).collect();
     assert!(left.is_empty(), "sleeps left running: {left:?}");
     Run {
+        waiters,
         idle,
         loaded,
         max_threads: max.0,
@@ -252,10 +281,59 @@ fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     }
 }
 
-/// The agent's children that run `sleep`: pid and start time (pids are
-/// reused: with thousands of processes a pid soon names another).
+/// The `sleep`s of the agent's workloads (each the child of its waiter,
+/// the agent's child): pid and start time (pids are reused: with
+/// thousands of processes a pid soon names another).
 fn sleeps_of(agent: u32) -> HashSet<(u32, u64)> {
-    let mut found = HashSet::new();
+    let processes = processes();
+    let children: HashSet<u32> = processes
+        .iter()
+        .filter(|p| p.ppid == agent)
+        .map(|p| p.pid)
+        .collect();
+    processes
+        .iter()
+        .filter(|p| p.comm == "sleep" && (p.ppid == agent || children.contains(&p.ppid)))
+        .map(|p| (p.pid, p.start_time))
+        .collect()
+}
+
+/// The agent's `sh` children (the waiters), with their memory.
+fn waiters_of(agent: u32) -> Waiters {
+    let mut waiters = Waiters::default();
+    for p in processes() {
+        if p.ppid != agent || p.comm != "sh" {
+            continue;
+        }
+        let rollup =
+            std::fs::read_to_string(format!("/proc/{}/smaps_rollup", p.pid)).unwrap_or_default();
+        let field = |key: &str| {
+            rollup
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0)
+                * 1024
+        };
+        waiters.count += 1;
+        waiters.rss += field("Rss:");
+        waiters.pss += field("Pss:");
+    }
+    waiters
+}
+
+/// One process, from `/proc/PID/stat`.
+struct Process {
+    pid: u32,
+    ppid: u32,
+    comm: String,
+    start_time: u64,
+}
+
+/// Every process on the machine.
+fn processes() -> Vec<Process> {
+    let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
     };
@@ -275,10 +353,16 @@ fn sleeps_of(agent: u32) -> HashSet<(u32, u64)> {
         let Some((head, tail)) = stat.rsplit_once(')') else {
             continue;
         };
-        let ppid = tail.split_whitespace().nth(1).and_then(|p| p.parse().ok());
-        if ppid == Some(agent) && head.ends_with("(sleep") {
-            found.insert((pid, start_time(tail)));
-        }
+        let Some(ppid) = tail.split_whitespace().nth(1).and_then(|p| p.parse().ok()) else {
+            continue;
+        };
+        let comm = head.split_once('(').map_or("", |(_, c)| c).to_owned();
+        found.push(Process {
+            pid,
+            ppid,
+            comm,
+            start_time: start_time(tail),
+        });
     }
     found
 }

@@ -236,10 +236,18 @@ fn runs(p: &ProcessIdentity) -> bool {
     p.is_alive() && !common::workloads::is_zombie(p.pid)
 }
 
-/// The process whose pid `file` holds, as it runs now.
+/// The leader of the process group of the process whose pid `file`
+/// holds, as it runs now: what the agent signals and records. For a
+/// workload's or hook's own shell that is its waiter (the gate's `sh`,
+/// its parent, which ends with it); for a process that left its group
+/// (`setsid`), itself.
 fn process(file: &Path) -> Option<ProcessIdentity> {
-    let pid = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
-    ProcessIdentity::of(pid)
+    let pid: u32 = std::fs::read_to_string(file).ok()?.trim().parse().ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid pgrp ...`: comm may hold spaces.
+    let (_, after) = stat.rsplit_once(')')?;
+    let group = after.split_whitespace().nth(2)?.parse().ok()?;
+    ProcessIdentity::of(group)
 }
 
 fn client(dir: &Path) -> Client {

@@ -18,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::{Arc, mpsc};
 use std::time::Duration as StdDuration;
 
@@ -30,6 +31,7 @@ use super::WorldEvent;
 use super::child_exits::{self, Exit, Notify};
 use super::group::Group;
 use super::orphans;
+use super::table;
 
 /// How often the groups of exited leaders are checked for leftovers (and
 /// a pidfd the epoll set refused is polled).
@@ -66,6 +68,10 @@ pub struct WatchedProcess {
     pub start_time: Option<u64>,
     /// Its processes.
     pub group: Group,
+    /// For an adopted process: its start marker, where its waiter writes
+    /// the command's status as it ends ([`table::exit_status`]), read once
+    /// it is gone (this process is not its parent: it cannot reap it).
+    pub exit_file: Option<PathBuf>,
 }
 
 /// A watch and its pidfd, as the thread holds it.
@@ -375,8 +381,24 @@ fn exit_code(pidfd: &OwnedFd) -> Option<i32> {
 
 fn event(watch: &WatchedProcess, code: Option<i32>) -> WorldEvent {
     if watch.hook {
-        WorldEvent::pre_stop_finished(watch.object.clone(), watch.container)
-    } else {
-        WorldEvent::exited(watch.object.clone(), watch.container, code)
+        return WorldEvent::pre_stop_finished(watch.object.clone(), watch.container);
     }
+    // Not our child (adopted): its waiter wrote the status, and when.
+    let written = match code {
+        Some(_) => None,
+        None => watch.exit_file.as_deref().and_then(table::exit_status),
+    };
+    match written {
+        Some((code, at)) => WorldEvent::exited(watch.object.clone(), watch.container, Some(code))
+            .with_finished_at(unix_seconds(at)),
+        None => WorldEvent::exited(watch.object.clone(), watch.container, code),
+    }
+}
+
+/// `at` in whole seconds since the epoch, as statuses keep times.
+fn unix_seconds(at: std::time::SystemTime) -> grace_core::Timestamp {
+    let seconds = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    grace_core::Timestamp::from_unix_seconds(seconds)
 }

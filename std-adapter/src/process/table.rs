@@ -100,6 +100,19 @@ impl WorkloadRecord {
     }
 }
 
+/// What a workload's waiter wrote into its start marker
+/// ([`WorkloadTable::marker`]) when its command ended: the status as a
+/// shell reports it (the exit code, or 128 + the signal that ended it),
+/// and when it was written (the file's modification time). `None` while
+/// the command runs, or if its waiter was killed with it (SIGKILL to the
+/// whole group) and wrote nothing.
+pub(crate) fn exit_status(marker: &Path) -> Option<(i32, std::time::SystemTime)> {
+    let text = fs::read_to_string(marker).ok()?;
+    let code = text.trim().parse().ok()?;
+    let written = fs::metadata(marker).and_then(|m| m.modified()).ok()?;
+    Some((code, written))
+}
+
 /// The workload table: its directory.
 #[derive(Clone, Debug)]
 pub struct WorkloadTable {

@@ -6,7 +6,7 @@ use std::error::Error;
 use std::fmt;
 use std::sync::Arc;
 
-use grace_core::{Action, ContainerIndex, Input, Instant};
+use grace_core::{Action, ContainerIndex, Input, Instant, Timestamp};
 
 use super::{Runtime, RuntimeError};
 use crate::clock::Clock;
@@ -231,6 +231,12 @@ pub struct WorldEvent {
     /// ([`ContainerStatus::exited`](crate::store::ContainerStatus::exited))
     /// before the input is taken.
     pub exit_code: Option<i32>,
+    /// For an exit, when it happened, if the world knows better than the
+    /// time the runtime takes it: an exit that came while no agent ran,
+    /// read after a restart from what the workload's waiter wrote then.
+    /// `None`: the exit is taken as it happens (the status's `finishedAt`
+    /// is the runtime's clock).
+    pub finished_at: Option<Timestamp>,
 }
 
 impl WorldEvent {
@@ -240,6 +246,17 @@ impl WorldEvent {
             object: object.into(),
             input,
             exit_code: None,
+            finished_at: None,
+        }
+    }
+
+    /// This event, saying that the exit happened at `at` (see
+    /// [`finished_at`](Self::finished_at)).
+    #[must_use]
+    pub fn with_finished_at(self, at: Timestamp) -> Self {
+        WorldEvent {
+            finished_at: Some(at),
+            ..self
         }
     }
 

@@ -413,7 +413,8 @@ fn take_world_event<S: Store, C: Clock, A: Actuator>(
 ) -> Result<(), RuntimeError> {
     let object = &event.object;
     if let Some((container, code)) = event.exit() {
-        batch.set_container_status(object, container, ContainerStatus::exited(code))?;
+        let status = ContainerStatus::exited(code).finished_at(event.finished_at);
+        batch.set_container_status(object, container, status)?;
     }
     match batch.handle(object, event.input.clone()) {
         Ok(_) | Err(RuntimeError::NotFound(_)) => Ok(()),

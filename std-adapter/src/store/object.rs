@@ -190,8 +190,8 @@ pub enum ContainerStatus {
     /// Its process has ended, or could not be started.
     Terminated {
         /// The exit code (128 + the signal that ended it); `None` when
-        /// unknown (a process adopted after an agent restart is not the
-        /// agent's child: its status cannot be read).
+        /// unknown (a process that ended while no agent ran, whose waiter
+        /// ended with it and kept no status).
         #[serde(rename = "exitCode")]
         exit_code: Option<i32>,
         /// `Completed` (exit code 0), `Error`, `ContainerCannotRun` (it
@@ -232,6 +232,30 @@ impl ContainerStatus {
             message: None,
             started_at: None,
             finished_at: None,
+        }
+    }
+
+    /// This status with its end set to `at` (when given, and if it is an
+    /// end): an exit known to have happened earlier than it is reported.
+    pub(crate) fn finished_at(self, at: Option<Timestamp>) -> Self {
+        match (self, at) {
+            (
+                ContainerStatus::Terminated {
+                    exit_code,
+                    reason,
+                    message,
+                    started_at,
+                    finished_at: _,
+                },
+                Some(at),
+            ) => ContainerStatus::Terminated {
+                exit_code,
+                reason,
+                message,
+                started_at,
+                finished_at: Some(at),
+            },
+            (status, _) => status,
         }
     }
 
