@@ -407,6 +407,7 @@ fn start_agent(
                 Arc::clone(&store),
                 tx.clone(),
                 options.allow_group.clone(),
+                logs.clone(),
             );
             match api {
                 Ok(api) => Some(api),

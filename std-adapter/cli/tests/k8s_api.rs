@@ -395,3 +395,43 @@ fn anonymous_and_foreign_certificates_are_refused() {
         assert!(!out.status.success(), "{what}: {}", text(&out.stdout));
     }
 }
+
+/// `kubectl logs`: the container's output, `--tail`, and `-f` until the
+/// pod is removed; `--previous` is refused as kubectl words it.
+#[test]
+fn logs_tail_and_follow_until_the_pod_is_removed() {
+    if kubectl_missing() {
+        return;
+    }
+    let api = Api::start();
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: talk\nspec:\n  containers:\n  - name: main\n    command: [\"sh\", \"-c\", \"i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done\"]\n";
+    api.apply("talk.yaml", manifest);
+    wait_for("three lines", Duration::from_secs(10), || {
+        api.ok(&["logs", "talk"]).lines().count() >= 3
+    });
+    let all = api.ok(&["logs", "talk"]);
+    assert!(all.starts_with("line 1\nline 2\n"), "{all}");
+    let last = api.ok(&["logs", "talk", "--tail=1"]);
+    assert_eq!(last.lines().count(), 1, "{last}");
+    let out = api.kubectl(&["logs", "talk", "--previous"]);
+    assert!(
+        text(&out.stderr)
+            .contains("previous terminated container \"main\" in pod \"talk\" not found"),
+        "{}",
+        text(&out.stderr)
+    );
+    let mut follow = api
+        .command(&["logs", "-f", "talk"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = Lines::of(follow.stdout.take().unwrap());
+    lines.until(|l| l == "line 1");
+    api.ok(&["delete", "pod", "talk", "--now"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while follow.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "logs -f ends with the pod");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -20,6 +20,7 @@
 
 mod discovery;
 mod identity;
+mod logs;
 mod namespace;
 mod patch;
 mod pods;
@@ -63,6 +64,7 @@ pub(crate) struct Context {
     changes: mpsc::Sender<Input>,
     owner: String,
     group: Option<AllowGroup>,
+    logs: crate::process::logs::ContainerLogs,
     connections: Mutex<HashMap<String, usize>>,
 }
 
@@ -223,6 +225,7 @@ pub(crate) fn start(
     store: Arc<RedbStore>,
     changes: mpsc::Sender<Input>,
     group: Option<AllowGroup>,
+    logs: crate::process::logs::ContainerLogs,
 ) -> Result<K8sApi, AgentError> {
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| AgentError::io(format!("--k8s-api {addr}"), e))?;
@@ -244,6 +247,7 @@ pub(crate) fn start(
         changes,
         owner,
         group,
+        logs,
         connections: Mutex::new(HashMap::new()),
     });
     let stopping = Arc::new(AtomicBool::new(false));
@@ -516,6 +520,7 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
                 [] => collection(ctx, caller, &call, false),
                 [name] => one(ctx, caller, &call, name),
                 [name, "status"] if get => pods::get(ctx, name, &call.accept),
+                [name, "log"] if get => logs::log(ctx, name, &call.query),
                 [name, "eviction"] if call.method == Method::POST => {
                     pods::evict(ctx, caller, name, &call.body)
                 }

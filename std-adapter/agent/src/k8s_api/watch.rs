@@ -173,8 +173,10 @@ pub(crate) fn run(ctx: &Context, request: &WatchRequest, out: &Sender<Bytes>) {
         let matches = request.selector.matches(&p);
         let was = known.contains(&event.name);
         let kind = match (event.kind, matches, was) {
-            (EventKind::Deleted, _, true) => "DELETED",
-            (EventKind::Deleted, _, false) => continue,
+            // A watch from a revision may start after the removal: the
+            // client listed the pod then, so its last state decides.
+            (EventKind::Deleted, matched, was) if matched || was => "DELETED",
+            (EventKind::Deleted, ..) => continue,
             (_, true, true) => "MODIFIED",
             (_, true, false) => "ADDED",
             (_, false, true) => "DELETED",
