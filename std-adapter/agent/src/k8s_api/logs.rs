@@ -59,10 +59,8 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         }
     }
     let mut follower = LogFollower::open(&current).ok();
-    if let Some(f) = follower.as_mut() {
-        if let Ok(mut bytes) = f.read_new() {
-            text.append(&mut bytes);
-        }
+    if let Some(mut bytes) = follower.as_mut().and_then(|f| f.read_new().ok()) {
+        text.append(&mut bytes);
     }
     let mut shown = match query.get("tailLines").and_then(|n| n.parse().ok()) {
         Some(n) => last_lines(&text, n).to_vec(),

@@ -68,7 +68,7 @@ impl Selector {
         Ok(Selector { labels, fields })
     }
 
-    /// The pod's name, if the field selector pins one (`metadata.name=x`).
+    /// Whether `pod` meets every requirement of both selectors.
     pub fn matches(&self, pod: &Pod) -> bool {
         let empty = BTreeMap::new();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
