@@ -520,7 +520,15 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
                 [] => collection(ctx, caller, &call, false),
                 [name] => one(ctx, caller, &call, name),
                 [name, "status"] if get => pods::get(ctx, name, &call.accept),
-                [name, "log"] if get => logs::log(ctx, name, &call.query),
+                // The logs are the agent user's files, as on the machine.
+                [name, "log"] if get && caller.identity.user == ctx.owner => {
+                    logs::log(ctx, name, &call.query)
+                }
+                [name, "log"] if get => Answer::Failed(Status::forbidden(
+                    &caller.identity.user,
+                    "get",
+                    Some(&format!("{name}/log")),
+                )),
                 [name, "eviction"] if call.method == Method::POST => {
                     pods::evict(ctx, caller, name, &call.body)
                 }
