@@ -4,16 +4,16 @@
 //!
 //! - Every change is a request of the agent's own protocol
 //!   ([`crate::api::Request`]) handed to the runtime thread, the same way
-//!   the socket hands it ([`Context::dispatch`]): the same validation, the
+//!   the socket hands it (`Context::dispatch`): the same validation, the
 //!   same decisions, the same group commit. Reads and watches read the
 //!   store, as the socket's do.
 //! - TLS with a client certificate required ([`tls`]): no anonymous
 //!   request gets past the handshake; the certificate's user and groups
-//!   have the access the socket gives them ([`identity`]).
+//!   have the access the socket gives them (`identity`).
 //! - Bounded as the socket is: at most [`MAX_CONNECTIONS`](crate::MAX_CONNECTIONS)
 //!   connections, [`USER_CONNECTIONS`](crate::USER_CONNECTIONS) per user
 //!   other than the agent's own, a request body of at most
-//!   [`MAX_REQUEST_BYTES`](crate::api::MAX_REQUEST_BYTES), its headers
+//!   [`MAX_REQUEST_BYTES`], its headers
 //!   within [`REQUEST_TIMEOUT`](crate::REQUEST_TIMEOUT).
 //!
 //! docs/kubernetes-api.md lists what is served and what is refused.
