@@ -377,6 +377,7 @@ async fn respond(
                 message: format!("the request is larger than {MAX_REQUEST_BYTES} bytes"),
                 name: None,
                 causes: Vec::new(),
+                kind: "pods",
             }));
         }
     };

@@ -324,6 +324,7 @@ pub(crate) fn patch(
                 message,
                 name: Some(name.to_owned()),
                 causes: Vec::new(),
+                kind: "pods",
             }
         } else {
             Status::invalid(name, "patch", &message)

@@ -19,6 +19,8 @@ pub(crate) struct Status {
     pub name: Option<String>,
     /// For Invalid (422): the field and message of each cause.
     pub causes: Vec<(String, String)>,
+    /// The resource the name is of (`details.kind`).
+    pub kind: &'static str,
 }
 
 impl Status {
@@ -29,6 +31,7 @@ impl Status {
             message,
             name: None,
             causes: Vec::new(),
+            kind: "pods",
         }
     }
 
@@ -44,6 +47,7 @@ impl Status {
     pub fn namespace_not_found(namespace: &str) -> Status {
         Status {
             name: Some(namespace.to_owned()),
+            kind: "namespaces",
             ..Status::new(
                 404,
                 "NotFound",
@@ -160,7 +164,7 @@ impl Status {
         let mut details = serde_json::Map::new();
         if let Some(name) = &self.name {
             details.insert("name".into(), json!(name));
-            let kind = if self.code == 422 { "Pod" } else { "pods" };
+            let kind = if self.code == 422 { "Pod" } else { self.kind };
             details.insert("kind".into(), json!(kind));
         }
         if !self.causes.is_empty() {
