@@ -90,6 +90,7 @@ mod collect;
 mod containers;
 mod error;
 mod input;
+pub mod k8s_api;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
 pub mod node_agent;
@@ -148,6 +149,11 @@ pub struct AgentOptions {
     /// already reaped (`ECHILD`). Turn it on where the agent is the
     /// process's only user of children. docs/agent.md, "Orphans".
     pub subreaper: bool,
+    /// Where to serve the Kubernetes API for Pods over HTTPS (`grace
+    /// agent --k8s-api ADDR:PORT`); `None`, the default: nothing listens.
+    /// At start the agent writes `<data-dir>/kubeconfig` for its own
+    /// user (see [`k8s_api`] and docs/kubernetes-api.md).
+    pub k8s_api: Option<std::net::SocketAddr>,
 }
 
 impl AgentOptions {
@@ -164,7 +170,16 @@ impl AgentOptions {
             log_limits: LogLimits::default(),
             on_exit: OnExit::Leave,
             subreaper: false,
+            k8s_api: None,
         }
+    }
+
+    /// The same options, serving the Kubernetes API on `addr`
+    /// ([`AgentOptions::k8s_api`]).
+    #[must_use]
+    pub fn with_k8s_api(mut self, addr: std::net::SocketAddr) -> AgentOptions {
+        self.k8s_api = Some(addr);
+        self
     }
 }
 
@@ -296,6 +311,7 @@ struct Started {
     socket: PathBuf,
     connections: serve::Connections,
     accepting: std::thread::JoinHandle<()>,
+    k8s_api: Option<k8s_api::K8sApi>,
 }
 
 /// Starts an agent: checks, opens the store, adopts the workloads, binds
@@ -397,6 +413,28 @@ fn start_agent(
         std::thread::spawn(move || serve::accept(listener, store, tx, policy, status, connections))
     };
 
+    // The Kubernetes API hands its changes to the same runtime thread.
+    let k8s_api = match options.k8s_api {
+        Some(addr) => {
+            let api = k8s_api::start(
+                addr,
+                dir,
+                Arc::clone(&store),
+                tx.clone(),
+                options.allow_group.clone(),
+                logs.clone(),
+            );
+            match api {
+                Ok(api) => Some(api),
+                Err(e) => {
+                    connections.stop(&socket);
+                    let _ = std::fs::remove_file(&socket);
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
     tracing::info!(
         "grace agent: node {}, store {}, socket {}",
         options.node,
@@ -415,6 +453,7 @@ fn start_agent(
         socket,
         connections,
         accepting,
+        k8s_api,
     };
     Ok((started, tx))
 }
@@ -433,6 +472,7 @@ impl Started {
             socket,
             connections,
             accepting,
+            k8s_api,
         } = self;
         let result = run_loop::serve(
             &mut rt,
@@ -449,6 +489,9 @@ impl Started {
             || Ok(()),
         );
         run_loop::wind_down(&rt, &transitions, &logs);
+        if let Some(mut api) = k8s_api {
+            api.stop();
+        }
         // No new connection, and those open are closed: the store is
         // closed once the runtime is dropped.
         if connections.stop(&socket) {

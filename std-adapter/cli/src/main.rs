@@ -225,6 +225,12 @@ struct AgentArgs {
     /// after it), then exit. The objects stay. Without --etcd only.
     #[arg(long, default_value = "leave", value_name = "leave|stop")]
     on_exit: grace_agent::OnExit,
+    /// Serve the Kubernetes API for Pods over HTTPS on ADDR:PORT (e.g.
+    /// 127.0.0.1:6443), for kubectl and kube-rs, and write
+    /// DATA_DIR/kubeconfig (mode 0600) for this user. Nothing listens
+    /// without it. Without --etcd only.
+    #[arg(long, value_name = "ADDR:PORT")]
+    k8s_api: Option<std::net::SocketAddr>,
 }
 
 // The arguments of `grace delete`.
@@ -763,6 +769,7 @@ fn agent(args: AgentArgs) -> ExitCode {
         log_max_size,
         log_max_files,
         on_exit,
+        k8s_api,
     } = args;
     if let Err(e) = grace_cli::agent_log::init() {
         eprintln!("grace agent: {e}");
@@ -779,6 +786,7 @@ fn agent(args: AgentArgs) -> ExitCode {
         max_files: log_max_files,
     };
     options.on_exit = on_exit;
+    options.k8s_api = k8s_api;
     // The agent is this process's only user of children.
     options.subreaper = true;
     if let Err(e) = grace_cli::manifest::check_name("--node", &options.node) {
@@ -794,6 +802,10 @@ fn agent(args: AgentArgs) -> ExitCode {
             eprintln!(
                 "grace agent: --on-exit=stop: not with --etcd (its agent leaves its workloads running)"
             );
+            return ExitCode::from(2);
+        }
+        if options.k8s_api.is_some() {
+            eprintln!("grace agent: --k8s-api: not with --etcd yet");
             return ExitCode::from(2);
         }
         return shared_agent(&store, options, lease_ttl);

@@ -1,0 +1,124 @@
+//! `GET …/pods/NAME/log`: a container's output as the agent keeps it
+//! (`<data-dir>/logs`, the files `grace logs` reads): `container`,
+//! `tailLines`, `limitBytes`, `follow` (until the pod is removed or the
+//! client hangs up). `previous` is a 400 as kubectl words it: grace
+//! restarts no container, so none has a previous instance. The files hold
+//! no times: `timestamps` and `sinceSeconds` are not honoured.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::pods::Query;
+use super::status::Status;
+use super::{Answer, Context};
+use crate::api::items;
+use crate::process::logs::{ContainerLogs, LogFollower};
+use crate::store::Store;
+
+/// How often a follow looks for new output.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+
+/// The log of a container of `name`.
+pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> Answer {
+    let object = match items(&*ctx.store, Some(name)) {
+        Ok((_, found)) => match found.into_iter().next() {
+            Some(item) => item.object,
+            None => return Answer::Failed(Status::pod_not_found(name)),
+        },
+        Err(_) => return Answer::Failed(Status::pod_not_found(name)),
+    };
+    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
+    let index = match query.get("container") {
+        Some(c) => names.iter().position(|n| n == c),
+        None if names.len() == 1 => Some(0),
+        None => None,
+    };
+    let Some(index) = index else {
+        return Answer::Failed(Status::bad_request(format!(
+            "a container name must be specified for pod {name}, choose one of: [{}]",
+            names.join(" ")
+        )));
+    };
+    let container = names.get(index).copied().unwrap_or_default().to_owned();
+    if query.get("previous").map(String::as_str) == Some("true") {
+        return Answer::Failed(Status::bad_request(format!(
+            "previous terminated container \"{container}\" in pod \"{name}\" not found"
+        )));
+    }
+    let Some(current) = ctx.logs.file(name, &object, index) else {
+        return Answer::Failed(Status::pod_not_found(name));
+    };
+    let mut text = Vec::new();
+    for copy in ContainerLogs::files(&current)
+        .iter()
+        .filter(|f| **f != current)
+    {
+        if let Ok(mut bytes) = std::fs::read(copy) {
+            text.append(&mut bytes);
+        }
+    }
+    let mut follower = LogFollower::open(&current).ok();
+    if let Some(mut bytes) = follower.as_mut().and_then(|f| f.read_new().ok()) {
+        text.append(&mut bytes);
+    }
+    let mut shown = match query.get("tailLines").and_then(|n| n.parse().ok()) {
+        Some(n) => last_lines(&text, n).to_vec(),
+        None => text,
+    };
+    if let Some(limit) = query
+        .get("limitBytes")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
+        shown.truncate(limit);
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let follow = query.get("follow").map(String::as_str) == Some("true");
+    let ctx = std::sync::Arc::clone(ctx);
+    let (name, uid) = (name.to_owned(), object.uid().to_owned());
+    std::thread::spawn(move || {
+        if !shown.is_empty() && tx.blocking_send(Bytes::from(shown)).is_err() {
+            return;
+        }
+        while follow && !tx.is_closed() {
+            std::thread::sleep(FOLLOW_POLL);
+            if follower.is_none() {
+                follower = LogFollower::open(&current).ok();
+            }
+            if let Some(bytes) = follower.as_mut().and_then(|f| f.read_new().ok())
+                && !bytes.is_empty()
+                && tx.blocking_send(Bytes::from(bytes)).is_err()
+            {
+                return;
+            }
+            let there = ctx
+                .store
+                .get(&name)
+                .ok()
+                .flatten()
+                .is_some_and(|(o, _)| o.uid() == uid);
+            if !there {
+                return;
+            }
+        }
+    });
+    Answer::Stream(rx, "text/plain")
+}
+
+/// The last `n` lines of `text` (a last line without its newline counts).
+fn last_lines(text: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut seen = 0_usize;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen = seen.saturating_add(1);
+            if seen == n {
+                return text.get(i.saturating_add(1)..).unwrap_or(&[]);
+            }
+        }
+    }
+    text
+}
