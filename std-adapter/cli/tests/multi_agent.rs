@@ -277,15 +277,26 @@ fn etcd_r80_lost_node_waits_while_the_other_finishes_then_d4_force_delete_and_it
     assert!(alive(&c.pid_file("web-b")) && alive(&c.pid_file("db-b")));
 
     // D4: a force delete removes the record at once, flagged.
-    let out = c.ok(&[
+    let out = c.grace(&[
         "delete",
         "--wait=false",
         "web-b",
         "--force",
         "--grace-period",
         "0",
+        "-v",
     ]);
-    assert!(out.contains("may still be running"), "{out}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "pod \"web-b\" force deleted\n"
+    );
+    let detail = String::from_utf8_lossy(&out.stderr);
+    assert!(detail.contains("may still be running"), "{detail}");
     assert_eq!(c.status("web-b"), None);
     assert!(
         alive(&c.pid_file("web-b")),
