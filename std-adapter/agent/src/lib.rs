@@ -90,6 +90,8 @@ mod collect;
 mod containers;
 mod error;
 mod input;
+#[cfg(feature = "k8s-api")]
+#[cfg_attr(docsrs, doc(cfg(feature = "k8s-api")))]
 pub mod k8s_api;
 #[cfg(feature = "etcd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "etcd")))]
@@ -311,8 +313,15 @@ struct Started {
     socket: PathBuf,
     connections: serve::Connections,
     accepting: std::thread::JoinHandle<()>,
-    k8s_api: Option<k8s_api::K8sApi>,
+    k8s_api: Option<ApiServer>,
 }
+
+/// The Kubernetes API's server while it runs (never one without the
+/// `k8s-api` feature).
+#[cfg(feature = "k8s-api")]
+type ApiServer = k8s_api::K8sApi;
+#[cfg(not(feature = "k8s-api"))]
+type ApiServer = std::convert::Infallible;
 
 /// Starts an agent: checks, opens the store, adopts the workloads, binds
 /// the socket and picks up what an earlier agent left; with `signals`,
@@ -414,6 +423,22 @@ fn start_agent(
     };
 
     // The Kubernetes API hands its changes to the same runtime thread.
+    #[cfg(not(feature = "k8s-api"))]
+    let k8s_api: Option<ApiServer> = match options.k8s_api {
+        Some(_) => {
+            connections.stop(&socket);
+            let _ = std::fs::remove_file(&socket);
+            return Err(AgentError::io(
+                "the Kubernetes API",
+                std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "this agent was built without its `k8s-api` feature",
+                ),
+            ));
+        }
+        None => None,
+    };
+    #[cfg(feature = "k8s-api")]
     let k8s_api = match options.k8s_api {
         Some(addr) => {
             let api = k8s_api::start(
@@ -489,9 +514,12 @@ impl Started {
             || Ok(()),
         );
         run_loop::wind_down(&rt, &transitions, &logs);
+        #[cfg(feature = "k8s-api")]
         if let Some(mut api) = k8s_api {
             api.stop();
         }
+        #[cfg(not(feature = "k8s-api"))]
+        let _ = k8s_api;
         // No new connection, and those open are closed: the store is
         // closed once the runtime is dropped.
         if connections.stop(&socket) {
