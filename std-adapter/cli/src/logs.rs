@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::kubectl::{CommandError, Target, fetch};
-use crate::process::logs::{ContainerLogs, LogFollower, LogLimits};
+use crate::process::logs::{ContainerLogs, LogFollower, LogLimits, last_lines};
 use crate::store::StoredObject;
 
 /// How often `-f` looks for new output.
@@ -218,27 +218,9 @@ fn container_name(object: &StoredObject, index: usize) -> String {
         .map_or_else(|| index.to_string(), |c| c.name.clone())
 }
 
-/// The last `n` lines of `text` (a last line without its newline counts).
-fn last_lines(text: &[u8], n: usize) -> &[u8] {
-    if n == 0 {
-        return &[];
-    }
-    let body = text.strip_suffix(b"\n").unwrap_or(text);
-    let mut seen = 0_usize;
-    for (i, &b) in body.iter().enumerate().rev() {
-        if b == b'\n' {
-            seen = seen.saturating_add(1);
-            if seen == n {
-                return text.get(i.saturating_add(1)..).unwrap_or(&[]);
-            }
-        }
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
-    use super::last_lines;
+    use crate::process::logs::last_lines;
 
     #[test]
     fn tail_takes_the_last_lines_with_or_without_a_final_newline() {

@@ -650,6 +650,25 @@ fn path_safe(s: &str) -> String {
     out
 }
 
+/// The last `n` lines of `text` (a last line without its newline counts):
+/// `--tail N` of `grace logs` and `tailLines` of the Kubernetes API.
+pub fn last_lines(text: &[u8], n: usize) -> &[u8] {
+    if n == 0 {
+        return &[];
+    }
+    let body = text.strip_suffix(b"\n").unwrap_or(text);
+    let mut seen = 0_usize;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen = seen.saturating_add(1);
+            if seen == n {
+                return text.get(i.saturating_add(1)..).unwrap_or(&[]);
+            }
+        }
+    }
+    text
+}
+
 /// The inverse of [`path_safe`]; `None` if `s` is not one of its outputs
 /// (a test that the escape loses nothing).
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         text.append(&mut bytes);
     }
     let mut shown = match query.get("tailLines").and_then(|n| n.parse().ok()) {
-        Some(n) => last_lines(&text, n).to_vec(),
+        Some(n) => grace_std::process::logs::last_lines(&text, n).to_vec(),
         None => text,
     };
     if let Some(limit) = query
@@ -103,22 +103,4 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         }
     });
     Answer::Stream(rx, "text/plain")
-}
-
-/// The last `n` lines of `text` (a last line without its newline counts).
-fn last_lines(text: &[u8], n: usize) -> &[u8] {
-    if n == 0 {
-        return &[];
-    }
-    let body = text.strip_suffix(b"\n").unwrap_or(text);
-    let mut seen = 0_usize;
-    for (i, &b) in body.iter().enumerate().rev() {
-        if b == b'\n' {
-            seen = seen.saturating_add(1);
-            if seen == n {
-                return text.get(i.saturating_add(1)..).unwrap_or(&[]);
-            }
-        }
-    }
-    text
 }
