@@ -189,7 +189,13 @@ pub enum OrphanStop {
 ///
 /// The marker is made private (`umask 077`, as every file of the table);
 /// the command runs with the agent's own umask ([`gate`]).
-const GATE: &str = "TRAPS read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; \"$@\" </dev/null; c=$?; echo $c >\"$0\"; exit $c";
+///
+/// The waiter's own standard error goes to `/dev/null` before the
+/// command starts, in a subshell that takes the real one back and `exec`s
+/// the command (no extra process): a shell reports a command ended by a
+/// signal ("Terminated") while it waits, and that line is not the
+/// container's output.
+const GATE: &str = "TRAPS read -r _ || exit 125; umask 077; : >\"$0\" || exit 125; umask UMASK; exec 3>&2 2>/dev/null; (exec </dev/null 2>&3 3>&-; exec \"$@\"); c=$?; echo $c >\"$0\"; exit $c";
 
 /// The signals the waiter (see [`GATE`]) catches and ignores: every one
 /// whose default action ends a process, but SIGKILL, which nothing
@@ -1140,5 +1146,54 @@ mod tests {
             // What is left of the group (the loop's last `sleep`) goes.
             group.kill();
         }
+    }
+
+    /// What the command writes to its standard error is the container's;
+    /// the waiter's own report of a command ended by a signal
+    /// ("Terminated") is not.
+    #[test]
+    fn the_waiter_adds_nothing_to_the_commands_output() {
+        use std::io::Read;
+        let dir = tempfile::tempdir().expect("tmp");
+        let up = dir.path().join("up");
+        let script = format!(
+            "echo out; echo err >&2; : > {}; while :; do sleep 0.02; done",
+            up.display()
+        );
+        let marker = dir.path().join("w.ran");
+        let mut cmd = Command::new(launch::shell());
+        cmd.arg("-c")
+            .arg(gate())
+            .arg(&marker)
+            .args(["sh", "-c", &script]);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = spawn_group(cmd).expect("spawned");
+        let mut stdin = child.stdin.take().expect("its stdin");
+        stdin.write_all(b"go\n").expect("the gate opens");
+        ready(&up);
+        let group = Group {
+            pgid: child.id(),
+            cgroup: None,
+        };
+        group.signal(Signal::TERM);
+        assert_eq!(child.wait().expect("waited").code(), Some(143));
+        group.kill();
+        let (mut out, mut err) = (String::new(), String::new());
+        child
+            .stdout
+            .take()
+            .expect("out")
+            .read_to_string(&mut out)
+            .expect("read");
+        child
+            .stderr
+            .take()
+            .expect("err")
+            .read_to_string(&mut err)
+            .expect("read");
+        assert_eq!(out, "out\n");
+        assert_eq!(err, "err\n", "only the command's own error output");
     }
 }

@@ -18,6 +18,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use grace_core::{DeleteOptions, DeleteOutcome, FinalizerChange, Input, Name, Record};
 use serde::{Deserialize, Serialize};
@@ -292,27 +293,74 @@ impl std::fmt::Display for ClientError {
 impl std::error::Error for ClientError {}
 
 /// A connection to the agent serving a data directory.
+///
+/// The agent drops a connection on which no request arrives within
+/// [`REQUEST_TIMEOUT`](crate::REQUEST_TIMEOUT), so that silent clients do
+/// not hold its connection slots. A `Client` kept idle longer than half
+/// of that, or whose connection the agent has dropped meanwhile,
+/// connects again before its next request; a connection with answers
+/// still owed (a watch, a pipeline read only in part) is never replaced.
 #[derive(Debug)]
 pub struct Client {
+    data_dir: PathBuf,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// Requests sent whose answers are not read yet (a watch stays at 1).
+    owed: usize,
+    /// Since when nothing was owed: the agent's clock for dropping the
+    /// connection runs from about then.
+    idle_since: Instant,
 }
+
+/// How long a [`Client`] trusts an idle connection: half the agent's
+/// [`REQUEST_TIMEOUT`](crate::REQUEST_TIMEOUT), so that a request is never
+/// sent just as the agent drops the connection.
+const IDLE_REUSE: Duration = Duration::from_secs(5);
 
 impl Client {
     /// Connects to the agent serving `data_dir`; [`ClientError::NoAgent`]
     /// if there is none (no socket, or a socket left by an agent that is
     /// gone), [`ClientError::Denied`] if this user may not reach it.
     pub fn connect(data_dir: &Path) -> Result<Client, ClientError> {
-        let socket = socket_path(data_dir);
-        let stream = UnixStream::connect(&socket).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => ClientError::Denied(socket.clone()),
-            _ => ClientError::NoAgent(data_dir.to_path_buf()),
-        })?;
-        let writer = stream.try_clone().map_err(io)?;
+        let (reader, writer) = open(data_dir)?;
         Ok(Client {
-            reader: BufReader::new(stream),
+            data_dir: data_dir.to_path_buf(),
+            reader,
             writer,
+            owed: 0,
+            idle_since: Instant::now(),
         })
+    }
+
+    /// Connects again if the connection has been idle too long or the
+    /// agent has dropped it, unless answers are still owed on it.
+    fn fresh(&mut self) -> Result<(), ClientError> {
+        if self.owed > 0 {
+            return Ok(());
+        }
+        if self.idle_since.elapsed() < IDLE_REUSE && !self.dropped() {
+            return Ok(());
+        }
+        let (reader, writer) = open(&self.data_dir)?;
+        self.reader = reader;
+        self.writer = writer;
+        self.idle_since = Instant::now();
+        Ok(())
+    }
+
+    /// Whether the agent has said something unasked on an idle connection
+    /// (its "not received in time", or its hang-up).
+    fn dropped(&self) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        if !self.reader.buffer().is_empty() {
+            return true;
+        }
+        let mut fds = [PollFd::new(self.reader.get_ref(), PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
     }
 
     /// Sends one request and reads its answer; an [`Reply::Error`] becomes
@@ -347,7 +395,9 @@ impl Client {
             lines.push_str(&serde_json::to_string(request).map_err(ClientError::Json)?);
             lines.push('\n');
         }
+        self.fresh()?;
         self.writer.write_all(lines.as_bytes()).map_err(io)?;
+        self.owed = self.owed.saturating_add(requests.len());
         requests
             .iter()
             .map(|_| match self.next_reply() {
@@ -364,13 +414,22 @@ impl Client {
     pub fn send(&mut self, request: &Request) -> Result<(), ClientError> {
         let mut line = serde_json::to_string(request).map_err(ClientError::Json)?;
         line.push('\n');
-        self.writer.write_all(line.as_bytes()).map_err(io)
+        self.fresh()?;
+        self.writer.write_all(line.as_bytes()).map_err(io)?;
+        self.owed = self.owed.saturating_add(1);
+        Ok(())
     }
 
     /// Reads the next reply line (during a watch: the next change).
     pub fn next_reply(&mut self) -> Result<Reply, ClientError> {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).map_err(io)?;
+        if n > 0 && self.owed > 0 {
+            self.owed = self.owed.saturating_sub(1);
+            if self.owed == 0 {
+                self.idle_since = Instant::now();
+            }
+        }
         if n == 0 {
             return Err(ClientError::Io(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -382,6 +441,17 @@ impl Client {
             reply => Ok(reply),
         }
     }
+}
+
+/// Connects to the socket of the agent serving `data_dir`.
+fn open(data_dir: &Path) -> Result<(BufReader<UnixStream>, UnixStream), ClientError> {
+    let socket = socket_path(data_dir);
+    let stream = UnixStream::connect(&socket).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => ClientError::Denied(socket.clone()),
+        _ => ClientError::NoAgent(data_dir.to_path_buf()),
+    })?;
+    let writer = stream.try_clone().map_err(io)?;
+    Ok((BufReader::new(stream), writer))
 }
 
 fn io(e: std::io::Error) -> ClientError {

@@ -91,3 +91,36 @@ fn pipelined_requests_are_answered_in_order_each_seeing_the_ones_before_it() {
         "the get sees both deletes: {items:?}"
     );
 }
+
+#[test]
+fn a_client_left_idle_past_the_agents_request_timeout_still_serves_its_next_requests() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    let mut client = Client::connect(dir.path()).expect("connects");
+    assert!(matches!(
+        client.call(&apply("before")),
+        Ok(Reply::Applied { .. })
+    ));
+    // The thing under test: the agent drops a connection that sends
+    // nothing for its request timeout, and a client kept for later (a
+    // controller between two resyncs, a bench waiting for its workloads)
+    // must not fail on it.
+    std::thread::sleep(grace_agent::REQUEST_TIMEOUT + std::time::Duration::from_secs(1));
+    let answers = client
+        .pipeline(&[apply("after"), delete("before"), delete("after")])
+        .expect("the agent answers");
+    assert!(
+        matches!(answers[0], Ok(Reply::Applied { .. })),
+        "{answers:?}"
+    );
+    assert!(
+        answers[1..]
+            .iter()
+            .all(|a| matches!(a, Ok(Reply::Deleted(_)))),
+        "{answers:?}"
+    );
+    assert!(matches!(
+        client.call(&Request::Get { name: None }),
+        Ok(Reply::Objects { .. })
+    ));
+}

@@ -318,25 +318,32 @@ spec:
     );
     delete(dir, "hooked");
     // A hook that fails: the container is stopped (its stop signal) and
-    // stays terminated (restartPolicy Never).
+    // stays terminated (restartPolicy Never). The hook runs beside the
+    // process: it fails once the process has set its trap (a file in their
+    // directory), or the signal could come first.
+    let work = dir.join("failing");
     apply(
         dir,
         "failing.yaml",
-        r#"apiVersion: v1
+        &format!(
+            r#"apiVersion: v1
 kind: Pod
-metadata: {name: failing}
+metadata: {{name: failing}}
 spec:
   nodeName: local
   restartPolicy: Never
   terminationGracePeriodSeconds: 30
   containers:
   - name: main
-    command: [sh, -c, 'trap "echo stopped by TERM; exit 0" TERM; echo running; while :; do sleep 0.05; done']
+    command: [sh, -c, 'trap "echo stopped by TERM; exit 0" TERM; echo running; : > trapped; while :; do sleep 0.05; done']
+    workingDir: {work}
     lifecycle:
       postStart:
         exec:
-          command: [sh, -c, 'exit 3']
+          command: [sh, -c, 'while [ ! -e trapped ]; do sleep 0.05; done; exit 3']
 "#,
+            work = work.display()
+        ),
     );
     wait_for(
         "the container is terminated",
