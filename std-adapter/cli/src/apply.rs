@@ -79,6 +79,8 @@ pub fn apply(
             let _ = writeln!(err, "Warning: {}: {w}", doc.source);
         }
         let kind = crate::kubectl::kind_word(&doc.object);
+        let mut doc = doc;
+        doc.annotate(crate::namespace::namespace_of(&key));
         let mut object = doc.object;
         object.created.get_or_insert(created);
         match apply_one(target, &key, object) {

@@ -78,6 +78,20 @@ pub struct Document {
     pub ignored: Vec<String>,
     /// Warnings (a value taken as Kubernetes takes it).
     pub warnings: Vec<String>,
+    /// The document as the file gives it (nulls and empty maps included),
+    /// for kubectl's last-applied annotation ([`Document::annotate`]).
+    raw: Option<serde_json::Value>,
+}
+
+impl Document {
+    /// Writes on the kept Pod the annotation `kubectl apply` writes: the
+    /// document as its file gives it, in `namespace`, the one the object
+    /// goes to (the file's, or else `-n`'s).
+    pub fn annotate(&mut self, namespace: &str) {
+        if let (Some(kept), Some(raw)) = (&self.object.manifest, &self.raw) {
+            self.object.manifest = Some(annotate(kept, raw, namespace));
+        }
+    }
 }
 
 /// Reads every manifest `files` name: `-` is standard input, a directory
@@ -255,24 +269,27 @@ fn pod_document(
         let at = locate(format, doc, &full);
         fail(full, at, message)
     })?;
-    let mut object = converted.object;
-    // The annotation `kubectl apply` writes: the document as the file
+    // For the annotation `kubectl apply` writes: the document as the file
     // gives it (nulls and empty maps included), read once more as JSON.
-    let raw = run(format, doc, RawPass { prefix });
-    if let (Some(kept), Ok(Some(raw))) = (&object.manifest, raw) {
-        // kubectl writes the namespace the object goes to; without one in
-        // the file that is `-n`'s, which this reader does not know yet.
-        let namespace = converted.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
-        object.manifest = Some(annotate(kept, &raw, namespace));
-    }
-    Ok(Document {
+    // kubectl writes the namespace the object goes to: the file's, or else
+    // `-n`'s, which the caller knows ([`Document::annotate`]); the file's
+    // or the default until then.
+    let raw = run(format, doc, RawPass { prefix }).ok().flatten();
+    let mut document = Document {
         source: source.to_owned(),
         name: converted.name,
         namespace: converted.namespace,
-        object,
+        object: converted.object,
         ignored: ignored_fields(&pod),
         warnings: converted.warnings,
-    })
+        raw,
+    };
+    let namespace = document
+        .namespace
+        .clone()
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
+    document.annotate(&namespace);
+    Ok(document)
 }
 
 /// A document in grace's older format.
@@ -290,6 +307,7 @@ fn legacy(source: &str, doc: &str) -> Result<Document, ManifestError> {
         object: manifest.object,
         ignored: Vec::new(),
         warnings: Vec::new(),
+        raw: None,
     })
 }
 

@@ -138,6 +138,16 @@ fn the_same_name_in_two_namespaces_is_two_objects_with_two_processes() {
         ("team-a", "team-b"),
         "fieldRef metadata.namespace"
     );
+    // kubectl's last-applied annotation names the namespace the object
+    // went to: `-n`'s, when the file names none.
+    let out = ok(d, &["get", "-n", "team-b", "pod", "web", "-o", "json"]);
+    let applied: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let last =
+        applied["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .as_str()
+            .expect("the annotation");
+    let last: serde_json::Value = serde_json::from_str(last).expect("JSON");
+    assert_eq!(last["metadata"]["namespace"], "team-b", "{last}");
 
     // -n that differs from the manifest's namespace: kubectl's error, exit 2.
     let out = grace_in(d, None, &["apply", "-n", "team-b", "-f", path(&a)]);
