@@ -54,7 +54,16 @@ fn r1_an_agent_run_from_library_code_runs_and_deletes_a_real_sleep() {
         std::thread::spawn(move || {
             let mut running = Vec::new();
             let result = example::run(&data_dir, &["sleep", seconds.as_str()], |_| {
-                running = processes(&["sleep", seconds.as_str()]);
+                // Running: its waiter started; the `sleep` itself is
+                // exec'd a moment later (later still on a loaded machine).
+                let since = std::time::Instant::now();
+                loop {
+                    running = processes(&["sleep", seconds.as_str()]);
+                    if !running.is_empty() || since.elapsed() > Duration::from_secs(20) {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
             })
             .map_err(|e| e.to_string());
             let _ = tx.send((result, running));
