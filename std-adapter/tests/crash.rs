@@ -175,7 +175,13 @@ fn worker(dir: &Path) {
             let _ = rt.handle(&n, Input::container_exited(0));
         }
         let exists = rt.store().get(&n).expect("readable").is_some();
-        let was_created = history.contains(&format!(" created {n}\n"));
+        // Created earlier: any line names it (a worker killed between the
+        // create's commit and its `created` line leaves only the lines of
+        // the workers after it, `observed` first). Created again, a removed
+        // object would be deleted again, with a later timestamp.
+        let was_created = history
+            .lines()
+            .any(|l| l.split(' ').nth(2) == Some(n.as_str()));
         if was_created && !exists && !history.contains(&format!(" removed {n}\n")) {
             // Removed just before the last crash, before it was logged.
             line(&format!("removed {n}"));
@@ -248,12 +254,16 @@ fn crash_worker_entry_point() {
 
 // ---- the test ---------------------------------------------------------------
 
+/// Starts a worker on `dir`'s database; its output goes to `worker.out`
+/// there (the last run's: printed if it fails).
 fn spawn(dir: &Path) -> std::process::Child {
+    let out = std::fs::File::create(dir.join("worker.out")).expect("worker.out");
+    let err = out.try_clone().expect("worker.out");
     Command::new(std::env::current_exe().expect("test binary"))
         .args(["--exact", "crash_worker_entry_point", "--test-threads", "1"])
         .env(WORKER_ENV, dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
         .spawn()
         .expect("worker starts")
 }
@@ -292,7 +302,8 @@ fn crash_at_random_points_loses_nothing_and_never_kills_early() {
             if let Some(status) = child.try_wait().expect("waitable") {
                 assert!(
                     status.success(),
-                    "campaign {campaign}: worker failed: {status}"
+                    "campaign {campaign}: worker failed: {status}; its output:\n{}",
+                    std::fs::read_to_string(dir.path().join("worker.out")).unwrap_or_default()
                 );
                 break;
             }
@@ -390,7 +401,12 @@ fn check(campaign: usize, dir: &Path) {
         if let Some(before) = seen.get(*n) {
             assert!(
                 ts <= (*before).max(wall),
-                "campaign {campaign}: {n} deletion timestamp moved from {before} to {ts} at {wall}"
+                "campaign {campaign}: {n} deletion timestamp moved from {before} to {ts} at {wall}; \
+                 the log:\n{}",
+                log.lines()
+                    .filter(|l| l.split(' ').nth(2) == Some(*n) || l.ends_with(" start"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
             );
         }
         seen.insert((*n).to_owned(), ts);

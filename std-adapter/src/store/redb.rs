@@ -218,6 +218,17 @@ impl RedbStore {
 
 /// Opens (or creates) the database file.
 fn open_file(path: &Path, options: &RedbOptions) -> Result<Database, StoreError> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create_file(path, options)?,
+        Err(e) => return Err(io_error(path, e)),
+        Ok(_) => {}
+    }
+    open_or_create(path, options)
+}
+
+/// redb's `create`: opens the file at `path`, or makes a database of an
+/// empty or missing one.
+fn open_or_create(path: &Path, options: &RedbOptions) -> Result<Database, StoreError> {
     Builder::new()
         .set_cache_size(options.cache_bytes)
         .set_check_integrity_on_open(options.check_integrity)
@@ -230,6 +241,51 @@ fn open_file(path: &Path, options: &RedbOptions) -> Result<Database, StoreError>
             }
             other => redb_error(other),
         })
+}
+
+/// Makes a new database at `path`, which does not exist: whole, or not at
+/// all.
+///
+/// redb writes a new file's magic number last, so a process killed while
+/// it makes one leaves a file no later open accepts ("not a redb
+/// database") and the store could never open again. The database is made
+/// beside `path` (`<name>.new`, with its tables), then linked into place:
+/// a creation cut short leaves only the `.new` file, which the next one
+/// replaces. Should another process have made `path` meanwhile, its file
+/// is kept and used.
+fn create_file(path: &Path, options: &RedbOptions) -> Result<(), StoreError> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".new");
+    let new = path.with_file_name(name);
+    match std::fs::remove_file(&new) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error(&new, e)),
+        _ => {}
+    }
+    {
+        let db = open_or_create(&new, options)?;
+        init(&db)?;
+    }
+    let placed = std::fs::hard_link(&new, path).or_else(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => Ok(()),
+        // A file system without hard links: a rename, which replaces a
+        // file another process made in the same instant (not guarded).
+        _ => std::fs::rename(&new, path),
+    });
+    placed.map_err(|e| io_error(path, e))?;
+    let _ = std::fs::remove_file(&new);
+    // The new name is durable before anything is written through it.
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_error(dir, e))?;
+    Ok(())
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::Io(crate::store::BackendError::with_context(path.display(), e))
 }
 
 /// How many times [`RedbStore::snapshot`] reads a file that changes under
@@ -832,6 +888,27 @@ mod tests {
     use grace_core::{Name, Record};
 
     use super::*;
+
+    /// A process killed while redb made its file left one no open
+    /// accepted (redb writes the magic number last): now only the
+    /// `.new` file beside it is left, and the next open makes the
+    /// database anew.
+    #[test]
+    fn a_creation_cut_short_never_leaves_a_store_that_cannot_open() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("grace.redb");
+        let cut_short = dir.path().join("grace.redb.new");
+        // A header written, its magic number not yet.
+        std::fs::write(&cut_short, vec![0_u8; 8192]).expect("written");
+        let store = RedbStore::open(&path).expect("made anew");
+        let object =
+            StoredObject::unscheduled(Record::new(Name::try_from("uid-1").expect("short")));
+        store.create("web", object).expect("created");
+        drop(store);
+        assert!(!cut_short.exists(), "the leftover is gone");
+        let store = RedbStore::open(&path).expect("opens again");
+        assert!(store.get("web").expect("readable").is_some());
+    }
 
     /// The old formats' JSON events are read by hand: the kind, the name
     /// and the object's bytes, as serde wrote them.
