@@ -363,3 +363,207 @@ fn a_body_in_another_namespace_than_the_url_s_is_a_bad_request() {
             .is_empty()
     );
 }
+
+/// deletecollection (kube-rs's `Api::delete_collection`; kubectl 1.32
+/// deletes one by one instead): `DELETE …/namespaces/NS/pods` with
+/// selectors deletes each pod they pick through the same path as a
+/// single delete, with the DeleteOptions of the body or the query; the
+/// answer is the PodList of the pods as their deletions left them. R63:
+/// a pod that ignores SIGTERM lives out its grace; `dryRun=All` changes
+/// nothing; another namespace's pod of the same name is untouched.
+#[test]
+fn deletecollection_deletes_each_pod_the_selectors_pick_with_its_grace() {
+    if kubectl_missing() {
+        return;
+    }
+    let api = Api::start(&[]);
+    let pid = |name: &str| api.path().join(format!("{name}.pid"));
+    let batch = ", tier: batch";
+    api.apply(
+        Some("team-a"),
+        "b1.yaml",
+        &manifest("b1", &pid("b1"), true, batch),
+    );
+    api.apply(
+        Some("team-a"),
+        "b2.yaml",
+        &manifest("b2", &pid("b2"), false, batch),
+    );
+    api.apply(
+        Some("team-a"),
+        "keep.yaml",
+        &manifest("keep", &pid("keep"), false, ""),
+    );
+    api.apply(None, "d.yaml", &manifest("b1", &pid("d"), false, batch));
+    wait_for("the workloads", Duration::from_secs(10), || {
+        ["b1", "b2", "keep", "d"].iter().all(|n| alive(&pid(n)))
+    });
+    let pods = "/api/v1/namespaces/team-a/pods?labelSelector=tier%3Dbatch";
+    let names = |list: &serde_json::Value| -> Vec<String> {
+        let items = list["items"].as_array().unwrap_or_else(|| panic!("{list}"));
+        items
+            .iter()
+            .map(|p| p["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let (code, list) = api.curl(
+        &api.kubeconfig,
+        "DELETE",
+        &format!("{pods}&dryRun=All"),
+        None,
+    );
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(names(&list), ["b1", "b2"]);
+    let deleting = api.ok(&[
+        "get",
+        "pods",
+        "-A",
+        "-o",
+        "jsonpath={.items[*].metadata.deletionTimestamp}",
+    ]);
+    assert!(deleting.is_empty(), "a dry run changes nothing: {deleting}");
+
+    let started = std::time::Instant::now();
+    let options = r#"{"gracePeriodSeconds":2,"propagationPolicy":"Background"}"#;
+    let (code, list) = api.curl(&api.kubeconfig, "DELETE", pods, Some(options));
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), ["b1", "b2"]);
+    for pod in list["items"].as_array().unwrap() {
+        assert_eq!(pod["metadata"]["namespace"], "team-a", "{pod}");
+        assert_eq!(pod["metadata"]["deletionGracePeriodSeconds"], 2, "{pod}");
+        assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    }
+    assert!(
+        alive(&pid("b1")),
+        "R63: b1 ignores SIGTERM and has its grace"
+    );
+    wait_for("b2 to stop on SIGTERM", Duration::from_secs(10), || {
+        !alive(&pid("b2"))
+    });
+    wait_for("b1 to be killed", Duration::from_secs(10), || {
+        !alive(&pid("b1"))
+    });
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(1_800), "took {took:?}");
+    assert!(alive(&pid("keep")) && alive(&pid("d")), "the others run");
+    api.ok(&[
+        "-n",
+        "team-a",
+        "wait",
+        "--for=delete",
+        "pod/b1",
+        "pod/b2",
+        "--timeout=20s",
+    ]);
+
+    // A field selector and the options in the query.
+    let (code, list) = api.curl(
+        &api.kubeconfig,
+        "DELETE",
+        "/api/v1/namespaces/team-a/pods?fieldSelector=metadata.name%3Dkeep&gracePeriodSeconds=1",
+        None,
+    );
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), ["keep"]);
+    assert_eq!(
+        list["items"][0]["metadata"]["deletionGracePeriodSeconds"],
+        1
+    );
+    wait_for("keep to stop", Duration::from_secs(10), || {
+        !alive(&pid("keep"))
+    });
+    assert!(alive(&pid("d")), "default's b1 still runs");
+    assert_eq!(
+        api.ok(&["get", "pods", "-A", "-o", "name"]).trim(),
+        "pod/b1"
+    );
+}
+
+/// The socket's access, for certificates: `grace kubeconfig --user alice
+/// --group nogroup` (run by the agent's owner) gives alice the access the
+/// agent's `--allow-group nogroup:ro|rw` gives its members. Read-only:
+/// get and list, and every change is a 403 in kube-apiserver's words (the
+/// pod runs on); read-write: the delete stops the pod. A certificate of
+/// no allowed group is refused outright.
+#[test]
+fn an_allow_group_user_s_kubeconfig_has_the_group_s_access() {
+    if kubectl_missing() {
+        return;
+    }
+    for (access, writes) in [("ro", false), ("rw", true)] {
+        let api = Api::start(&["--allow-group", &format!("nogroup:{access}")]);
+        let pid = api.path().join("web.pid");
+        api.apply(None, "web.yaml", &manifest("web", &pid, false, ""));
+        wait_for("the workload", Duration::from_secs(10), || alive(&pid));
+        let issue = |user: &str, group: &str| {
+            let out = Command::new(support::GRACE)
+                .args(["kubeconfig", "--user", user, "--group", group, "--data-dir"])
+                .arg(api.path())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out.stderr));
+            let path = api.path().join(format!("{user}.kubeconfig"));
+            std::fs::write(&path, &out.stdout).unwrap();
+            path
+        };
+        let alice = issue("alice", "nogroup");
+        let as_alice = |args: &[&str]| api.command_as(&alice, args).output().unwrap();
+        let out = as_alice(&["get", "pods", "-o", "name"]);
+        assert!(out.status.success(), "{access}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout).trim(), "pod/web");
+
+        let out = as_alice(&["delete", "pod", "web", "--wait=false"]);
+        if writes {
+            assert!(out.status.success(), "rw: {}", text(&out.stderr));
+            wait_for("the delete to stop web", Duration::from_secs(10), || {
+                !alive(&pid)
+            });
+        } else {
+            assert!(!out.status.success());
+            assert_eq!(
+                text(&out.stderr).trim(),
+                "Error from server (Forbidden): pods \"web\" is forbidden: User \"alice\" cannot delete resource \"pods\" in API group \"\" in the namespace \"default\""
+            );
+            let out = as_alice(&["label", "pod", "web", "x=1"]);
+            assert!(
+                text(&out.stderr).contains("(Forbidden)"),
+                "{}",
+                text(&out.stderr)
+            );
+            assert!(alive(&pid), "ro: web runs on");
+            assert_eq!(
+                api.ok(&["get", "pod", "web", "-o", "name"]).trim(),
+                "pod/web"
+            );
+        }
+
+        let bob = issue("bob", "staff");
+        let out = api.command_as(&bob, &["get", "pods"]).output().unwrap();
+        assert!(!out.status.success());
+        assert!(
+            text(&out.stderr).contains("(Forbidden)"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// `grace kubeconfig` needs the CA's key: without an agent that served
+/// the API on the data directory there is none, and it says so.
+#[test]
+fn kubeconfig_without_the_ca_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(support::GRACE)
+        .args(["kubeconfig", "--user", "alice", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("only the agent's owner can issue certificates"),
+        "{err}"
+    );
+}

@@ -56,7 +56,7 @@ use crate::error::AgentError;
 use crate::input::Input;
 use crate::store::RedbStore;
 
-pub use self::tls::{CERT_DIR, KUBECONFIG};
+pub use self::tls::{CERT_DIR, KUBECONFIG, KubeconfigError, user_kubeconfig};
 
 /// What the handlers share: the store to read, the runtime thread's
 /// inputs, and who the agent serves.
@@ -583,7 +583,7 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
     }
 }
 
-/// `…/pods`: list, watch, create (in a namespace).
+/// `…/pods`: list, watch; create and deletecollection (in a namespace).
 fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, scope: &Scope) -> Answer {
     match call.method {
         Method::GET if call.query.get("watch").map(String::as_str) == Some("true") => {
@@ -601,6 +601,10 @@ fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, scope: &Scope) -
         Method::POST => match scope {
             Scope::In(ns) => pods::create(ctx, caller, ns, &call.query, &call.body),
             Scope::All => Answer::Failed(Status::method_not_allowed("POST", "pods")),
+        },
+        Method::DELETE => match scope {
+            Scope::In(ns) => pods::delete_collection(ctx, caller, ns, &call.query, &call.body),
+            Scope::All => Answer::Failed(Status::method_not_allowed("DELETE", "pods")),
         },
         _ => Answer::Failed(Status::method_not_allowed(call.method.as_str(), "pods")),
     }

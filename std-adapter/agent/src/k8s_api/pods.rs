@@ -293,6 +293,51 @@ pub(crate) fn deleted(
     }
 }
 
+/// `DELETE /api/v1/namespaces/NS/pods` (deletecollection): every pod of
+/// `ns` the query's selectors pick, each through the same path as a
+/// single delete (its grace honoured, R1–R44), with the same
+/// DeleteOptions (body or query). The answer is a PodList of the pods as
+/// their deletions left them, as kube-apiserver answers. A pod removed
+/// meanwhile is skipped, as kube-apiserver skips it; another failure ends
+/// the request with its Status.
+pub(crate) fn delete_collection(
+    ctx: &Context,
+    caller: &Caller,
+    ns: &str,
+    query: &Query,
+    body: &[u8],
+) -> Answer {
+    if let Err(s) = caller.may_write("deletecollection", None, ns) {
+        return Answer::Failed(s);
+    }
+    let options = match delete_options(query, body) {
+        Ok(o) => o,
+        Err(s) => return Answer::Failed(s),
+    };
+    let (revision, pods) = match selected(ctx, &Scope::In(ns.to_owned()), query) {
+        Ok(found) => found,
+        Err(s) => return Answer::Failed(s),
+    };
+    let mut items = Vec::with_capacity(pods.len());
+    for (key, _) in &pods {
+        let at = PodRef {
+            namespace: ns,
+            name: split_key(key).1,
+        };
+        match deleted(ctx, caller, at, options.clone()) {
+            Ok(pod) => items.push(pod),
+            Err(s) if s.code == 404 => {}
+            Err(s) => return Answer::Failed(s),
+        }
+    }
+    Answer::ok(json!({
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": revision.to_string()},
+        "items": items,
+    }))
+}
+
 /// `POST …/pods/NAME/eviction`: a delete with the Eviction's options
 /// (`deleteOptions`, or kube-rs's `delete_options`); 201 Success. No
 /// disruption budget exists here, so none blocks it (R50–R54 govern
