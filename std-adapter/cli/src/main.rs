@@ -971,7 +971,10 @@ fn kubeconfig(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("grace kubeconfig: {e}");
+            match std::error::Error::source(&e) {
+                Some(cause) => eprintln!("grace kubeconfig: {e}: {cause}"),
+                None => eprintln!("grace kubeconfig: {e}"),
+            }
             ExitCode::from(1)
         }
     }

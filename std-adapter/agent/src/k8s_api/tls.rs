@@ -291,8 +291,9 @@ pub enum KubeconfigError {
     },
     /// The user's name is empty, or holds a control character.
     User,
-    /// The certificate could not be made (a damaged CA key).
-    Certificate(String),
+    /// The certificate could not be made (a damaged CA key): the cause is
+    /// the [`source`](std::error::Error::source).
+    Certificate(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl std::fmt::Display for KubeconfigError {
@@ -311,13 +312,23 @@ impl std::fmt::Display for KubeconfigError {
             KubeconfigError::User => {
                 f.write_str("the user name is empty or holds a control character")
             }
-            KubeconfigError::Certificate(why) => write!(f, "the certificate: {why}"),
+            KubeconfigError::Certificate(_) => f.write_str("the certificate could not be made"),
         }
     }
 }
 
-/// The cause is in the message: none is returned as a source.
-impl std::error::Error for KubeconfigError {}
+/// Only [`Certificate`](KubeconfigError::Certificate) has a source: the
+/// others name their cause in the message.
+impl std::error::Error for KubeconfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KubeconfigError::Certificate(e) => Some(&**e),
+            KubeconfigError::Ca { .. } | KubeconfigError::Server { .. } | KubeconfigError::User => {
+                None
+            }
+        }
+    }
+}
 
 /// A kubeconfig for `user`, a member of `groups`, to reach the API of the
 /// agent on `data_dir`: a new key and a certificate signed by the agent's
@@ -358,14 +369,15 @@ pub fn user_kubeconfig(
                 .ok_or(KubeconfigError::Server { path })?
         }
     };
-    let failed = |e: &dyn std::fmt::Display| KubeconfigError::Certificate(e.to_string());
-    let ca_key = KeyPair::from_pem(&ca_key).map_err(|e| failed(&e))?;
-    let issuer = Issuer::new(ca_params().map_err(|e| failed(&e))?, ca_key);
-    let key = KeyPair::generate().map_err(|e| failed(&e))?;
+    let failed = |e: rcgen::Error| KubeconfigError::Certificate(Box::new(e));
+    let params = |e: AgentError| KubeconfigError::Certificate(Box::new(e));
+    let ca_key = KeyPair::from_pem(&ca_key).map_err(failed)?;
+    let issuer = Issuer::new(ca_params().map_err(params)?, ca_key);
+    let key = KeyPair::generate().map_err(failed)?;
     let cert = user_params(user, groups)
-        .map_err(|e| failed(&e))?
+        .map_err(params)?
         .signed_by(&key, &issuer)
-        .map_err(|e| failed(&e))?;
+        .map_err(failed)?;
     Ok(kubeconfig_text(
         &ca_pem,
         &server,
