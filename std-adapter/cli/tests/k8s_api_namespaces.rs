@@ -248,6 +248,16 @@ fn the_same_name_in_two_namespaces_is_two_pods_and_a_to_k_lists_both() {
     assert_eq!(api.ok(&["get", "pods", "-o", "name"]).trim(), "pod/web");
     let names = api.ok(&["-n", "team-a", "get", "pods", "-o", "name"]);
     assert_eq!(names.lines().collect::<Vec<_>>(), ["pod/solo", "pod/web"]);
+    // One at a time (limit=1 and continue), in namespace then name order.
+    let chunks = api.ok(&[
+        "get",
+        "pods",
+        "-A",
+        "--chunk-size=1",
+        "-o",
+        "jsonpath={range .items[*]}{.metadata.namespace}/{.metadata.name} {end}",
+    ]);
+    assert_eq!(chunks.trim(), "default/web team-a/solo team-a/web");
 
     // A watch of team-a sees team-a's changes only: default's label comes
     // first, team-a's first event is solo's.
