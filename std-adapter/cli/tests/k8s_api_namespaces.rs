@@ -542,6 +542,13 @@ fn an_allow_group_user_s_kubeconfig_has_the_group_s_access() {
                 "{}",
                 text(&out.stderr)
             );
+            let (code, status) =
+                api.curl(&alice, "DELETE", "/api/v1/namespaces/default/pods", None);
+            assert_eq!(code, 403, "{status}");
+            assert_eq!(
+                status["message"],
+                "pods is forbidden: User \"alice\" cannot deletecollection resource \"pods\" in API group \"\" in the namespace \"default\""
+            );
             assert!(alive(&pid), "ro: web runs on");
             assert_eq!(
                 api.ok(&["get", "pod", "web", "-o", "name"]).trim(),

@@ -104,12 +104,20 @@ impl Context {
     /// check and validation are the socket's.
     pub(crate) fn dispatch(&self, caller: &Caller, request: Request) -> Reply {
         if !caller.access.allows(&request) {
-            // The handlers check first, with the verb; this is the
+            // The handlers check first, with kubectl's verb; this is the
             // socket's own check, kept as the last word.
+            let (verb, key) = match &request {
+                Request::Apply { name, .. } => ("create", Some(name)),
+                Request::Put { name, .. } => ("update", Some(name)),
+                Request::Delete { name, .. } => ("delete", Some(name)),
+                Request::RemoveFinalizer { name, .. } => ("patch", Some(name)),
+                Request::Get { .. } | Request::Watch | Request::Status => ("get", None),
+            };
+            let (namespace, name) = key.map(|k| crate::store::split_key(k)).unzip();
+            let user = &caller.identity.user;
             return Reply::Error(ApiError {
                 kind: ErrorKind::Forbidden,
-                message: Status::forbidden(&caller.identity.user, "update", "pods", None, None)
-                    .message,
+                message: Status::forbidden(user, verb, "pods", name, namespace).message,
             });
         }
         if let Err(e) = crate::validate::request(&request) {
