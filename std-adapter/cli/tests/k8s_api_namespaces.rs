@@ -231,6 +231,13 @@ fn the_same_name_in_two_namespaces_is_two_pods_and_a_to_k_lists_both() {
         "jsonpath={.metadata.namespace}",
     ]);
     assert_eq!(ns, "team-a");
+    // The CLI sees the API's pods where kubectl put them.
+    let out = support::grace(
+        api.path(),
+        &["get", "-n", "team-a", "pod", "web", "-o", "json"],
+    );
+    let pod: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(pod["metadata"]["namespace"], "team-a", "{pod}");
 
     // A pod of team-a only: invisible to default.
     let solo_pid = api.path().join("solo.pid");

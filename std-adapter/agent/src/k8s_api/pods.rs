@@ -159,7 +159,8 @@ pub(crate) fn create(
     {
         return Answer::Failed(s);
     }
-    pod.metadata.namespace = None;
+    // The kept manifest names its namespace, as `grace apply -n` keeps it.
+    pod.metadata.namespace = Some(ns.to_owned());
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut converted = match grace_k8s::pod_object::to_object(&pod) {
         Ok(c) => c,
@@ -457,7 +458,7 @@ pub(crate) fn update(ctx: &Context, caller: &Caller, at: PodRef<'_>, pod: &Pod) 
         return Answer::Failed(s);
     }
     let mut stored = pod.clone();
-    stored.metadata.namespace = None;
+    stored.metadata.namespace = Some(at.namespace.to_owned());
     let converted = match grace_k8s::pod_object::to_object(&stored) {
         Ok(c) => c,
         Err(e) => return Answer::Failed(Status::invalid(name, &e.path, &e.message)),
