@@ -48,6 +48,27 @@ enum Command {
     /// (unless --on-exit=stop). Its log goes to standard output, filtered
     /// by RUST_LOG (default `info`; e.g. `warn`, `grace_agent=debug,info`).
     Agent(AgentArgs),
+    /// Print a kubeconfig for another user to reach the agent's
+    /// Kubernetes API (`grace agent --k8s-api`): a new key and a client
+    /// certificate signed by the agent's CA, CN = --user, one O per
+    /// --group. Run by the agent's owner (only it can read the CA's key).
+    /// The API gives the certificate the socket's access: a --group that
+    /// names the agent's --allow-group (as given to it) has that group's
+    /// access (`:ro` get, list and watch; `:rw` changes too).
+    Kubeconfig {
+        /// The agent's data directory.
+        #[arg(long, env = "GRACE_DATA_DIR", default_value = "grace-data")]
+        data_dir: PathBuf,
+        /// The user (the certificate's CN).
+        #[arg(long)]
+        user: String,
+        /// A group of the user (an O of the certificate; repeatable).
+        #[arg(long)]
+        group: Vec<String>,
+        /// The server's URL (default: the one DATA_DIR/kubeconfig names).
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+    },
     /// Print a container's output (stdout and stderr), as the agent of
     /// this machine kept it.
     Logs {
@@ -630,6 +651,12 @@ fn main() -> ExitCode {
         }
         Command::Fence { store, node } => fence(&store, &node),
         Command::Agent(args) => agent(args),
+        Command::Kubeconfig {
+            data_dir,
+            user,
+            group,
+            server,
+        } => kubeconfig(&data_dir, &user, &group, server.as_deref()),
         Command::Apply {
             store,
             namespace,
@@ -923,6 +950,36 @@ fn get(args: GetArgs) -> ExitCode {
 }
 
 /// `grace demo`: exits 128 + the signal when interrupted.
+/// `grace kubeconfig`: a kubeconfig for `user`, on standard output.
+fn kubeconfig(
+    data_dir: &std::path::Path,
+    user: &str,
+    groups: &[String],
+    server: Option<&str>,
+) -> ExitCode {
+    let groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+    match grace_agent::k8s_api::user_kubeconfig(data_dir, user, &groups, server) {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            if out
+                .write_all(text.as_bytes())
+                .and_then(|()| out.flush())
+                .is_err()
+            {
+                return ExitCode::from(1);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            match std::error::Error::source(&e) {
+                Some(cause) => eprintln!("grace kubeconfig: {e}: {cause}"),
+                None => eprintln!("grace kubeconfig: {e}"),
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn demo(data_dir: Option<&std::path::Path>) -> ExitCode {
     let mut out = std::io::stdout();
     match grace_cli::demo::run(&mut out, data_dir) {

@@ -5,7 +5,7 @@
 //!   when the client asks for it, the legacy one otherwise; `/apis` lists
 //!   no group (none is served).
 //! - `/api/v1`: pods with their verbs and subresources (`pods/log`,
-//!   `pods/eviction`, `pods/status`).
+//!   `pods/eviction`, `pods/status`), and namespaces.
 //! - `/openapi/v3` and `/openapi/v3/api/v1`: the Pod PATCH operation with
 //!   a `fieldValidation` parameter, which tells kubectl that the server
 //!   validates fields itself (its default `--validate=strict` then needs
@@ -29,6 +29,10 @@ const POD_VERBS: [&str; 8] = [
     "update",
     "watch",
 ];
+
+/// The verbs served on namespaces: grace keeps none, so these answer
+/// synthetic ones (`namespace.rs`).
+const NAMESPACE_VERBS: [&str; 4] = ["create", "get", "list", "patch"];
 
 /// `/version`.
 pub(crate) fn version() -> Value {
@@ -67,6 +71,13 @@ pub(crate) fn api_aggregated() -> Value {
                 "version": "v1",
                 "freshness": "Current",
                 "resources": [{
+                    "resource": "namespaces",
+                    "responseKind": {"group": "", "version": "v1", "kind": "Namespace"},
+                    "scope": "Cluster",
+                    "singularResource": "namespace",
+                    "verbs": NAMESPACE_VERBS,
+                    "shortNames": ["ns"],
+                }, {
                     "resource": "pods",
                     "responseKind": {"group": "", "version": "v1", "kind": "Pod"},
                     "scope": "Namespaced",
@@ -108,6 +119,8 @@ pub(crate) fn api_v1() -> Value {
         "kind": "APIResourceList",
         "groupVersion": "v1",
         "resources": [
+            {"name": "namespaces", "singularName": "namespace", "namespaced": false,
+             "kind": "Namespace", "verbs": NAMESPACE_VERBS, "shortNames": ["ns"]},
             {"name": "pods", "singularName": "pod", "namespaced": true, "kind": "Pod",
              "verbs": POD_VERBS, "shortNames": ["po"], "categories": ["all"]},
             {"name": "pods/eviction", "singularName": "", "namespaced": true,
@@ -121,7 +134,7 @@ pub(crate) fn api_v1() -> Value {
 }
 
 /// The hash in the v1 document's URL: changes with what the document says.
-const OPENAPI_HASH: &str = "grace1";
+const OPENAPI_HASH: &str = "grace2";
 
 /// `/openapi/v3`: where the core group's document is.
 pub(crate) fn openapi_v3() -> Value {
@@ -132,8 +145,8 @@ pub(crate) fn openapi_v3() -> Value {
 /// `/openapi/v3/api/v1`: the Pod operations, each with `fieldValidation`
 /// where the server takes it (no schemas: the server validates).
 pub(crate) fn openapi_v3_api_v1() -> Value {
-    let gvk = json!({"group": "", "version": "v1", "kind": "Pod"});
-    let op = |action: &str, validation: bool| {
+    let op = |kind: &str, action: &str, validation: bool| {
+        let gvk = json!({"group": "", "version": "v1", "kind": kind});
         let mut params =
             vec![json!({"name": "dryRun", "in": "query", "schema": {"type": "string"}})];
         if validation {
@@ -151,14 +164,23 @@ pub(crate) fn openapi_v3_api_v1() -> Value {
         "info": {"title": "Kubernetes", "version": "v1.32.4"},
         "paths": {
             "/api/v1/namespaces/{namespace}/pods": {
-                "post": op("post", true),
-                "get": op("list", false),
+                "post": op("Pod", "post", true),
+                "get": op("Pod", "list", false),
             },
             "/api/v1/namespaces/{namespace}/pods/{name}": {
-                "get": op("get", false),
-                "put": op("put", true),
-                "patch": op("patch", true),
-                "delete": op("delete", false),
+                "get": op("Pod", "get", false),
+                "put": op("Pod", "put", true),
+                "patch": op("Pod", "patch", true),
+                "delete": op("Pod", "delete", false),
+            },
+            // `kubectl apply -f` of a Namespace (nothing is stored).
+            "/api/v1/namespaces": {
+                "post": op("Namespace", "post", true),
+                "get": op("Namespace", "list", false),
+            },
+            "/api/v1/namespaces/{name}": {
+                "get": op("Namespace", "get", false),
+                "patch": op("Namespace", "patch", true),
             },
         },
         "components": {"schemas": {}},

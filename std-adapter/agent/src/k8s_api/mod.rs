@@ -47,6 +47,7 @@ use hyper::{Method, Response};
 use serde_json::Value;
 
 use self::identity::Identity;
+use self::namespace::{PodRef, Scope};
 use self::pods::Query;
 use self::status::Status;
 use crate::access::{Access, AllowGroup};
@@ -55,7 +56,7 @@ use crate::error::AgentError;
 use crate::input::Input;
 use crate::store::RedbStore;
 
-pub use self::tls::{CERT_DIR, KUBECONFIG};
+pub use self::tls::{CERT_DIR, KUBECONFIG, KubeconfigError, user_kubeconfig};
 
 /// What the handlers share: the store to read, the runtime thread's
 /// inputs, and who the agent serves.
@@ -74,15 +75,49 @@ pub(crate) struct Caller {
     access: Access,
 }
 
+impl Caller {
+    /// Whether this caller may `verb` (`create`, `delete`, `patch`,
+    /// `update`) the pods of `namespace` (the one `name`d): the socket's
+    /// rule, read-write access; else a 403 in kube-apiserver's words.
+    pub(crate) fn may_write(
+        &self,
+        verb: &str,
+        name: Option<&str>,
+        namespace: &str,
+    ) -> Result<(), Status> {
+        match self.access {
+            Access::ReadWrite => Ok(()),
+            Access::ReadOnly => Err(Status::forbidden(
+                &self.identity.user,
+                verb,
+                "pods",
+                name,
+                Some(namespace),
+            )),
+        }
+    }
+}
+
 impl Context {
     /// Hands `request` to the runtime thread and waits for its reply: the
     /// path every change takes, from the socket or from here. The access
     /// check and validation are the socket's.
     pub(crate) fn dispatch(&self, caller: &Caller, request: Request) -> Reply {
         if !caller.access.allows(&request) {
+            // The handlers check first, with kubectl's verb; this is the
+            // socket's own check, kept as the last word.
+            let (verb, key) = match &request {
+                Request::Apply { name, .. } => ("create", Some(name)),
+                Request::Put { name, .. } => ("update", Some(name)),
+                Request::Delete { name, .. } => ("delete", Some(name)),
+                Request::RemoveFinalizer { name, .. } => ("patch", Some(name)),
+                Request::Get { .. } | Request::Watch | Request::Status => ("get", None),
+            };
+            let (namespace, name) = key.map(|k| crate::store::split_key(k)).unzip();
+            let user = &caller.identity.user;
             return Reply::Error(ApiError {
                 kind: ErrorKind::Forbidden,
-                message: Status::forbidden(&caller.identity.user, "change", None).message,
+                message: Status::forbidden(user, verb, "pods", name, namespace).message,
             });
         }
         if let Err(e) = crate::validate::request(&request) {
@@ -349,6 +384,8 @@ async fn respond(
         return reply(Answer::Failed(Status::forbidden(
             &identity.user,
             "use",
+            "pods",
+            None,
             None,
         )));
     };
@@ -512,26 +549,34 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
         ["api", "v1"] if get => Answer::ok(discovery::api_v1()),
         ["openapi", "v3"] if get => Answer::ok(discovery::openapi_v3()),
         ["openapi", "v3", "api", "v1"] if get => Answer::ok(discovery::openapi_v3_api_v1()),
-        ["api", "v1", "pods"] => collection(ctx, caller, &call, true),
+        ["api", "v1", "pods"] => collection(ctx, caller, &call, &Scope::All),
+        ["api", "v1", "namespaces"] => namespace::route(ctx, caller, &call, None),
+        ["api", "v1", "namespaces", ns] => namespace::route(ctx, caller, &call, Some(ns)),
         ["api", "v1", "namespaces", ns, "pods", rest @ ..] => {
             if let Err(s) = namespace::served(ns) {
                 return Answer::Failed(s);
             }
+            let at = |name| PodRef {
+                namespace: ns,
+                name,
+            };
             match rest {
-                [] => collection(ctx, caller, &call, false),
-                [name] => one(ctx, caller, &call, name),
-                [name, "status"] if get => pods::get(ctx, name, &call.accept),
+                [] => collection(ctx, caller, &call, &Scope::In((*ns).to_owned())),
+                [name] => one(ctx, caller, &call, at(name)),
+                [name, "status"] if get => pods::get(ctx, at(name), &call.accept),
                 // The logs are the agent user's files, as on the machine.
                 [name, "log"] if get && caller.identity.user == ctx.owner => {
-                    logs::log(ctx, name, &call.query)
+                    logs::log(ctx, &at(name).key(), &call.query)
                 }
                 [name, "log"] if get => Answer::Failed(Status::forbidden(
                     &caller.identity.user,
                     "get",
-                    Some(&format!("{name}/log")),
+                    "pods/log",
+                    Some(name),
+                    Some(ns),
                 )),
                 [name, "eviction"] if call.method == Method::POST => {
-                    pods::evict(ctx, caller, name, &call.body)
+                    pods::evict(ctx, caller, at(name), &call.body)
                 }
                 [_, sub @ ("status" | "eviction" | "log")] => {
                     Answer::Failed(Status::method_not_allowed(call.method.as_str(), sub))
@@ -546,11 +591,12 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
     }
 }
 
-/// `…/pods`: list, watch, create.
-fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, all: bool) -> Answer {
+/// `…/pods`: list, watch; create and deletecollection (in a namespace).
+fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, scope: &Scope) -> Answer {
     match call.method {
         Method::GET if call.query.get("watch").map(String::as_str) == Some("true") => {
-            let request = match watch::WatchRequest::parse(&call.query, &call.accept) {
+            let request = match watch::WatchRequest::parse(&call.query, &call.accept, scope.clone())
+            {
                 Ok(r) => r,
                 Err(s) => return Answer::Failed(s),
             };
@@ -559,25 +605,32 @@ fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, all: bool) -> An
             std::thread::spawn(move || watch::run(&ctx, &request, &tx));
             Answer::Stream(rx, "application/json")
         }
-        Method::GET => pods::list(ctx, &call.query, &call.accept),
-        Method::POST if !all => pods::create(ctx, caller, &call.query, &call.body),
+        Method::GET => pods::list(ctx, scope, &call.query, &call.accept),
+        Method::POST => match scope {
+            Scope::In(ns) => pods::create(ctx, caller, ns, &call.query, &call.body),
+            Scope::All => Answer::Failed(Status::method_not_allowed("POST", "pods")),
+        },
+        Method::DELETE => match scope {
+            Scope::In(ns) => pods::delete_collection(ctx, caller, ns, &call.query, &call.body),
+            Scope::All => Answer::Failed(Status::method_not_allowed("DELETE", "pods")),
+        },
         _ => Answer::Failed(Status::method_not_allowed(call.method.as_str(), "pods")),
     }
 }
 
 /// `…/pods/NAME`: get, delete, patch, update.
-fn one(ctx: &Context, caller: &Caller, call: &Call, name: &str) -> Answer {
+fn one(ctx: &Context, caller: &Caller, call: &Call, at: PodRef<'_>) -> Answer {
     match call.method {
-        Method::GET => pods::get(ctx, name, &call.accept),
+        Method::GET => pods::get(ctx, at, &call.accept),
         Method::DELETE => match pods::delete_options(&call.query, &call.body) {
-            Ok(options) => pods::delete(ctx, caller, name, options),
+            Ok(options) => pods::delete(ctx, caller, at, options),
             Err(s) => Answer::Failed(s),
         },
-        Method::PATCH => pods::patch(ctx, caller, name, &call.content_type, &call.body),
+        Method::PATCH => pods::patch(ctx, caller, at, &call.content_type, &call.body),
         Method::PUT => match serde_json::from_slice(&call.body) {
-            Ok(pod) => pods::update(ctx, caller, name, &pod),
+            Ok(pod) => pods::update(ctx, caller, at, &pod),
             Err(e) => Answer::Failed(Status::bad_request(format!("Pod: {e}"))),
         },
-        _ => Answer::Failed(Status::method_not_allowed(call.method.as_str(), name)),
+        _ => Answer::Failed(Status::method_not_allowed(call.method.as_str(), at.name)),
     }
 }

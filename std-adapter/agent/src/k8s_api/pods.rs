@@ -10,18 +10,21 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 use serde_json::{Value, json};
 
+use super::namespace::{self, PodRef, Scope};
 use super::status::Status;
-use super::{Answer, Caller, Context, namespace, selector::Selector, table};
+use super::{Answer, Caller, Context, selector::Selector, table};
 use crate::api::{Item, Reply, Request, items};
-use crate::store::StoreError;
+use crate::store::{StoreError, split_key};
 
 /// The query of a request, decoded.
 pub(crate) type Query = HashMap<String, String>;
 
-/// A stored object as the API shows it: a Pod in the `default` namespace.
+/// A stored object as the API shows it: a Pod in the namespace of its
+/// key (whatever the kept manifest says: a manifest applied with `-n`
+/// names none).
 pub(crate) fn pod(item: &Item) -> Pod {
     let mut pod = grace_k8s::pod_object::to_pod(&item.name, &item.object);
-    pod.metadata.namespace = Some(namespace::DEFAULT.to_owned());
+    pod.metadata.namespace = Some(split_key(&item.name).0.to_owned());
     pod
 }
 
@@ -32,16 +35,19 @@ fn store_status(name: &str, e: StoreError) -> Status {
     }
 }
 
-/// The pod stored under `name`.
-pub(crate) fn read(ctx: &Context, name: &str) -> Result<(u64, Pod), Status> {
-    let (revision, found) = items(&*ctx.store, Some(name)).map_err(|e| store_status(name, e))?;
-    let item = found.first().ok_or_else(|| Status::pod_not_found(name))?;
+/// The pod `at` names.
+pub(crate) fn read(ctx: &Context, at: PodRef<'_>) -> Result<(u64, Pod), Status> {
+    let key = at.key();
+    let (revision, found) = items(&*ctx.store, Some(&key)).map_err(|e| store_status(at.name, e))?;
+    let item = found
+        .first()
+        .ok_or_else(|| Status::pod_not_found(at.name))?;
     Ok((revision, pod(item)))
 }
 
 /// `GET …/pods/NAME`: the Pod, or a Table of one row.
-pub(crate) fn get(ctx: &Context, name: &str, accept: &str) -> Answer {
-    match read(ctx, name) {
+pub(crate) fn get(ctx: &Context, at: PodRef<'_>, accept: &str) -> Answer {
+    match read(ctx, at) {
         Ok((revision, pod)) if table::wanted(accept) => {
             Answer::ok(table::table(&[pod], revision, true))
         }
@@ -50,19 +56,36 @@ pub(crate) fn get(ctx: &Context, name: &str, accept: &str) -> Answer {
     }
 }
 
-/// `GET …/pods`: the pods the selectors pick, `limit` at a time (the
-/// `continue` token is the last name given), as a PodList or a Table.
-pub(crate) fn list(ctx: &Context, query: &Query, accept: &str) -> Answer {
-    let selector = match Selector::parse(
+/// The pods of `scope` the query's selectors pick, in the API server's
+/// order (by namespace, then name), with the store's revision.
+pub(crate) fn selected(
+    ctx: &Context,
+    scope: &Scope,
+    query: &Query,
+) -> Result<(u64, Vec<(String, Pod)>), Status> {
+    let selector = Selector::parse(
         query.get("labelSelector").map(String::as_str),
         query.get("fieldSelector").map(String::as_str),
-    ) {
-        Ok(s) => s,
-        Err(message) => return Answer::Failed(Status::bad_request(message)),
-    };
-    let (revision, all) = match items(&*ctx.store, None) {
+    )
+    .map_err(Status::bad_request)?;
+    let (revision, mut all) = items(&*ctx.store, None).map_err(|e| store_status("", e))?;
+    all.retain(|item| scope.holds(&item.name));
+    all.sort_by(|a, b| split_key(&a.name).cmp(&split_key(&b.name)));
+    let pods = all
+        .iter()
+        .map(|item| (item.name.clone(), pod(item)))
+        .filter(|(_, p)| selector.matches(p))
+        .collect();
+    Ok((revision, pods))
+}
+
+/// `GET …/pods`: the pods of `scope` the selectors pick, `limit` at a
+/// time (the `continue` token is the key of the last pod given), as a
+/// PodList or a Table.
+pub(crate) fn list(ctx: &Context, scope: &Scope, query: &Query, accept: &str) -> Answer {
+    let (revision, all) = match selected(ctx, scope, query) {
         Ok(found) => found,
-        Err(e) => return Answer::Failed(store_status("", e)),
+        Err(s) => return Answer::Failed(s),
     };
     let after = query.get("continue").cloned().unwrap_or_default();
     let limit = query
@@ -70,20 +93,19 @@ pub(crate) fn list(ctx: &Context, query: &Query, accept: &str) -> Answer {
         .and_then(|l| l.parse::<usize>().ok())
         .filter(|l| *l > 0)
         .unwrap_or(usize::MAX);
-    let mut pods: Vec<Pod> = all
-        .iter()
-        .filter(|item| after.is_empty() || item.name > after)
-        .map(pod)
-        .filter(|p| selector.matches(p))
+    let mut page: Vec<(String, Pod)> = all
+        .into_iter()
+        .filter(|(key, _)| after.is_empty() || split_key(key) > split_key(&after))
         .take(limit.saturating_add(1))
         .collect();
-    let more = pods.len() > limit;
-    pods.truncate(limit);
+    let more = page.len() > limit;
+    page.truncate(limit);
     let next = if more {
-        pods.last().and_then(|p| p.metadata.name.clone())
+        page.last().map(|(key, _)| key.clone())
     } else {
         None
     };
+    let pods: Vec<Pod> = page.into_iter().map(|(_, p)| p).collect();
     if table::wanted(accept) {
         return Answer::ok(table::table(&pods, revision, true));
     }
@@ -119,19 +141,26 @@ fn dry_run(query: &Query) -> Result<bool, Status> {
     }
 }
 
-/// `POST …/pods`: creates the pod (201), as `grace apply` of a new
-/// object does.
-pub(crate) fn create(ctx: &Context, caller: &Caller, query: &Query, body: &[u8]) -> Answer {
+/// `POST /api/v1/namespaces/NS/pods`: creates the pod (201), as `grace
+/// apply` of a new object does.
+pub(crate) fn create(
+    ctx: &Context,
+    caller: &Caller,
+    ns: &str,
+    query: &Query,
+    body: &[u8],
+) -> Answer {
     let mut pod = match body_pod(body) {
         Ok(p) => p,
         Err(s) => return Answer::Failed(s),
     };
-    if let Some(ns) = pod.metadata.namespace.as_deref()
-        && let Err(s) = namespace::served(ns)
+    if let Err(s) = namespace::matches_body(ns, pod.metadata.namespace.as_deref())
+        .and_then(|()| caller.may_write("create", None, ns))
     {
         return Answer::Failed(s);
     }
-    pod.metadata.namespace = None;
+    // The kept manifest names its namespace, as `grace apply -n` keeps it.
+    pod.metadata.namespace = Some(ns.to_owned());
     let name = pod.metadata.name.clone().unwrap_or_default();
     let mut converted = match grace_k8s::pod_object::to_object(&pod) {
         Ok(c) => c,
@@ -154,21 +183,25 @@ pub(crate) fn create(ctx: &Context, caller: &Caller, query: &Query, body: &[u8])
         Ok(d) => d,
         Err(s) => return Answer::Failed(s),
     };
+    let at = PodRef {
+        namespace: ns,
+        name: &converted.name,
+    };
     if dry {
         let item = Item {
-            name: converted.name,
+            name: at.key(),
             revision: 0,
             object: converted.object,
         };
         return Answer::Json(201, json!(self::pod(&item)), warnings);
     }
     let request = Request::Apply {
-        name: converted.name.clone(),
+        name: at.key(),
         object: Box::new(converted.object),
     };
     match ctx.dispatch(caller, request) {
         Reply::Error(e) => Answer::Failed(Status::from_api(&name, e)),
-        _ => match read(ctx, &converted.name) {
+        _ => match read(ctx, at) {
             Ok((_, pod)) => Answer::Json(201, json!(pod), warnings),
             Err(s) => Answer::Failed(s),
         },
@@ -218,38 +251,100 @@ pub(crate) fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions
 /// `DELETE …/pods/NAME`: grace's deletion (R1–R44) through the runtime
 /// thread. The answer is the Pod: terminating (its deletion timestamp
 /// and grace set), or its last state if it was removed at once.
-pub(crate) fn delete(ctx: &Context, caller: &Caller, name: &str, options: DeleteOptions) -> Answer {
-    let before = match read(ctx, name) {
-        Ok((_, pod)) => pod,
-        Err(s) => return Answer::Failed(s),
-    };
+pub(crate) fn delete(
+    ctx: &Context,
+    caller: &Caller,
+    at: PodRef<'_>,
+    options: DeleteOptions,
+) -> Answer {
+    match deleted(ctx, caller, at, options) {
+        Ok(pod) => Answer::ok(json!(pod)),
+        Err(s) => Answer::Failed(s),
+    }
+}
+
+/// One pod's deletion, as a single delete and a deletecollection make
+/// it: the Pod after it.
+pub(crate) fn deleted(
+    ctx: &Context,
+    caller: &Caller,
+    at: PodRef<'_>,
+    options: DeleteOptions,
+) -> Result<Pod, Status> {
+    caller.may_write("delete", Some(at.name), at.namespace)?;
+    let (_, before) = read(ctx, at)?;
     let request = Request::Delete {
-        name: name.to_owned(),
+        name: at.key(),
         options,
     };
     match ctx.dispatch(caller, request) {
-        Reply::Error(e) => Answer::Failed(Status::from_api(name, e)),
+        Reply::Error(e) => Err(Status::from_api(at.name, e)),
         Reply::Deleted(report) => {
             if !report.dry_run
-                && let Ok((_, now)) = read(ctx, name)
+                && let Ok((_, now)) = read(ctx, at)
             {
-                return Answer::ok(json!(now));
+                return Ok(now);
             }
             // Removed (or a dry run): the record as the decision wrote it.
             let mut last = before;
             grace_k8s::apply_record(&report.record, &mut last.metadata);
-            last.metadata.namespace = Some(namespace::DEFAULT.to_owned());
-            Answer::ok(json!(last))
+            Ok(last)
         }
-        other => Answer::Failed(Status::internal(format!("unexpected reply: {other:?}"))),
+        other => Err(Status::internal(format!("unexpected reply: {other:?}"))),
     }
+}
+
+/// `DELETE /api/v1/namespaces/NS/pods` (deletecollection): every pod of
+/// `ns` the query's selectors pick, each through the same path as a
+/// single delete (its grace honoured, R1–R44), with the same
+/// DeleteOptions (body or query). The answer is a PodList of the pods as
+/// their deletions left them, as kube-apiserver answers. A pod removed
+/// meanwhile is skipped, as kube-apiserver skips it; another failure ends
+/// the request with its Status.
+pub(crate) fn delete_collection(
+    ctx: &Context,
+    caller: &Caller,
+    ns: &str,
+    query: &Query,
+    body: &[u8],
+) -> Answer {
+    if let Err(s) = caller.may_write("deletecollection", None, ns) {
+        return Answer::Failed(s);
+    }
+    let options = match delete_options(query, body) {
+        Ok(o) => o,
+        Err(s) => return Answer::Failed(s),
+    };
+    let (revision, pods) = match selected(ctx, &Scope::In(ns.to_owned()), query) {
+        Ok(found) => found,
+        Err(s) => return Answer::Failed(s),
+    };
+    let mut items = Vec::with_capacity(pods.len());
+    for (key, _) in &pods {
+        let at = PodRef {
+            namespace: ns,
+            name: split_key(key).1,
+        };
+        match deleted(ctx, caller, at, options.clone()) {
+            Ok(pod) => items.push(pod),
+            Err(s) if s.code == 404 => {}
+            Err(s) => return Answer::Failed(s),
+        }
+    }
+    Answer::ok(json!({
+        "kind": "PodList",
+        "apiVersion": "v1",
+        "metadata": {"resourceVersion": revision.to_string()},
+        "items": items,
+    }))
 }
 
 /// `POST …/pods/NAME/eviction`: a delete with the Eviction's options
 /// (`deleteOptions`, or kube-rs's `delete_options`); 201 Success. No
 /// disruption budget exists here, so none blocks it (R50–R54 govern
 /// budgets where there are some).
-pub(crate) fn evict(ctx: &Context, caller: &Caller, name: &str, body: &[u8]) -> Answer {
+pub(crate) fn evict(ctx: &Context, caller: &Caller, at: PodRef<'_>, body: &[u8]) -> Answer {
+    let name = at.name;
     let eviction: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return Answer::Failed(Status::bad_request(format!("Eviction: {e}"))),
@@ -271,7 +366,7 @@ pub(crate) fn evict(ctx: &Context, caller: &Caller, name: &str, body: &[u8]) -> 
         Ok(o) => o,
         Err(s) => return Answer::Failed(s),
     };
-    match delete(ctx, caller, name, options) {
+    match delete(ctx, caller, at, options) {
         Answer::Json(..) => Answer::Json(
             201,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
@@ -289,11 +384,15 @@ pub(crate) fn evict(ctx: &Context, caller: &Caller, name: &str, body: &[u8]) -> 
 pub(crate) fn patch(
     ctx: &Context,
     caller: &Caller,
-    name: &str,
+    at: PodRef<'_>,
     content_type: &str,
     body: &[u8],
 ) -> Answer {
-    let (_, current) = match read(ctx, name) {
+    let name = at.name;
+    if let Err(s) = caller.may_write("patch", Some(name), at.namespace) {
+        return Answer::Failed(s);
+    }
+    let (_, current) = match read(ctx, at) {
         Ok(found) => found,
         Err(s) => return Answer::Failed(s),
     };
@@ -346,25 +445,31 @@ pub(crate) fn patch(
             "the object has been modified; please apply your changes to the latest version and try again",
         ));
     }
-    update(ctx, caller, name, &patched)
+    update(ctx, caller, at, &patched)
 }
 
 /// `PUT …/pods/NAME` and the end of a PATCH: the Pod stored through the
 /// agent's update ([`Request::Put`]).
-pub(crate) fn update(ctx: &Context, caller: &Caller, name: &str, pod: &Pod) -> Answer {
+pub(crate) fn update(ctx: &Context, caller: &Caller, at: PodRef<'_>, pod: &Pod) -> Answer {
+    let name = at.name;
+    if let Err(s) = namespace::matches_body(at.namespace, pod.metadata.namespace.as_deref())
+        .and_then(|()| caller.may_write("update", Some(name), at.namespace))
+    {
+        return Answer::Failed(s);
+    }
     let mut stored = pod.clone();
-    stored.metadata.namespace = None;
+    stored.metadata.namespace = Some(at.namespace.to_owned());
     let converted = match grace_k8s::pod_object::to_object(&stored) {
         Ok(c) => c,
         Err(e) => return Answer::Failed(Status::invalid(name, &e.path, &e.message)),
     };
     let request = Request::Put {
-        name: name.to_owned(),
+        name: at.key(),
         object: Box::new(converted.object),
     };
     match ctx.dispatch(caller, request) {
         Reply::Error(e) => Answer::Failed(Status::from_api(name, e)),
-        _ => match read(ctx, name) {
+        _ => match read(ctx, at) {
             Ok((_, pod)) => Answer::ok(json!(pod)),
             // The last finalizer of a deleted pod went (R45): removed.
             Err(s) if s.code == 404 => Answer::ok(json!(pod)),

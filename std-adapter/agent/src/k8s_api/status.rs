@@ -118,14 +118,27 @@ impl Status {
         }
     }
 
-    /// 403 for a user who may not do `verb`.
-    pub fn forbidden(user: &str, verb: &str, name: Option<&str>) -> Status {
-        let what = name.map_or_else(|| "pods".to_owned(), |n| format!("pods \"{n}\""));
+    /// 403 for a user who may not do `verb` on `resource` (`pods`,
+    /// `pods/log`) in `namespace` (`None`: across namespaces), as
+    /// kube-apiserver's authorizer words it.
+    pub fn forbidden(
+        user: &str,
+        verb: &str,
+        resource: &str,
+        name: Option<&str>,
+        namespace: Option<&str>,
+    ) -> Status {
+        let base = resource.split('/').next().unwrap_or(resource);
+        let what = name.map_or_else(|| base.to_owned(), |n| format!("{base} \"{n}\""));
+        let scope = namespace.map_or_else(
+            || "at the cluster scope".to_owned(),
+            |ns| format!("in the namespace \"{ns}\""),
+        );
         Status::new(
             403,
             "Forbidden",
             format!(
-                "{what} is forbidden: User \"{user}\" cannot {verb} resource \"pods\" in API group \"\" in the namespace \"default\""
+                "{what} is forbidden: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"\" {scope}"
             ),
         )
     }
@@ -164,7 +177,11 @@ impl Status {
         let mut details = serde_json::Map::new();
         if let Some(name) = &self.name {
             details.insert("name".into(), json!(name));
-            let kind = if self.code == 422 { "Pod" } else { self.kind };
+            let kind = match (self.code, self.kind) {
+                (422, "namespaces") => "Namespace",
+                (422, _) => "Pod",
+                (_, kind) => kind,
+            };
             details.insert("kind".into(), json!(kind));
         }
         if !self.causes.is_empty() {

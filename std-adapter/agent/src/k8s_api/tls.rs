@@ -8,6 +8,10 @@
 //! address may have changed). `<data-dir>/kubeconfig` (`0600`) is written
 //! at every start: the CA, the server's URL, the client certificate and
 //! key, a current context.
+//!
+//! [`user_kubeconfig`] issues a kubeconfig for another user (`grace
+//! kubeconfig --user NAME --group GROUP`): only the agent's owner can, as
+//! only it can read the CA's key.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -145,7 +149,7 @@ pub(crate) fn prepare(
     let (client_pem, client_key) = client_certificate(&dir, user, &issuer)?;
     let server = server_config(&ca_pem, server_cert.der().clone(), &server_key)?;
     let kubeconfig = data_dir.join(KUBECONFIG);
-    let text = kubeconfig_text(&ca_pem, addr, user, &client_pem, &client_key);
+    let text = kubeconfig_text(&ca_pem, &server_url(addr), user, &client_pem, &client_key);
     write_private(&kubeconfig, text.as_bytes())?;
     Ok(Certificates { server, kubeconfig })
 }
@@ -235,10 +239,9 @@ fn server_config(
     Ok(Arc::new(config))
 }
 
-/// The kubeconfig: one cluster, one user, one context (namespace
-/// `default`), current.
-fn kubeconfig_text(ca_pem: &str, addr: SocketAddr, user: &str, cert: &str, key: &str) -> String {
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+/// The server's URL for clients: `https://ADDR:PORT`, 127.0.0.1 for an
+/// unspecified address.
+fn server_url(addr: SocketAddr) -> String {
     let host = if addr.ip().is_unspecified() {
         "127.0.0.1".to_owned()
     } else {
@@ -247,14 +250,139 @@ fn kubeconfig_text(ca_pem: &str, addr: SocketAddr, user: &str, cert: &str, key: 
             SocketAddr::V6(a) => format!("[{}]", a.ip()),
         }
     };
+    format!("https://{host}:{}", addr.port())
+}
+
+/// The line that names the server in a kubeconfig this module wrote.
+const SERVER_LINE: &str = "    server: ";
+
+/// The kubeconfig: one cluster, one user, one context (namespace
+/// `default`), current.
+fn kubeconfig_text(ca_pem: &str, server: &str, user: &str, cert: &str, key: &str) -> String {
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
     // JSON quoting is YAML quoting for these strings.
     let q = |s: &str| serde_json::Value::from(s).to_string();
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: grace\n  cluster:\n    server: https://{host}:{port}\n    certificate-authority-data: {ca}\nusers:\n- name: {u}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: grace\n  context:\n    cluster: grace\n    user: {u}\n    namespace: default\ncurrent-context: grace\n",
-        port = addr.port(),
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: grace\n  cluster:\n{SERVER_LINE}{server}\n    certificate-authority-data: {ca}\nusers:\n- name: {u}\n  user:\n    client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: grace\n  context:\n    cluster: grace\n    user: {u}\n    namespace: default\ncurrent-context: grace\n",
         ca = b64(ca_pem),
         u = q(user),
         cert = b64(cert),
         key = b64(key),
     )
+}
+
+/// Why [`user_kubeconfig`] made no kubeconfig.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum KubeconfigError {
+    /// The CA's key or certificate cannot be read: only the agent's owner
+    /// can, once an agent ran with `--k8s-api` on this data directory.
+    Ca {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The agent's kubeconfig, which names the server, cannot be read, or
+    /// names none (give the server's URL instead).
+    Server {
+        /// The agent's kubeconfig.
+        path: PathBuf,
+    },
+    /// The user's name is empty, or holds a control character.
+    User,
+    /// The certificate could not be made (a damaged CA key): the cause is
+    /// the [`source`](std::error::Error::source).
+    Certificate(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl std::fmt::Display for KubeconfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            KubeconfigError::Ca { path, error } => write!(
+                f,
+                "{}: {error} (only the agent's owner can issue certificates, once the agent ran with --k8s-api)",
+                path.display()
+            ),
+            KubeconfigError::Server { path } => write!(
+                f,
+                "{}: no server named (start the agent with --k8s-api, or give --server)",
+                path.display()
+            ),
+            KubeconfigError::User => {
+                f.write_str("the user name is empty or holds a control character")
+            }
+            KubeconfigError::Certificate(_) => f.write_str("the certificate could not be made"),
+        }
+    }
+}
+
+/// Only [`Certificate`](KubeconfigError::Certificate) has a source: the
+/// others name their cause in the message.
+impl std::error::Error for KubeconfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KubeconfigError::Certificate(e) => Some(&**e),
+            KubeconfigError::Ca { .. } | KubeconfigError::Server { .. } | KubeconfigError::User => {
+                None
+            }
+        }
+    }
+}
+
+/// A kubeconfig for `user`, a member of `groups`, to reach the API of the
+/// agent on `data_dir`: a new key and a certificate signed by the agent's
+/// CA with CN = `user` and one O per group (the Kubernetes convention),
+/// which the API gives the access the socket gives that user: the
+/// agent's own user reads and writes, an O naming the `--allow-group`
+/// group (as given to it) has that group's access, anyone else is
+/// refused. The server is `server` (a URL), else the one the agent's own
+/// kubeconfig names. Needs the CA's key: only the agent's owner can issue
+/// one. Nothing is written: the key is in the text only.
+pub fn user_kubeconfig(
+    data_dir: &Path,
+    user: &str,
+    groups: &[&str],
+    server: Option<&str>,
+) -> Result<String, KubeconfigError> {
+    if user.is_empty() || user.chars().any(char::is_control) {
+        return Err(KubeconfigError::User);
+    }
+    let dir = data_dir.join(CERT_DIR);
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).map_err(|error| KubeconfigError::Ca { path, error })
+    };
+    let ca_key = read("ca.key")?;
+    let ca_pem = read("ca.crt")?;
+    let server = match server {
+        Some(url) => url.to_owned(),
+        None => {
+            let path = data_dir.join(KUBECONFIG);
+            std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| {
+                    let line = text.lines().find_map(|l| l.strip_prefix(SERVER_LINE))?;
+                    Some(line.trim().to_owned())
+                })
+                .filter(|url| !url.is_empty())
+                .ok_or(KubeconfigError::Server { path })?
+        }
+    };
+    let failed = |e: rcgen::Error| KubeconfigError::Certificate(Box::new(e));
+    let params = |e: AgentError| KubeconfigError::Certificate(Box::new(e));
+    let ca_key = KeyPair::from_pem(&ca_key).map_err(failed)?;
+    let issuer = Issuer::new(ca_params().map_err(params)?, ca_key);
+    let key = KeyPair::generate().map_err(failed)?;
+    let cert = user_params(user, groups)
+        .map_err(params)?
+        .signed_by(&key, &issuer)
+        .map_err(failed)?;
+    Ok(kubeconfig_text(
+        &ca_pem,
+        &server,
+        user,
+        &cert.pem(),
+        &key.serialize_pem(),
+    ))
 }

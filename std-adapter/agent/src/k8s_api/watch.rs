@@ -23,6 +23,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::Sender;
 
+use super::namespace::Scope;
 use super::pods::{Query, pod};
 use super::selector::Selector;
 use super::status::Status;
@@ -35,6 +36,7 @@ pub(crate) const BOOKMARK_EVERY: Duration = Duration::from_secs(15);
 
 /// How a watch was asked for.
 pub(crate) struct WatchRequest {
+    scope: Scope,
     selector: Selector,
     from: Option<u64>,
     bookmarks: bool,
@@ -43,8 +45,9 @@ pub(crate) struct WatchRequest {
 }
 
 impl WatchRequest {
-    /// Reads the query; a bad selector or revision is a 400.
-    pub fn parse(query: &Query, accept: &str) -> Result<WatchRequest, Status> {
+    /// Reads the query of a watch of `scope`'s pods; a bad selector or
+    /// revision is a 400.
+    pub fn parse(query: &Query, accept: &str, scope: Scope) -> Result<WatchRequest, Status> {
         let selector = Selector::parse(
             query.get("labelSelector").map(String::as_str),
             query.get("fieldSelector").map(String::as_str),
@@ -61,12 +64,20 @@ impl WatchRequest {
             .and_then(|t| t.parse::<u64>().ok())
             .and_then(|t| Instant::now().checked_add(Duration::from_secs(t)));
         Ok(WatchRequest {
+            scope,
             selector,
             from,
             bookmarks: query.get("allowWatchBookmarks").map(String::as_str) == Some("true"),
             until,
             table: table::wanted(accept),
         })
+    }
+}
+
+impl WatchRequest {
+    /// Whether the watch covers `item` as it is now.
+    fn picks(&self, item: &Item) -> bool {
+        self.scope.holds(&item.name) && self.selector.matches(&pod(item))
     }
 }
 
@@ -95,7 +106,7 @@ pub(crate) fn run(ctx: &Context, request: &WatchRequest, out: &Sender<Bytes>) {
             if let Ok((_, all)) = items(&*ctx.store, None) {
                 known.extend(
                     all.iter()
-                        .filter(|i| request.selector.matches(&pod(i)))
+                        .filter(|i| request.picks(i))
                         .map(|i| i.name.clone()),
                 );
             }
@@ -109,7 +120,7 @@ pub(crate) fn run(ctx: &Context, request: &WatchRequest, out: &Sender<Bytes>) {
                     return;
                 }
             };
-            for item in &all {
+            for item in all.iter().filter(|i| request.scope.holds(&i.name)) {
                 let p = pod(item);
                 if request.selector.matches(&p) {
                     known.insert(item.name.clone());
@@ -161,6 +172,10 @@ pub(crate) fn run(ctx: &Context, request: &WatchRequest, out: &Sender<Bytes>) {
                 return;
             }
         };
+        // Another namespace's change is no event here (nor a sign of life).
+        if !request.scope.holds(&event.name) {
+            continue;
+        }
         quiet_since = Instant::now();
         let revision = event.revision.0;
         let item = Item {
