@@ -298,8 +298,11 @@ impl std::error::Error for ClientError {}
 /// [`REQUEST_TIMEOUT`](crate::REQUEST_TIMEOUT), so that silent clients do
 /// not hold its connection slots. A `Client` kept idle longer than half
 /// of that, or whose connection the agent has dropped meanwhile,
-/// connects again before its next request; a connection with answers
-/// still owed (a watch, a pipeline read only in part) is never replaced.
+/// connects again before its next request (an agent gone meanwhile is
+/// then [`ClientError::Io`], as a connection it closed); a connection
+/// with answers still owed (a watch, a pipeline read only in part), or
+/// not answered on yet (a refusal is read as the first answer), is never
+/// replaced.
 #[derive(Debug)]
 pub struct Client {
     data_dir: PathBuf,
@@ -310,6 +313,10 @@ pub struct Client {
     /// Since when nothing was owed: the agent's clock for dropping the
     /// connection runs from about then.
     idle_since: Instant,
+    /// Whether the agent has answered on this connection: until then, a
+    /// line it sends unasked is its refusal of the connection, which the
+    /// first request's answer reads.
+    answered: bool,
 }
 
 /// How long a [`Client`] trusts an idle connection: half the agent's
@@ -329,22 +336,28 @@ impl Client {
             writer,
             owed: 0,
             idle_since: Instant::now(),
+            answered: false,
         })
     }
 
     /// Connects again if the connection has been idle too long or the
     /// agent has dropped it, unless answers are still owed on it.
     fn fresh(&mut self) -> Result<(), ClientError> {
-        if self.owed > 0 {
+        if self.owed > 0 || !self.answered {
             return Ok(());
         }
         if self.idle_since.elapsed() < IDLE_REUSE && !self.dropped() {
             return Ok(());
         }
-        let (reader, writer) = open(&self.data_dir)?;
+        let (reader, writer) = open(&self.data_dir).map_err(|e| match e {
+            // The agent is gone meanwhile: as on a connection it closed.
+            ClientError::NoAgent(_) => closed(),
+            other => other,
+        })?;
         self.reader = reader;
         self.writer = writer;
         self.idle_since = Instant::now();
+        self.answered = false;
         Ok(())
     }
 
@@ -425,16 +438,14 @@ impl Client {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).map_err(io)?;
         if n > 0 && self.owed > 0 {
+            self.answered = true;
             self.owed = self.owed.saturating_sub(1);
             if self.owed == 0 {
                 self.idle_since = Instant::now();
             }
         }
         if n == 0 {
-            return Err(ClientError::Io(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                "the agent closed the connection",
-            )));
+            return Err(closed());
         }
         match serde_json::from_str(&line).map_err(ClientError::Json)? {
             Reply::Error(e) => Err(ClientError::Api(e)),
@@ -452,6 +463,14 @@ fn open(data_dir: &Path) -> Result<(BufReader<UnixStream>, UnixStream), ClientEr
     })?;
     let writer = stream.try_clone().map_err(io)?;
     Ok((BufReader::new(stream), writer))
+}
+
+/// A connection the agent closed.
+fn closed() -> ClientError {
+    ClientError::Io(std::io::Error::new(
+        std::io::ErrorKind::UnexpectedEof,
+        "the agent closed the connection",
+    ))
 }
 
 fn io(e: std::io::Error) -> ClientError {
