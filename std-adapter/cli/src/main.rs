@@ -147,18 +147,28 @@ enum Command {
         /// The shell.
         shell: grace_cli::completion::Shell,
     },
-    /// Change an object: remove a finalizer (which may end its deletion).
+    /// Change an object, as kubectl patch: `-p PATCH` (strategic merge,
+    /// JSON merge or JSON patch) or remove a finalizer (which may end its
+    /// deletion).
+    #[command(group = clap::ArgGroup::new("change").required(true).args(["patch", "remove_finalizer"]))]
     Patch {
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
         namespace: NamespaceArgs,
-        /// The object's name.
-        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
-        name: String,
+        /// `pod NAME`, `pod/NAME` or `NAME`.
+        #[arg(required = true, num_args = 1..=2, add = ArgValueCompleter::new(grace_cli::completion::objects))]
+        args: Vec<String>,
+        /// The patch, JSON or YAML (`{"metadata":{"labels":{"a":"b"}}}`).
+        #[arg(short = 'p', long)]
+        patch: Option<String>,
+        /// The patch's kind: `strategic` (kubectl's default), `merge`
+        /// (RFC 7386) or `json` (RFC 6902).
+        #[arg(long = "type", default_value = "strategic")]
+        patch_type: String,
         /// The finalizer to remove.
-        #[arg(long, required = true)]
-        remove_finalizer: String,
+        #[arg(long)]
+        remove_finalizer: Option<String>,
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
@@ -548,6 +558,17 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     kubectl::parse_duration(text)
 }
 
+/// The one object `pod NAME`, `pod/NAME` or `NAME` names.
+fn one_name(args: &[String]) -> Result<String, kubectl::CommandError> {
+    let parsed = grace_cli::resource::parse(args)?;
+    match parsed.names.as_slice() {
+        [name] => Ok(name.clone()),
+        _ => Err(kubectl::CommandError::invalid(
+            "one object: `pod NAME`, `pod/NAME` or `NAME`",
+        )),
+    }
+}
+
 /// The objects named on the command line.
 fn selection(
     args: &[String],
@@ -727,11 +748,22 @@ fn main() -> ExitCode {
         Command::Patch {
             store,
             namespace,
-            name,
+            args,
+            patch,
+            patch_type,
             remove_finalizer,
         } => on_store("patch", &store, |target| {
+            let name = one_name(&args)?;
             let key = namespace.resolve(false)?.key(&name);
-            kubectl::remove_finalizer(target, &key, &remove_finalizer, &mut std::io::stdout())
+            let out = &mut std::io::stdout();
+            match (patch, remove_finalizer) {
+                (Some(text), _) => {
+                    let kind = grace_cli::patch::patch_type(&patch_type)?;
+                    grace_cli::patch::patch(target, &key, &text, kind, out)
+                }
+                (None, Some(finalizer)) => kubectl::remove_finalizer(target, &key, &finalizer, out),
+                (None, None) => Err(kubectl::CommandError::invalid("-p or --remove-finalizer")),
+            }
         }),
         Command::Demo { data_dir } => demo(data_dir.as_deref()),
     }
