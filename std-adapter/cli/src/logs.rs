@@ -1,8 +1,15 @@
-//! `grace logs NAME [-c CONTAINER] [-f] [--tail N] [-p]`: a container's output,
-//! as the agent of this machine keeps it (see [`ContainerLogs`]): the rotated
-//! copies, oldest first, then the file being written. The files outlive
-//! the agent (a restarted agent carries on with them) and go with the
-//! object's record.
+//! `grace logs [pod/]NAME|-l SELECTOR [-c CONTAINER|--all-containers]
+//! [--prefix] [-f] [--tail N] [-p]`: containers' output, as the agent of
+//! this machine keeps it (see [`ContainerLogs`]): the rotated copies,
+//! oldest first, then the file being written. The files outlive the agent
+//! (a restarted agent carries on with them) and go with the object's
+//! record.
+//!
+//! Which containers, as kubectl picks them: `-c`; every one with
+//! `--all-containers` (one after another); else the one the annotation
+//! `kubectl.kubernetes.io/default-container` names, or the first, with
+//! kubectl's `Defaulted container "a" out of: a, b` on standard error
+//! when there are several.
 
 use std::io::Write;
 use std::path::Path;
@@ -17,11 +24,18 @@ const FOLLOW_POLL: StdDuration = StdDuration::from_millis(200);
 /// How often `-f` checks that the object is still there.
 const FOLLOW_CHECK: StdDuration = StdDuration::from_secs(1);
 
+/// The annotation that names a pod's default container (kubectl's).
+pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+
 /// `grace logs`' flags.
 #[derive(Clone, Debug, Default)]
 pub struct LogsOptions {
-    /// `-c`: the container; may be left out when there is one.
+    /// `-c`: the container; the default one when left out.
     pub container: Option<String>,
+    /// `--all-containers`: every container, one after another.
+    pub all_containers: bool,
+    /// `--prefix`: each line begins with `[pod/NAME/CONTAINER] `.
+    pub prefix: bool,
     /// `-f`: keep printing until the object is deleted.
     pub follow: bool,
     /// `--tail N`: only the last N lines.
@@ -66,22 +80,105 @@ fn previous(
         Some(n) => last_lines(&text, n),
         None => &text[..],
     };
-    write_all(out, shown)
+    let mut lines = Prefixed::new(name, object, index, options.prefix);
+    lines.write(out, shown)
 }
 
-/// Prints the output of a container of the object `name` to `out`.
+/// Prints the output of the containers `options` picks (see the module
+/// docs) of each object stored as one of `names`, one after another;
+/// kubectl's `Defaulted container` line goes to `err`.
+pub fn print_all(
+    target: Target<'_>,
+    data_dir: &Path,
+    names: &[String],
+    options: &LogsOptions,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), CommandError> {
+    for name in names {
+        let object = fetch(target, name)?
+            .ok_or_else(|| CommandError::failed(crate::kubectl::not_found(name)))?;
+        let indices = containers(name, &object, options, err)?;
+        if options.follow && indices.len() > 1 {
+            return Err(CommandError::invalid(
+                "-f follows one container: name it with -c",
+            ));
+        }
+        for index in indices {
+            print(target, data_dir, name, &object, index, options, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The indices of the containers to show, as kubectl picks them.
+fn containers(
+    name: &str,
+    object: &StoredObject,
+    options: &LogsOptions,
+    err: &mut impl Write,
+) -> Result<Vec<usize>, CommandError> {
+    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
+    if options.all_containers {
+        return Ok((0..names.len()).collect());
+    }
+    if let Some(wanted) = options.container.as_deref() {
+        return names
+            .iter()
+            .position(|n| *n == wanted)
+            .map(|i| vec![i])
+            .ok_or_else(|| {
+                CommandError::failed(format!(
+                    "container {wanted} is not valid for pod {}",
+                    crate::namespace::name_of(name)
+                ))
+            });
+    }
+    let annotated = object
+        .manifest
+        .as_ref()
+        .and_then(|m| m.to_json().ok())
+        .and_then(|m| {
+            m.pointer("/metadata/annotations")
+                .and_then(|a| a.get(DEFAULT_CONTAINER))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .and_then(|wanted| names.iter().position(|n| *n == wanted));
+    let Some(first) = names.first() else {
+        return Err(CommandError::failed(format!(
+            "object \"{}\" has no containers",
+            crate::namespace::name_of(name)
+        )));
+    };
+    match annotated {
+        Some(i) => Ok(vec![i]),
+        None => {
+            if names.len() > 1 {
+                let _ = writeln!(
+                    err,
+                    "Defaulted container \"{first}\" out of: {}",
+                    names.join(", ")
+                );
+            }
+            Ok(vec![0])
+        }
+    }
+}
+
+/// Prints the output of container `index` of the object `name` to `out`.
 /// `data_dir` is where this machine's agent keeps its logs (with a shared
 /// store, the agent of the object's node on this machine).
-pub fn print(
+fn print(
     target: Target<'_>,
     data_dir: &Path,
     name: &str,
+    object: &StoredObject,
+    index: usize,
     options: &LogsOptions,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let not_found = || CommandError::failed(crate::kubectl::not_found(name));
-    let object = fetch(target, name)?.ok_or_else(not_found)?;
-    let index = container(name, &object, options.container.as_deref())?;
+    let object = object.clone();
     let shared_node = match target {
         Target::Agent(_) => None,
         Target::Shared(_) => object.node.as_deref(),
@@ -136,11 +233,59 @@ pub fn print(
         Some(n) => last_lines(&text, n),
         None => &text[..],
     };
-    write_all(out, shown)?;
+    let mut lines = Prefixed::new(name, &object, index, options.prefix);
+    lines.write(out, shown)?;
     if options.follow {
-        follow(target, name, object.uid(), &current, follower, out)?;
+        follow(
+            target,
+            name,
+            object.uid(),
+            &current,
+            follower,
+            &mut lines,
+            out,
+        )?;
     }
     Ok(())
+}
+
+/// Output written line by line behind `--prefix`'s `[pod/NAME/CONTAINER] `
+/// (nothing without it), across writes.
+struct Prefixed {
+    prefix: Option<String>,
+    line_start: bool,
+}
+
+impl Prefixed {
+    fn new(name: &str, object: &StoredObject, index: usize, on: bool) -> Self {
+        let prefix = on.then(|| {
+            format!(
+                "[{}/{}/{}] ",
+                crate::kubectl::kind_word(object),
+                crate::namespace::name_of(name),
+                container_name(object, index)
+            )
+        });
+        Prefixed {
+            prefix,
+            line_start: true,
+        }
+    }
+
+    fn write(&mut self, out: &mut impl Write, bytes: &[u8]) -> Result<(), CommandError> {
+        let Some(prefix) = self.prefix.as_deref() else {
+            return write_all(out, bytes);
+        };
+        let mut text = Vec::with_capacity(bytes.len());
+        for line in bytes.split_inclusive(|b| *b == b'\n') {
+            if self.line_start {
+                text.extend_from_slice(prefix.as_bytes());
+            }
+            text.extend_from_slice(line);
+            self.line_start = line.last() == Some(&b'\n');
+        }
+        write_all(out, &text)
+    }
 }
 
 /// Prints what the file `current` gets from where `follower` is, until
@@ -152,6 +297,7 @@ fn follow(
     uid: &str,
     current: &Path,
     mut follower: Option<LogFollower>,
+    lines: &mut Prefixed,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
     let mut checked = StdInstant::now();
@@ -171,7 +317,7 @@ fn follow(
             let bytes = follower
                 .read_new()
                 .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
-            write_all(out, &bytes)?;
+            lines.write(out, &bytes)?;
         }
         if gone {
             return Ok(());
@@ -183,32 +329,6 @@ fn write_all(out: &mut impl Write, bytes: &[u8]) -> Result<(), CommandError> {
     out.write_all(bytes)
         .and_then(|()| out.flush())
         .map_err(|e| CommandError::failed(format!("writing the output: {e}")))
-}
-
-/// The index of the container `-c` names, or of the only one.
-fn container(
-    name: &str,
-    object: &StoredObject,
-    wanted: Option<&str>,
-) -> Result<usize, CommandError> {
-    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
-    match wanted {
-        Some(wanted) => names.iter().position(|n| *n == wanted).ok_or_else(|| {
-            CommandError::invalid(format!(
-                "-c {wanted}: object \"{name}\" has no such container (containers: {})",
-                names.join(", ")
-            ))
-        }),
-        None if names.len() == 1 => Ok(0),
-        None if names.is_empty() => Err(CommandError::failed(format!(
-            "object \"{name}\" has no containers"
-        ))),
-        None => Err(CommandError::invalid(format!(
-            "-c: object \"{name}\" has {} containers, name one of: {}",
-            names.len(),
-            names.join(", ")
-        ))),
-    }
 }
 
 fn container_name(object: &StoredObject, index: usize) -> String {

@@ -55,12 +55,23 @@ enum Command {
         store: StoreArgs,
         #[command(flatten)]
         namespace: NamespaceArgs,
-        /// The object's name.
-        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
-        name: String,
-        /// The container; may be left out when the object has one.
+        /// `pod NAME`, `pod/NAME` or `NAME` (none with `-l`).
+        #[arg(num_args = 0..=2, add = ArgValueCompleter::new(grace_cli::completion::objects))]
+        args: Vec<String>,
+        /// The logs of every pod whose labels match (`--tail` is then 10
+        /// unless given, as kubectl's).
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+        /// The container; the default one when left out (the annotation
+        /// kubectl.kubernetes.io/default-container, or the first).
         #[arg(short = 'c', long)]
         container: Option<String>,
+        /// Every container's output, one after another.
+        #[arg(long, conflicts_with = "container")]
+        all_containers: bool,
+        /// Each line begins with `[pod/NAME/CONTAINER] `.
+        #[arg(long)]
+        prefix: bool,
         /// Keep printing what it writes, until the object is deleted (or
         /// Ctrl-C).
         #[arg(short = 'f', long)]
@@ -727,22 +738,60 @@ fn main() -> ExitCode {
         Command::Logs {
             store,
             namespace,
-            name,
+            args,
+            selector,
             container,
+            all_containers,
+            prefix,
             follow,
             tail,
             previous,
         } => {
-            let options = grace_cli::logs::LogsOptions {
+            let mut options = grace_cli::logs::LogsOptions {
                 container,
+                all_containers,
+                prefix,
                 follow,
                 tail,
                 previous,
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {
-                let key = namespace.resolve(false)?.key(&name);
-                grace_cli::logs::print(target, &data_dir, &key, &options, &mut std::io::stdout())
+                let namespace = namespace.resolve(false)?;
+                let keys = match selector {
+                    Some(selector) if args.is_empty() => {
+                        // kubectl's default with a selector.
+                        options.tail.get_or_insert(10);
+                        let selector = grace_cli::selector::Selector::parse(&selector)
+                            .map_err(|e| kubectl::CommandError::invalid(format!("-l: {e}")))?;
+                        let (_, items) = kubectl::fetch_all(target)?;
+                        let keys: Vec<String> = items
+                            .into_iter()
+                            .filter(|i| {
+                                namespace.holds(&i.name) && selector.matches(&i.object.labels)
+                            })
+                            .map(|i| i.name)
+                            .collect();
+                        if keys.is_empty() {
+                            eprintln!("No resources found in {} namespace.", namespace.name);
+                        }
+                        keys
+                    }
+                    Some(_) => {
+                        return Err(kubectl::CommandError::invalid(
+                            "only one of a name or -l may be given",
+                        ));
+                    }
+                    None => vec![namespace.key(&one_name(&args)?)],
+                };
+                grace_cli::logs::print_all(
+                    target,
+                    &data_dir,
+                    &keys,
+                    &options,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                )
             })
         }
         Command::Patch {

@@ -236,3 +236,80 @@ fn patch_refuses_spec_changes_and_bad_patches_in_kubectls_words() {
         stored["metadata"]["resourceVersion"]
     );
 }
+
+/// Applies a pod bound to the agent's node, labelled `app=web`, whose
+/// containers print their name once and sleep; `annotations` is JSON.
+fn apply_printing(dir: &Path, name: &str, containers: &[&str], annotations: &str) {
+    let containers: Vec<serde_json::Value> = containers
+        .iter()
+        .map(|c| {
+            serde_json::json!({"name": c, "command": ["sh", "-c", format!("echo {c}-says-hi; exec sleep 1000")]})
+        })
+        .collect();
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "web"},
+                     "annotations": serde_json::from_str::<serde_json::Value>(annotations).expect("JSON")},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1, "containers": containers},
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, pod.to_string()).expect("written");
+    let out = grace(dir, &["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[test]
+fn logs_pick_the_default_container_or_all_of_them_with_prefixes_and_by_selector() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &[]);
+    apply_printing(dir.path(), "two", &["a", "b"], "{}");
+    apply_printing(
+        dir.path(),
+        "picked",
+        &["a", "b"],
+        r#"{"kubectl.kubernetes.io/default-container": "b"}"#,
+    );
+    // Ready once every container has printed its line.
+    for (pod, c) in [("two", "a"), ("two", "b"), ("picked", "a"), ("picked", "b")] {
+        wait_for("the containers' lines", Duration::from_secs(10), || {
+            let out = grace(dir.path(), &["logs", pod, "-c", c]);
+            text(&out.stdout) == format!("{c}-says-hi\n")
+        });
+    }
+
+    // kubectl's default container, said on standard error; `pod/NAME`.
+    let out = grace(dir.path(), &["logs", "pod/two"]);
+    assert_eq!(ok(&out), "a-says-hi\n");
+    assert_eq!(
+        text(&out.stderr),
+        "Defaulted container \"a\" out of: a, b\n"
+    );
+    // The annotation names it: nothing said.
+    let out = grace(dir.path(), &["logs", "pod", "picked"]);
+    assert_eq!(ok(&out), "b-says-hi\n");
+    assert_eq!(text(&out.stderr), "");
+    // Every container, one after another, with or without kubectl's prefix.
+    let out = grace(dir.path(), &["logs", "two", "--all-containers"]);
+    assert_eq!(ok(&out), "a-says-hi\nb-says-hi\n");
+    let out = grace(dir.path(), &["logs", "two", "--all-containers", "--prefix"]);
+    assert_eq!(ok(&out), "[pod/two/a] a-says-hi\n[pod/two/b] b-says-hi\n");
+    // Every pod the selector picks, its default container each.
+    let out = grace(dir.path(), &["logs", "-l", "app=web", "--prefix"]);
+    assert_eq!(
+        ok(&out),
+        "[pod/picked/b] b-says-hi\n[pod/two/a] a-says-hi\n"
+    );
+    let out = grace(dir.path(), &["logs", "-l", "app=none"]);
+    assert_eq!(ok(&out), "");
+    assert_eq!(
+        text(&out.stderr),
+        "No resources found in default namespace.\n"
+    );
+    // kubectl's error for a container the pod does not have.
+    let out = grace(dir.path(), &["logs", "two", "-c", "nope"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "grace logs: container nope is not valid for pod two\n"
+    );
+}

@@ -274,7 +274,7 @@ fn rotation_bounds_each_containers_log() {
 }
 
 #[test]
-fn logs_name_the_container_to_choose_and_refuse_unknown_ones() {
+fn logs_default_to_the_first_container_and_refuse_unknown_ones() {
     let dir = tempfile::tempdir().expect("temp dir");
     let _agent = Agent::start(dir.path(), &[]);
     apply(
@@ -282,13 +282,17 @@ fn logs_name_the_container_to_choose_and_refuse_unknown_ones() {
         "two",
         &[("a", "exec sleep 1000"), ("b", "exec sleep 1000")],
     );
+    // kubectl's default: the first container, said on standard error.
     let out = grace(dir.path(), &["logs", "two"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("a, b"), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stderr),
+        "Defaulted container \"a\" out of: a, b\n"
+    );
     let out = grace(dir.path(), &["logs", "two", "-c", "nope"]);
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     assert!(
-        text(&out.stderr).contains("-c nope"),
+        text(&out.stderr).contains("container nope is not valid for pod two"),
         "{}",
         text(&out.stderr)
     );
