@@ -16,7 +16,8 @@ use std::path::Path;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::kubectl::{CommandError, Target, fetch};
-use crate::process::logs::{ContainerLogs, LogFollower, LogLimits, last_lines};
+use crate::process::logs::cri::{LogLine, LogTime};
+use crate::process::logs::{ContainerLogs, LogFollower, LogLimits};
 use crate::store::StoredObject;
 
 /// How often `-f` looks for new output.
@@ -43,6 +44,11 @@ pub struct LogsOptions {
     /// `-p`, `--previous`: the output of the container's run before its
     /// last restart (kubectl's message if it has none).
     pub previous: bool,
+    /// `--since`, `--since-time`: only lines read at this time or later
+    /// (lines of files written before records had times are left out).
+    pub since: Option<LogTime>,
+    /// `--timestamps`: each line begins with the time the agent read it.
+    pub timestamps: bool,
 }
 
 /// `--previous`: the output of the container's run before its last
@@ -70,18 +76,26 @@ fn previous(
     if !restarted || files.is_empty() {
         return Err(not_found());
     }
-    let mut text = Vec::new();
+    let mut printer = Printer::new(name, object, index, options);
+    let mut lines = Vec::new();
     for copy in &files {
-        let mut bytes = std::fs::read(copy)
+        let bytes = std::fs::read(copy)
             .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
-        text.append(&mut bytes);
+        lines.append(&mut printer.decoder.feed(&bytes));
     }
-    let shown = match options.tail {
-        Some(n) => last_lines(&text, n),
-        None => &text[..],
-    };
-    let mut lines = Prefixed::new(name, object, index, options.prefix);
-    lines.write(out, shown)
+    lines.append(&mut printer.decoder.finish());
+    printer.print(out, select(lines, options))
+}
+
+/// The lines `--since` and `--tail` keep.
+fn select(mut lines: Vec<LogLine>, options: &LogsOptions) -> Vec<LogLine> {
+    if let Some(since) = options.since {
+        lines.retain(|l| l.time.is_some_and(|t| t >= since));
+    }
+    if let Some(n) = options.tail {
+        let _ = lines.drain(..lines.len().saturating_sub(n));
+    }
+    lines
 }
 
 /// Prints the output of the containers `options` picks (see the module
@@ -220,21 +234,22 @@ fn print(
     // Opened once: what is read from it later is there even if the
     // record (and its logs) goes meanwhile.
     let mut follower = LogFollower::open(&current).ok();
-    let mut text = Vec::new();
+    let mut printer = Printer::new(name, &object, index, options);
+    let mut lines = Vec::new();
     for copy in files.iter().filter(|f| **f != current) {
-        let mut bytes = std::fs::read(copy)
+        let bytes = std::fs::read(copy)
             .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
-        text.append(&mut bytes);
+        lines.append(&mut printer.decoder.feed(&bytes));
     }
     if let Some(follower) = follower.as_mut() {
-        text.append(&mut follower.read_new().map_err(failed)?);
+        lines.append(&mut printer.decoder.feed(&follower.read_new().map_err(failed)?));
     }
-    let shown = match options.tail {
-        Some(n) => last_lines(&text, n),
-        None => &text[..],
-    };
-    let mut lines = Prefixed::new(name, &object, index, options.prefix);
-    lines.write(out, shown)?;
+    if !options.follow {
+        // A line whose end is not written yet is shown as it is; `-f`
+        // waits for its end.
+        lines.append(&mut printer.decoder.finish());
+    }
+    printer.print(out, select(lines, options))?;
     if options.follow {
         follow(
             target,
@@ -242,23 +257,24 @@ fn print(
             object.uid(),
             &current,
             follower,
-            &mut lines,
+            &mut printer,
             out,
         )?;
     }
     Ok(())
 }
 
-/// Output written line by line behind `--prefix`'s `[pod/NAME/CONTAINER] `
-/// (nothing without it), across writes.
-struct Prefixed {
+/// Lines read back from records and printed as the flags ask:
+/// `--prefix`'s `[pod/NAME/CONTAINER] `, then `--timestamps`' time.
+struct Printer {
     prefix: Option<String>,
-    line_start: bool,
+    timestamps: bool,
+    decoder: crate::process::logs::cri::Decoder,
 }
 
-impl Prefixed {
-    fn new(name: &str, object: &StoredObject, index: usize, on: bool) -> Self {
-        let prefix = on.then(|| {
+impl Printer {
+    fn new(name: &str, object: &StoredObject, index: usize, options: &LogsOptions) -> Self {
+        let prefix = options.prefix.then(|| {
             format!(
                 "[{}/{}/{}] ",
                 crate::kubectl::kind_word(object),
@@ -266,23 +282,26 @@ impl Prefixed {
                 container_name(object, index)
             )
         });
-        Prefixed {
+        Printer {
             prefix,
-            line_start: true,
+            timestamps: options.timestamps,
+            decoder: crate::process::logs::cri::Decoder::new(),
         }
     }
 
-    fn write(&mut self, out: &mut impl Write, bytes: &[u8]) -> Result<(), CommandError> {
-        let Some(prefix) = self.prefix.as_deref() else {
-            return write_all(out, bytes);
-        };
-        let mut text = Vec::with_capacity(bytes.len());
-        for line in bytes.split_inclusive(|b| *b == b'\n') {
-            if self.line_start {
+    fn print(&self, out: &mut impl Write, lines: Vec<LogLine>) -> Result<(), CommandError> {
+        let mut text = Vec::new();
+        for line in lines {
+            if let Some(prefix) = &self.prefix {
                 text.extend_from_slice(prefix.as_bytes());
             }
-            text.extend_from_slice(line);
-            self.line_start = line.last() == Some(&b'\n');
+            if self.timestamps
+                && let Some(time) = line.time
+            {
+                text.extend_from_slice(time.rfc3339_nanos().as_bytes());
+                text.push(b' ');
+            }
+            text.extend_from_slice(&line.text);
         }
         write_all(out, &text)
     }
@@ -297,7 +316,7 @@ fn follow(
     uid: &str,
     current: &Path,
     mut follower: Option<LogFollower>,
-    lines: &mut Prefixed,
+    printer: &mut Printer,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
     let mut checked = StdInstant::now();
@@ -317,10 +336,12 @@ fn follow(
             let bytes = follower
                 .read_new()
                 .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
-            lines.write(out, &bytes)?;
+            let lines = printer.decoder.feed(&bytes);
+            printer.print(out, lines)?;
         }
         if gone {
-            return Ok(());
+            let rest = printer.decoder.finish();
+            return printer.print(out, rest);
         }
     }
 }

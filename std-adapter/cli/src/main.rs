@@ -72,6 +72,15 @@ enum Command {
         /// Each line begins with `[pod/NAME/CONTAINER] `.
         #[arg(long)]
         prefix: bool,
+        /// Only lines newer than this (5s, 2m, 1h).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "since_time")]
+        since: Option<std::time::Duration>,
+        /// Only lines at this RFC 3339 time or later.
+        #[arg(long, value_parser = parse_log_time)]
+        since_time: Option<grace_std::process::logs::cri::LogTime>,
+        /// Each line begins with the time it was written (RFC 3339, UTC).
+        #[arg(long)]
+        timestamps: bool,
         /// Keep printing what it writes, until the object is deleted (or
         /// Ctrl-C).
         #[arg(short = 'f', long)]
@@ -565,6 +574,11 @@ enum CascadeArg {
     Orphan,
 }
 
+fn parse_log_time(text: &str) -> Result<grace_std::process::logs::cri::LogTime, String> {
+    grace_std::process::logs::cri::LogTime::parse(text)
+        .ok_or_else(|| format!("\"{text}\" is not an RFC 3339 time (2026-11-28T01:45:21Z)"))
+}
+
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     kubectl::parse_duration(text)
 }
@@ -743,10 +757,14 @@ fn main() -> ExitCode {
             container,
             all_containers,
             prefix,
+            since,
+            since_time,
+            timestamps,
             follow,
             tail,
             previous,
         } => {
+            let now = grace_std::process::logs::cri::LogTime::of(std::time::SystemTime::now());
             let mut options = grace_cli::logs::LogsOptions {
                 container,
                 all_containers,
@@ -754,6 +772,8 @@ fn main() -> ExitCode {
                 follow,
                 tail,
                 previous,
+                since: since.map(|d| now.minus(d)).or(since_time),
+                timestamps,
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {

@@ -313,3 +313,131 @@ fn logs_pick_the_default_container_or_all_of_them_with_prefixes_and_by_selector(
         "grace logs: container nope is not valid for pod two\n"
     );
 }
+
+/// A pod whose container prints `early`, then `late` once the file `go`
+/// exists (the test's signal), then sleeps.
+fn apply_early_late(dir: &Path, name: &str, go: &Path) {
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": "local", "terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "app",
+            "command": ["sh", "-c", format!(
+                "echo early; while [ ! -e {go} ]; do sleep 0.02; done; echo late; exec sleep 1000",
+                go = go.display()
+            )],
+        }]},
+    });
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, pod.to_string()).expect("written");
+    let out = grace(dir, &["apply", "-f", path.to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// `TIME TEXT` lines (`--timestamps`) split, each time checked to be
+/// RFC 3339 with nanoseconds, UTC.
+fn stamped(output: &str) -> Vec<(String, String)> {
+    output
+        .lines()
+        .map(|l| {
+            let (time, rest) = l.split_once(' ').expect("a time and the text");
+            assert_eq!(time.len(), 30, "{time}");
+            assert!(time.ends_with('Z') && time.as_bytes()[10] == b'T', "{time}");
+            (time.to_owned(), rest.to_owned())
+        })
+        .collect()
+}
+
+#[test]
+fn logs_timestamps_and_since_read_the_time_each_line_was_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let go = dir.path().join("go");
+    let _agent = Agent::start(dir.path(), &[]);
+    apply_early_late(dir.path(), "clock", &go);
+    wait_for("early", Duration::from_secs(10), || {
+        text(&grace(dir.path(), &["logs", "clock"]).stdout) == "early\n"
+    });
+    std::fs::write(&go, "").expect("signalled");
+    wait_for("late", Duration::from_secs(10), || {
+        text(&grace(dir.path(), &["logs", "clock"]).stdout) == "early\nlate\n"
+    });
+    let lines = stamped(&ok(&grace(dir.path(), &["logs", "clock", "--timestamps"])));
+    let texts: Vec<&str> = lines.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ["early", "late"]);
+    // The times are today's, in order (RFC 3339 sorts as text).
+    let today = ok(&grace(
+        dir.path(),
+        &[
+            "get",
+            "pod",
+            "clock",
+            "-o",
+            "jsonpath={.metadata.creationTimestamp}",
+        ],
+    ));
+    assert_eq!(lines[0].0[..10], today[..10]);
+    assert!(lines[0].0 <= lines[1].0);
+    let late = &lines[1].0;
+    let since = |args: &[&str]| ok(&grace(dir.path(), &[&["logs", "clock"], args].concat()));
+    assert_eq!(since(&["--since-time", late]), "late\n");
+    assert_eq!(since(&["--since-time", &lines[0].0]), "early\nlate\n");
+    assert_eq!(since(&["--since-time", "2999-01-01T00:00:00Z"]), "");
+    assert_eq!(since(&["--since", "1h"]), "early\nlate\n");
+    assert_eq!(
+        since(&["--since", "1h", "--tail", "1", "--prefix"]),
+        "[pod/clock/app] late\n"
+    );
+    let out = grace(dir.path(), &["logs", "clock", "--since-time", "yesterday"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+}
+
+/// The real kubectl against the agent's Kubernetes API (skipped without
+/// kubectl outside CI).
+fn kubectl(dir: &Path, args: &[&str]) -> Output {
+    std::process::Command::new("kubectl")
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .arg("--cache-dir")
+        .arg(dir.join("kube-cache"))
+        .args(args)
+        .output()
+        .expect("kubectl runs")
+}
+
+#[test]
+fn kubectl_logs_timestamps_and_since_through_the_agents_api() {
+    let kubectl_there = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_there {
+        support::common::missing_tool("kubectl is not installed (apt-get install kubectl)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let go = dir.path().join("go");
+    let _agent = Agent::start(dir.path(), &["--k8s-api", "127.0.0.1:0"]);
+    wait_for("the kubeconfig", Duration::from_secs(10), || {
+        dir.path().join("kubeconfig").exists()
+    });
+    apply_early_late(dir.path(), "clock", &go);
+    std::fs::write(&go, "").expect("signalled");
+    wait_for("both lines", Duration::from_secs(10), || {
+        text(&kubectl(dir.path(), &["logs", "clock"]).stdout) == "early\nlate\n"
+    });
+    let lines = stamped(&ok(&kubectl(
+        dir.path(),
+        &["logs", "clock", "--timestamps"],
+    )));
+    let texts: Vec<&str> = lines.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(texts, ["early", "late"]);
+    // The same times as `grace logs --timestamps` reads.
+    let ours = stamped(&ok(&grace(dir.path(), &["logs", "clock", "--timestamps"])));
+    assert_eq!(lines, ours);
+    let since = |args: &[&str]| ok(&kubectl(dir.path(), &[&["logs", "clock"], args].concat()));
+    assert_eq!(since(&["--since", "1h"]), "early\nlate\n");
+    assert_eq!(since(&["--since-time", "2999-01-01T00:00:00Z"]), "");
+    assert_eq!(
+        since(&["--since-time", "2000-01-01T00:00:00Z", "--tail", "1"]),
+        "late\n"
+    );
+}
