@@ -12,6 +12,11 @@
 //! <dir>/<name>_<uid>/<container>_previous.log  the run before a restart
 //! ```
 //!
+//! Each line is kept as a record with the time the agent read it, in the
+//! kubelet's CRI log format ([`cri`]: `TIME stdout F TEXT`); readers
+//! decode the records ([`cri::Decoder`]), and files of earlier versions
+//! (plain output) read as they are.
+//!
 //! When a container is started again (R92), its files become those of
 //! its previous run (`_previous`, rotated copies included; the run before
 //! that is dropped), as the kubelet keeps one previous instance:
