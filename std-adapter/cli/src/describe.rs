@@ -93,17 +93,22 @@ pub fn text(name: &str, object: &StoredObject) -> String {
     let now_s = now.wall.floor_to_timestamp();
     let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
     let (namespace, name) = crate::store::split_key(name);
+    // kubectl's lines first, in its order; then grace's own.
     line("Name", name.to_owned());
     line("Namespace", namespace.to_owned());
     line(
-        "Kind",
-        match object.strategy.kind {
-            grace_core::Kind::Pod => "Pod",
-            _ => "Object (no graceful strategy)",
-        }
-        .to_owned(),
+        "Node",
+        object.node.clone().unwrap_or_else(|| {
+            if object.containers.is_empty() {
+                "<none> (unscheduled)".into()
+            } else {
+                "<none> (PodScheduled False: waiting for an agent to bind it)".into()
+            }
+        }),
     );
-    line("UID", meta.uid.to_string());
+    if let Some(started) = object.started {
+        line("Start Time", rfc3339(started));
+    }
     let labels: Vec<String> = object
         .labels
         .iter()
@@ -117,6 +122,20 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             labels.join(",")
         },
     );
+    s.push_str(&annotations(object));
+    let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
+    line("Status", status_word(object));
+    // kubectl's line: grace gives a pod no address of its own.
+    line("IP", "<none>".into());
+    line(
+        "Kind",
+        match object.strategy.kind {
+            grace_core::Kind::Pod => "Pod",
+            _ => "Object (no graceful strategy)",
+        }
+        .to_owned(),
+    );
+    line("UID", meta.uid.to_string());
     let finalizers: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
     line(
         "Finalizers",
@@ -126,16 +145,6 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             finalizers.join(", ")
         },
     );
-    line(
-        "Node",
-        object.node.clone().unwrap_or_else(|| {
-            if object.containers.is_empty() {
-                "<none> (unscheduled)".into()
-            } else {
-                "<none> (PodScheduled False: waiting for an agent to bind it)".into()
-            }
-        }),
-    );
     if !object.owners.is_empty() {
         let owners: Vec<String> = object
             .owners
@@ -144,14 +153,10 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .collect();
         line("Owners", owners.join(", "));
     }
-    line("Status", status_word(object));
     line(
         "Phase",
         grace_k8s::pod_status::phase(object).as_str().to_owned(),
     );
-    if let Some(started) = object.started {
-        line("Start Time", rfc3339(started));
-    }
     if let Some(created) = object.created {
         line(
             "Created",
@@ -179,9 +184,6 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         .agent
         .as_ref()
         .and_then(|state| KillRecord::decode(state).ok());
-    if object.strategy.kind == grace_core::Kind::Pod {
-        s.push_str(&conditions(object));
-    }
     s.push_str("Containers:\n");
     let stages = crate::output::stages(object);
     for (i, (c, stage)) in object.containers.iter().zip(&stages).enumerate() {
@@ -221,8 +223,20 @@ pub fn text(name: &str, object: &StoredObject) -> String {
                 s.push_str(&format!("    Last State:   {}\n", reported_word(last)));
             }
         }
+        if object.strategy.kind == grace_core::Kind::Pod {
+            let ready = grace_k8s::pod_status::container_ready(object, i);
+            s.push_str(&format!(
+                "    Ready:        {}\n",
+                if ready { "True" } else { "False" }
+            ));
+        }
         let count = object.restarts.get(i).map_or(0, |r| r.count);
         s.push_str(&format!("    Restart Count: {count}\n"));
+        s.push_str(&environment(&c.env));
+    }
+    // After the containers, as kubectl orders them.
+    if object.strategy.kind == grace_core::Kind::Pod {
+        s.push_str(&conditions(object));
     }
     s.push_str("Events:\n");
     for event in events(
@@ -234,6 +248,52 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         s.push_str(&format!("  {event}\n"));
     }
     s
+}
+
+/// kubectl's `Annotations:` lines: one `key: value` a line, the first
+/// beside the label, kubectl's own last-applied annotation left out (as
+/// kubectl leaves it out).
+fn annotations(object: &StoredObject) -> String {
+    let manifest = object.manifest.as_ref().and_then(|m| m.to_json().ok());
+    let shown: Vec<String> = manifest
+        .as_ref()
+        .and_then(|m| m.pointer("/metadata/annotations"))
+        .and_then(serde_json::Value::as_object)
+        .map(|a| {
+            a.iter()
+                .filter(|(k, _)| *k != "kubectl.kubernetes.io/last-applied-configuration")
+                .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if shown.is_empty() {
+        return format!("{:<18}<none>\n", "Annotations:");
+    }
+    let mut text = String::new();
+    for (i, entry) in shown.iter().enumerate() {
+        let label = if i == 0 { "Annotations:" } else { "" };
+        text.push_str(&format!("{label:<18}{entry}\n"));
+    }
+    text
+}
+
+/// kubectl's `Environment:` of a container: `NAME: value`, or the pod
+/// field it is read from.
+fn environment(env: &[grace_std::store::EnvVar]) -> String {
+    if env.is_empty() {
+        return "    Environment:  <none>\n".to_owned();
+    }
+    let mut text = "    Environment:\n".to_owned();
+    for var in env {
+        let value = match &var.source {
+            grace_std::store::EnvSource::Value(v) => v.clone(),
+            grace_std::store::EnvSource::FieldRef(path) => format!(" (v1:{path})"),
+            // A source added later.
+            other => format!("{other:?}"),
+        };
+        text.push_str(&format!("      {}:  {value}\n", var.name));
+    }
+    text
 }
 
 /// The pod's conditions as kubectl describes them: type, status, reason.

@@ -441,3 +441,87 @@ fn kubectl_logs_timestamps_and_since_through_the_agents_api() {
         "late\n"
     );
 }
+
+/// The top-level fields of a `describe` (lines that start a field).
+fn fields(described: &str) -> Vec<String> {
+    described
+        .lines()
+        .filter(|l| !l.starts_with(' ') && !l.is_empty())
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_owned()))
+        .collect()
+}
+
+#[test]
+fn describe_follows_kubectls_layout_with_graces_own_fields_after_its() {
+    let kubectl_there = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_there {
+        support::common::missing_tool("kubectl is not installed (apt-get install kubectl)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let _agent = Agent::start(dir.path(), &["--k8s-api", "127.0.0.1:0"]);
+    wait_for("the kubeconfig", Duration::from_secs(10), || {
+        dir.path().join("kubeconfig").exists()
+    });
+    let pod = serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "labels": {"app": "web"}, "annotations": {"note": "hi"}},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [{
+            "name": "app",
+            "command": ["sh", "-c", "exec sleep 1000"],
+            "env": [{"name": "FOO", "value": "bar"},
+                    {"name": "ME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        }]},
+    });
+    let path = dir.path().join("web.json");
+    std::fs::write(&path, pod.to_string()).expect("written");
+    ok(&grace(
+        dir.path(),
+        &["apply", "-f", path.to_str().expect("utf-8")],
+    ));
+    ok(&grace(
+        dir.path(),
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "pod/web",
+            "--timeout",
+            "10s",
+        ],
+    ));
+
+    let ours = ok(&grace(dir.path(), &["describe", "pod", "web"]));
+    for needle in [
+        "Annotations:      note: hi\n",
+        "IP:               <none>\n",
+        "    Ready:        True\n",
+        "    Environment:\n      FOO:  bar\n      ME:   (v1:metadata.name)\n",
+    ] {
+        assert!(ours.contains(needle), "{needle:?}: {ours}");
+    }
+    assert!(!ours.contains("last-applied-configuration"), "{ours}");
+    // The fields kubectl shows for the same pod, in kubectl's order.
+    let theirs = ok(&kubectl(dir.path(), &["describe", "pod", "web"]));
+    let (ours, theirs) = (fields(&ours), fields(&theirs));
+    let shared: Vec<&String> = theirs.iter().filter(|f| ours.contains(f)).collect();
+    let in_ours: Vec<&String> = ours.iter().filter(|f| theirs.contains(f)).collect();
+    assert_eq!(in_ours, shared, "ours {ours:?}, kubectl's {theirs:?}");
+    for field in [
+        "Name",
+        "Namespace",
+        "Node",
+        "Start Time",
+        "Labels",
+        "Annotations",
+        "Status",
+        "IP",
+        "Containers",
+        "Conditions",
+        "Events",
+    ] {
+        assert!(shared.iter().any(|f| *f == field), "{field}: {shared:?}");
+    }
+}
