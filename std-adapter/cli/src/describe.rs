@@ -208,10 +208,10 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .stop_signal
             .map_or("SIGTERM (default)".to_owned(), |n| format!("signal {n}"));
         s.push_str(&format!("    Stop signal:  {signal}\n"));
-        s.push_str(&format!("    State:        {}\n", stage_word(*stage)));
         if let Some(reported) = object.status.get(i) {
-            s.push_str(&format!("    Reported:     {}\n", reported_word(reported)));
+            s.push_str(&state_block("State", reported));
         }
+        s.push_str(&format!("    Kill stage:   {}\n", stage_word(*stage)));
         if let Some(r) = object.restarts.get(i) {
             if let Some(delay) = r.waiting() {
                 s.push_str(&format!(
@@ -220,7 +220,7 @@ pub fn text(name: &str, object: &StoredObject) -> String {
                 ));
             }
             if let Some(last) = &r.last_state {
-                s.push_str(&format!("    Last State:   {}\n", reported_word(last)));
+                s.push_str(&state_block("Last State", last));
             }
         }
         if object.strategy.kind == grace_core::Kind::Pod {
@@ -315,19 +315,24 @@ fn conditions(object: &StoredObject) -> String {
     format!("Conditions:\n{}\n", lines.join("\n"))
 }
 
-/// What the agent last reported of a container, with its times.
-fn reported_word(status: &ContainerStatus) -> String {
-    let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), rfc3339);
+/// A container's state as kubectl describes it (`State:` or `Last
+/// State:`, then its reason, exit code and times, indented), from what the
+/// agent last reported.
+fn state_block(label: &str, status: &ContainerStatus) -> String {
+    let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), kubectl_time);
+    let field = |k: &str, v: String| format!("      {:<14}{v}\n", format!("{k}:"));
+    let head = |word: &str| format!("    {:<16}{word}\n", format!("{label}:"));
     match status {
-        ContainerStatus::Waiting {
-            reason,
-            message: None,
-        } => format!("Waiting ({reason})"),
-        ContainerStatus::Waiting {
-            reason,
-            message: Some(message),
-        } => format!("Waiting ({reason}: {message})"),
-        ContainerStatus::Running { started_at } => format!("Running since {}", at(started_at)),
+        ContainerStatus::Waiting { reason, message } => {
+            let mut text = head("Waiting") + &field("Reason", reason.clone());
+            if let Some(message) = message {
+                text.push_str(&field("Message", message.clone()));
+            }
+            text
+        }
+        ContainerStatus::Running { started_at } => {
+            head("Running") + &field("Started", at(started_at))
+        }
         ContainerStatus::Terminated {
             exit_code,
             reason,
@@ -335,16 +340,27 @@ fn reported_word(status: &ContainerStatus) -> String {
             finished_at,
             ..
         } => {
-            let code = exit_code.map_or("unknown".to_owned(), |c| c.to_string());
-            format!(
-                "Terminated ({reason}, exit code {code}), started {}, finished {}",
-                at(started_at),
-                at(finished_at)
-            )
+            let code = exit_code.map_or("<unknown>".to_owned(), |c| c.to_string());
+            head("Terminated")
+                + &field("Reason", reason.clone())
+                + &field("Exit Code", code)
+                + &field("Started", at(started_at))
+                + &field("Finished", at(finished_at))
         }
         // A state added later: its debug form.
-        other => format!("{other:?}"),
+        other => head(&format!("{other:?}")),
     }
+}
+
+/// A time as kubectl describes it (`Sat, 28 Nov 2026 02:25:11 +0000`).
+fn kubectl_time(t: Timestamp) -> String {
+    use k8s_openapi::jiff::{SignedDuration, civil::DateTime};
+    DateTime::constant(1970, 1, 1, 0, 0, 0, 0)
+        .checked_add(SignedDuration::from_secs(t.as_unix_seconds()))
+        .map_or_else(
+            |_| t.as_unix_seconds().to_string(),
+            |ts| ts.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string(),
+        )
 }
 
 fn stage_word(stage: Option<Stage>) -> &'static str {

@@ -503,8 +503,18 @@ fn describe_follows_kubectls_layout_with_graces_own_fields_after_its() {
         assert!(ours.contains(needle), "{needle:?}: {ours}");
     }
     assert!(!ours.contains("last-applied-configuration"), "{ours}");
-    // The fields kubectl shows for the same pod, in kubectl's order.
+    // The fields kubectl shows for the same pod, in kubectl's order; the
+    // container's state as kubectl writes it.
     let theirs = ok(&kubectl(dir.path(), &["describe", "pod", "web"]));
+    let state = |described: &str| -> Vec<String> {
+        described
+            .lines()
+            .filter(|l| l.starts_with("    State:") || l.starts_with("      Started:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(state(&ours), state(&theirs), "{ours}\n{theirs}");
+    assert_eq!(state(&ours).len(), 2, "{ours}");
     let (ours, theirs) = (fields(&ours), fields(&theirs));
     let shared: Vec<&String> = theirs.iter().filter(|f| ours.contains(f)).collect();
     let in_ours: Vec<&String> = ours.iter().filter(|f| theirs.contains(f)).collect();
