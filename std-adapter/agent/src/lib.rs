@@ -98,6 +98,7 @@ pub mod k8s_api;
 pub mod node_agent;
 mod on_exit;
 mod outage;
+pub mod patch;
 pub mod pod_update;
 pub mod quota;
 mod restarts;

@@ -156,6 +156,22 @@ impl From<CommandError> for Failed {
     }
 }
 
+/// Create-or-update of one object, as `grace apply` does it (`grace
+/// patch` stores its result so); an answer lost on the way is a failure
+/// that says so.
+pub(crate) fn store_update(
+    target: Target<'_>,
+    name: &str,
+    object: StoredObject,
+) -> Result<Applied, CommandError> {
+    apply_one(target, name, object).map_err(|e| match e {
+        Failed::Refused(e) => e,
+        Failed::Unknown(why) => CommandError::failed(format!(
+            "the outcome is unknown ({why}): the pod may have been changed all the same"
+        )),
+    })
+}
+
 fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<Applied, Failed> {
     match target {
         Target::Agent(data_dir) => {

@@ -93,17 +93,22 @@ pub fn text(name: &str, object: &StoredObject) -> String {
     let now_s = now.wall.floor_to_timestamp();
     let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
     let (namespace, name) = crate::store::split_key(name);
+    // kubectl's lines first, in its order; then grace's own.
     line("Name", name.to_owned());
     line("Namespace", namespace.to_owned());
     line(
-        "Kind",
-        match object.strategy.kind {
-            grace_core::Kind::Pod => "Pod",
-            _ => "Object (no graceful strategy)",
-        }
-        .to_owned(),
+        "Node",
+        object.node.clone().unwrap_or_else(|| {
+            if object.containers.is_empty() {
+                "<none> (unscheduled)".into()
+            } else {
+                "<none> (PodScheduled False: waiting for an agent to bind it)".into()
+            }
+        }),
     );
-    line("UID", meta.uid.to_string());
+    if let Some(started) = object.started {
+        line("Start Time", rfc3339(started));
+    }
     let labels: Vec<String> = object
         .labels
         .iter()
@@ -117,6 +122,20 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             labels.join(",")
         },
     );
+    s.push_str(&annotations(object));
+    let mut line = |k: &str, v: String| s.push_str(&format!("{:<18}{v}\n", format!("{k}:")));
+    line("Status", status_word(object));
+    // kubectl's line: grace gives a pod no address of its own.
+    line("IP", "<none>".into());
+    line(
+        "Kind",
+        match object.strategy.kind {
+            grace_core::Kind::Pod => "Pod",
+            _ => "Object (no graceful strategy)",
+        }
+        .to_owned(),
+    );
+    line("UID", meta.uid.to_string());
     let finalizers: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
     line(
         "Finalizers",
@@ -126,16 +145,6 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             finalizers.join(", ")
         },
     );
-    line(
-        "Node",
-        object.node.clone().unwrap_or_else(|| {
-            if object.containers.is_empty() {
-                "<none> (unscheduled)".into()
-            } else {
-                "<none> (PodScheduled False: waiting for an agent to bind it)".into()
-            }
-        }),
-    );
     if !object.owners.is_empty() {
         let owners: Vec<String> = object
             .owners
@@ -144,14 +153,10 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .collect();
         line("Owners", owners.join(", "));
     }
-    line("Status", status_word(object));
     line(
         "Phase",
         grace_k8s::pod_status::phase(object).as_str().to_owned(),
     );
-    if let Some(started) = object.started {
-        line("Start Time", rfc3339(started));
-    }
     if let Some(created) = object.created {
         line(
             "Created",
@@ -179,9 +184,6 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         .agent
         .as_ref()
         .and_then(|state| KillRecord::decode(state).ok());
-    if object.strategy.kind == grace_core::Kind::Pod {
-        s.push_str(&conditions(object));
-    }
     s.push_str("Containers:\n");
     let stages = crate::output::stages(object);
     for (i, (c, stage)) in object.containers.iter().zip(&stages).enumerate() {
@@ -206,10 +208,10 @@ pub fn text(name: &str, object: &StoredObject) -> String {
             .stop_signal
             .map_or("SIGTERM (default)".to_owned(), |n| format!("signal {n}"));
         s.push_str(&format!("    Stop signal:  {signal}\n"));
-        s.push_str(&format!("    State:        {}\n", stage_word(*stage)));
         if let Some(reported) = object.status.get(i) {
-            s.push_str(&format!("    Reported:     {}\n", reported_word(reported)));
+            s.push_str(&state_block("State", reported));
         }
+        s.push_str(&format!("    Kill stage:   {}\n", stage_word(*stage)));
         if let Some(r) = object.restarts.get(i) {
             if let Some(delay) = r.waiting() {
                 s.push_str(&format!(
@@ -218,11 +220,23 @@ pub fn text(name: &str, object: &StoredObject) -> String {
                 ));
             }
             if let Some(last) = &r.last_state {
-                s.push_str(&format!("    Last State:   {}\n", reported_word(last)));
+                s.push_str(&state_block("Last State", last));
             }
+        }
+        if object.strategy.kind == grace_core::Kind::Pod {
+            let ready = grace_k8s::pod_status::container_ready(object, i);
+            s.push_str(&format!(
+                "    Ready:        {}\n",
+                if ready { "True" } else { "False" }
+            ));
         }
         let count = object.restarts.get(i).map_or(0, |r| r.count);
         s.push_str(&format!("    Restart Count: {count}\n"));
+        s.push_str(&environment(&c.env));
+    }
+    // After the containers, as kubectl orders them.
+    if object.strategy.kind == grace_core::Kind::Pod {
+        s.push_str(&conditions(object));
     }
     s.push_str("Events:\n");
     for event in events(
@@ -234,6 +248,52 @@ pub fn text(name: &str, object: &StoredObject) -> String {
         s.push_str(&format!("  {event}\n"));
     }
     s
+}
+
+/// kubectl's `Annotations:` lines: one `key: value` a line, the first
+/// beside the label, kubectl's own last-applied annotation left out (as
+/// kubectl leaves it out).
+fn annotations(object: &StoredObject) -> String {
+    let manifest = object.manifest.as_ref().and_then(|m| m.to_json().ok());
+    let shown: Vec<String> = manifest
+        .as_ref()
+        .and_then(|m| m.pointer("/metadata/annotations"))
+        .and_then(serde_json::Value::as_object)
+        .map(|a| {
+            a.iter()
+                .filter(|(k, _)| *k != "kubectl.kubernetes.io/last-applied-configuration")
+                .map(|(k, v)| format!("{k}: {}", v.as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if shown.is_empty() {
+        return format!("{:<18}<none>\n", "Annotations:");
+    }
+    let mut text = String::new();
+    for (i, entry) in shown.iter().enumerate() {
+        let label = if i == 0 { "Annotations:" } else { "" };
+        text.push_str(&format!("{label:<18}{entry}\n"));
+    }
+    text
+}
+
+/// kubectl's `Environment:` of a container: `NAME: value`, or the pod
+/// field it is read from.
+fn environment(env: &[grace_std::store::EnvVar]) -> String {
+    if env.is_empty() {
+        return "    Environment:  <none>\n".to_owned();
+    }
+    let mut text = "    Environment:\n".to_owned();
+    for var in env {
+        let value = match &var.source {
+            grace_std::store::EnvSource::Value(v) => v.clone(),
+            grace_std::store::EnvSource::FieldRef(path) => format!(" (v1:{path})"),
+            // A source added later.
+            other => format!("{other:?}"),
+        };
+        text.push_str(&format!("      {}:  {value}\n", var.name));
+    }
+    text
 }
 
 /// The pod's conditions as kubectl describes them: type, status, reason.
@@ -255,19 +315,24 @@ fn conditions(object: &StoredObject) -> String {
     format!("Conditions:\n{}\n", lines.join("\n"))
 }
 
-/// What the agent last reported of a container, with its times.
-fn reported_word(status: &ContainerStatus) -> String {
-    let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), rfc3339);
+/// A container's state as kubectl describes it (`State:` or `Last
+/// State:`, then its reason, exit code and times, indented), from what the
+/// agent last reported.
+fn state_block(label: &str, status: &ContainerStatus) -> String {
+    let at = |t: &Option<Timestamp>| t.map_or("<unknown>".to_owned(), kubectl_time);
+    let field = |k: &str, v: String| format!("      {:<14}{v}\n", format!("{k}:"));
+    let head = |word: &str| format!("    {:<16}{word}\n", format!("{label}:"));
     match status {
-        ContainerStatus::Waiting {
-            reason,
-            message: None,
-        } => format!("Waiting ({reason})"),
-        ContainerStatus::Waiting {
-            reason,
-            message: Some(message),
-        } => format!("Waiting ({reason}: {message})"),
-        ContainerStatus::Running { started_at } => format!("Running since {}", at(started_at)),
+        ContainerStatus::Waiting { reason, message } => {
+            let mut text = head("Waiting") + &field("Reason", reason.clone());
+            if let Some(message) = message {
+                text.push_str(&field("Message", message.clone()));
+            }
+            text
+        }
+        ContainerStatus::Running { started_at } => {
+            head("Running") + &field("Started", at(started_at))
+        }
         ContainerStatus::Terminated {
             exit_code,
             reason,
@@ -275,16 +340,27 @@ fn reported_word(status: &ContainerStatus) -> String {
             finished_at,
             ..
         } => {
-            let code = exit_code.map_or("unknown".to_owned(), |c| c.to_string());
-            format!(
-                "Terminated ({reason}, exit code {code}), started {}, finished {}",
-                at(started_at),
-                at(finished_at)
-            )
+            let code = exit_code.map_or("<unknown>".to_owned(), |c| c.to_string());
+            head("Terminated")
+                + &field("Reason", reason.clone())
+                + &field("Exit Code", code)
+                + &field("Started", at(started_at))
+                + &field("Finished", at(finished_at))
         }
         // A state added later: its debug form.
-        other => format!("{other:?}"),
+        other => head(&format!("{other:?}")),
     }
+}
+
+/// A time as kubectl describes it (`Sat, 28 Nov 2026 02:25:11 +0000`).
+fn kubectl_time(t: Timestamp) -> String {
+    use k8s_openapi::jiff::{SignedDuration, civil::DateTime};
+    DateTime::constant(1970, 1, 1, 0, 0, 0, 0)
+        .checked_add(SignedDuration::from_secs(t.as_unix_seconds()))
+        .map_or_else(
+            |_| t.as_unix_seconds().to_string(),
+            |ts| ts.strftime("%a, %d %b %Y %H:%M:%S +0000").to_string(),
+        )
 }
 
 fn stage_word(stage: Option<Stage>) -> &'static str {

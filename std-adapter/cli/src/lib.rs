@@ -35,6 +35,7 @@ pub mod manifest;
 pub mod manifest_file;
 pub mod namespace;
 pub mod output;
+pub mod patch;
 pub mod resource;
 pub mod run;
 pub mod selector;

@@ -1,15 +1,23 @@
-//! `grace logs NAME [-c CONTAINER] [-f] [--tail N] [-p]`: a container's output,
-//! as the agent of this machine keeps it (see [`ContainerLogs`]): the rotated
-//! copies, oldest first, then the file being written. The files outlive
-//! the agent (a restarted agent carries on with them) and go with the
-//! object's record.
+//! `grace logs [pod/]NAME|-l SELECTOR [-c CONTAINER|--all-containers]
+//! [--prefix] [-f] [--tail N] [-p]`: containers' output, as the agent of
+//! this machine keeps it (see [`ContainerLogs`]): the rotated copies,
+//! oldest first, then the file being written. The files outlive the agent
+//! (a restarted agent carries on with them) and go with the object's
+//! record.
+//!
+//! Which containers, as kubectl picks them: `-c`; every one with
+//! `--all-containers` (one after another); else the one the annotation
+//! `kubectl.kubernetes.io/default-container` names, or the first, with
+//! kubectl's `Defaulted container "a" out of: a, b` on standard error
+//! when there are several.
 
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use crate::kubectl::{CommandError, Target, fetch};
-use crate::process::logs::{ContainerLogs, LogFollower, LogLimits, last_lines};
+use crate::process::logs::cri::{LogLine, LogTime};
+use crate::process::logs::{ContainerLogs, LogFollower, LogLimits};
 use crate::store::StoredObject;
 
 /// How often `-f` looks for new output.
@@ -17,11 +25,18 @@ const FOLLOW_POLL: StdDuration = StdDuration::from_millis(200);
 /// How often `-f` checks that the object is still there.
 const FOLLOW_CHECK: StdDuration = StdDuration::from_secs(1);
 
+/// The annotation that names a pod's default container (kubectl's).
+pub const DEFAULT_CONTAINER: &str = "kubectl.kubernetes.io/default-container";
+
 /// `grace logs`' flags.
 #[derive(Clone, Debug, Default)]
 pub struct LogsOptions {
-    /// `-c`: the container; may be left out when there is one.
+    /// `-c`: the container; the default one when left out.
     pub container: Option<String>,
+    /// `--all-containers`: every container, one after another.
+    pub all_containers: bool,
+    /// `--prefix`: each line begins with `[pod/NAME/CONTAINER] `.
+    pub prefix: bool,
     /// `-f`: keep printing until the object is deleted.
     pub follow: bool,
     /// `--tail N`: only the last N lines.
@@ -29,6 +44,11 @@ pub struct LogsOptions {
     /// `-p`, `--previous`: the output of the container's run before its
     /// last restart (kubectl's message if it has none).
     pub previous: bool,
+    /// `--since`, `--since-time`: only lines read at this time or later
+    /// (lines of files written before records had times are left out).
+    pub since: Option<LogTime>,
+    /// `--timestamps`: each line begins with the time the agent read it.
+    pub timestamps: bool,
 }
 
 /// `--previous`: the output of the container's run before its last
@@ -56,32 +76,123 @@ fn previous(
     if !restarted || files.is_empty() {
         return Err(not_found());
     }
-    let mut text = Vec::new();
+    let mut printer = Printer::new(name, object, index, options);
+    let mut lines = Vec::new();
     for copy in &files {
-        let mut bytes = std::fs::read(copy)
+        let bytes = std::fs::read(copy)
             .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
-        text.append(&mut bytes);
+        lines.append(&mut printer.decoder.feed(&bytes));
     }
-    let shown = match options.tail {
-        Some(n) => last_lines(&text, n),
-        None => &text[..],
-    };
-    write_all(out, shown)
+    lines.append(&mut printer.decoder.finish());
+    printer.print(out, select(lines, options))
 }
 
-/// Prints the output of a container of the object `name` to `out`.
+/// The lines `--since` and `--tail` keep.
+fn select(mut lines: Vec<LogLine>, options: &LogsOptions) -> Vec<LogLine> {
+    if let Some(since) = options.since {
+        lines.retain(|l| l.time.is_some_and(|t| t >= since));
+    }
+    if let Some(n) = options.tail {
+        let _ = lines.drain(..lines.len().saturating_sub(n));
+    }
+    lines
+}
+
+/// Prints the output of the containers `options` picks (see the module
+/// docs) of each object stored as one of `names`, one after another;
+/// kubectl's `Defaulted container` line goes to `err`.
+pub fn print_all(
+    target: Target<'_>,
+    data_dir: &Path,
+    names: &[String],
+    options: &LogsOptions,
+    out: &mut impl Write,
+    err: &mut impl Write,
+) -> Result<(), CommandError> {
+    for name in names {
+        let object = fetch(target, name)?
+            .ok_or_else(|| CommandError::failed(crate::kubectl::not_found(name)))?;
+        let indices = containers(name, &object, options, err)?;
+        if options.follow && indices.len() > 1 {
+            return Err(CommandError::invalid(
+                "-f follows one container: name it with -c",
+            ));
+        }
+        for index in indices {
+            print(target, data_dir, name, &object, index, options, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The indices of the containers to show, as kubectl picks them.
+fn containers(
+    name: &str,
+    object: &StoredObject,
+    options: &LogsOptions,
+    err: &mut impl Write,
+) -> Result<Vec<usize>, CommandError> {
+    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
+    if options.all_containers {
+        return Ok((0..names.len()).collect());
+    }
+    if let Some(wanted) = options.container.as_deref() {
+        return names
+            .iter()
+            .position(|n| *n == wanted)
+            .map(|i| vec![i])
+            .ok_or_else(|| {
+                CommandError::failed(format!(
+                    "container {wanted} is not valid for pod {}",
+                    crate::namespace::name_of(name)
+                ))
+            });
+    }
+    let annotated = object
+        .manifest
+        .as_ref()
+        .and_then(|m| m.to_json().ok())
+        .and_then(|m| {
+            m.pointer("/metadata/annotations")
+                .and_then(|a| a.get(DEFAULT_CONTAINER))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        })
+        .and_then(|wanted| names.iter().position(|n| *n == wanted));
+    let Some(first) = names.first() else {
+        return Err(CommandError::failed(format!(
+            "object \"{}\" has no containers",
+            crate::namespace::name_of(name)
+        )));
+    };
+    match annotated {
+        Some(i) => Ok(vec![i]),
+        None => {
+            if names.len() > 1 {
+                let _ = writeln!(
+                    err,
+                    "Defaulted container \"{first}\" out of: {}",
+                    names.join(", ")
+                );
+            }
+            Ok(vec![0])
+        }
+    }
+}
+
+/// Prints the output of container `index` of the object `name` to `out`.
 /// `data_dir` is where this machine's agent keeps its logs (with a shared
 /// store, the agent of the object's node on this machine).
-pub fn print(
+fn print(
     target: Target<'_>,
     data_dir: &Path,
     name: &str,
+    object: &StoredObject,
+    index: usize,
     options: &LogsOptions,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
-    let not_found = || CommandError::failed(crate::kubectl::not_found(name));
-    let object = fetch(target, name)?.ok_or_else(not_found)?;
-    let index = container(name, &object, options.container.as_deref())?;
+    let object = object.clone();
     let shared_node = match target {
         Target::Agent(_) => None,
         Target::Shared(_) => object.node.as_deref(),
@@ -123,24 +234,77 @@ pub fn print(
     // Opened once: what is read from it later is there even if the
     // record (and its logs) goes meanwhile.
     let mut follower = LogFollower::open(&current).ok();
-    let mut text = Vec::new();
+    let mut printer = Printer::new(name, &object, index, options);
+    let mut lines = Vec::new();
     for copy in files.iter().filter(|f| **f != current) {
-        let mut bytes = std::fs::read(copy)
+        let bytes = std::fs::read(copy)
             .map_err(|e| CommandError::failed(format!("{}: {e}", copy.display())))?;
-        text.append(&mut bytes);
+        lines.append(&mut printer.decoder.feed(&bytes));
     }
     if let Some(follower) = follower.as_mut() {
-        text.append(&mut follower.read_new().map_err(failed)?);
+        lines.append(&mut printer.decoder.feed(&follower.read_new().map_err(failed)?));
     }
-    let shown = match options.tail {
-        Some(n) => last_lines(&text, n),
-        None => &text[..],
-    };
-    write_all(out, shown)?;
+    if !options.follow {
+        // A line whose end is not written yet is shown as it is; `-f`
+        // waits for its end.
+        lines.append(&mut printer.decoder.finish());
+    }
+    printer.print(out, select(lines, options))?;
     if options.follow {
-        follow(target, name, object.uid(), &current, follower, out)?;
+        follow(
+            target,
+            name,
+            object.uid(),
+            &current,
+            follower,
+            &mut printer,
+            out,
+        )?;
     }
     Ok(())
+}
+
+/// Lines read back from records and printed as the flags ask:
+/// `--prefix`'s `[pod/NAME/CONTAINER] `, then `--timestamps`' time.
+struct Printer {
+    prefix: Option<String>,
+    timestamps: bool,
+    decoder: crate::process::logs::cri::Decoder,
+}
+
+impl Printer {
+    fn new(name: &str, object: &StoredObject, index: usize, options: &LogsOptions) -> Self {
+        let prefix = options.prefix.then(|| {
+            format!(
+                "[{}/{}/{}] ",
+                crate::kubectl::kind_word(object),
+                crate::namespace::name_of(name),
+                container_name(object, index)
+            )
+        });
+        Printer {
+            prefix,
+            timestamps: options.timestamps,
+            decoder: crate::process::logs::cri::Decoder::new(),
+        }
+    }
+
+    fn print(&self, out: &mut impl Write, lines: Vec<LogLine>) -> Result<(), CommandError> {
+        let mut text = Vec::new();
+        for line in lines {
+            if let Some(prefix) = &self.prefix {
+                text.extend_from_slice(prefix.as_bytes());
+            }
+            if self.timestamps
+                && let Some(time) = line.time
+            {
+                text.extend_from_slice(time.rfc3339_nanos().as_bytes());
+                text.push(b' ');
+            }
+            text.extend_from_slice(&line.text);
+        }
+        write_all(out, &text)
+    }
 }
 
 /// Prints what the file `current` gets from where `follower` is, until
@@ -152,6 +316,7 @@ fn follow(
     uid: &str,
     current: &Path,
     mut follower: Option<LogFollower>,
+    printer: &mut Printer,
     out: &mut impl Write,
 ) -> Result<(), CommandError> {
     let mut checked = StdInstant::now();
@@ -171,10 +336,12 @@ fn follow(
             let bytes = follower
                 .read_new()
                 .map_err(|e| CommandError::failed(format!("{}: {e}", current.display())))?;
-            write_all(out, &bytes)?;
+            let lines = printer.decoder.feed(&bytes);
+            printer.print(out, lines)?;
         }
         if gone {
-            return Ok(());
+            let rest = printer.decoder.finish();
+            return printer.print(out, rest);
         }
     }
 }
@@ -183,32 +350,6 @@ fn write_all(out: &mut impl Write, bytes: &[u8]) -> Result<(), CommandError> {
     out.write_all(bytes)
         .and_then(|()| out.flush())
         .map_err(|e| CommandError::failed(format!("writing the output: {e}")))
-}
-
-/// The index of the container `-c` names, or of the only one.
-fn container(
-    name: &str,
-    object: &StoredObject,
-    wanted: Option<&str>,
-) -> Result<usize, CommandError> {
-    let names: Vec<&str> = object.containers.iter().map(|c| c.name.as_str()).collect();
-    match wanted {
-        Some(wanted) => names.iter().position(|n| *n == wanted).ok_or_else(|| {
-            CommandError::invalid(format!(
-                "-c {wanted}: object \"{name}\" has no such container (containers: {})",
-                names.join(", ")
-            ))
-        }),
-        None if names.len() == 1 => Ok(0),
-        None if names.is_empty() => Err(CommandError::failed(format!(
-            "object \"{name}\" has no containers"
-        ))),
-        None => Err(CommandError::invalid(format!(
-            "-c: object \"{name}\" has {} containers, name one of: {}",
-            names.len(),
-            names.join(", ")
-        ))),
-    }
 }
 
 fn container_name(object: &StoredObject, index: usize) -> String {

@@ -76,12 +76,32 @@ enum Command {
         store: StoreArgs,
         #[command(flatten)]
         namespace: NamespaceArgs,
-        /// The object's name.
-        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
-        name: String,
-        /// The container; may be left out when the object has one.
+        /// `pod NAME`, `pod/NAME` or `NAME` (none with `-l`).
+        #[arg(num_args = 0..=2, add = ArgValueCompleter::new(grace_cli::completion::objects))]
+        args: Vec<String>,
+        /// The logs of every pod whose labels match (`--tail` is then 10
+        /// unless given, as kubectl's).
+        #[arg(short = 'l', long = "selector")]
+        selector: Option<String>,
+        /// The container; the default one when left out (the annotation
+        /// kubectl.kubernetes.io/default-container, or the first).
         #[arg(short = 'c', long)]
         container: Option<String>,
+        /// Every container's output, one after another.
+        #[arg(long, conflicts_with = "container")]
+        all_containers: bool,
+        /// Each line begins with `[pod/NAME/CONTAINER] `.
+        #[arg(long)]
+        prefix: bool,
+        /// Only lines newer than this (5s, 2m, 1h).
+        #[arg(long, value_parser = parse_duration, conflicts_with = "since_time")]
+        since: Option<std::time::Duration>,
+        /// Only lines at this RFC 3339 time or later.
+        #[arg(long, value_parser = parse_log_time)]
+        since_time: Option<grace_std::process::logs::cri::LogTime>,
+        /// Each line begins with the time it was written (RFC 3339, UTC).
+        #[arg(long)]
+        timestamps: bool,
         /// Keep printing what it writes, until the object is deleted (or
         /// Ctrl-C).
         #[arg(short = 'f', long)]
@@ -168,18 +188,28 @@ enum Command {
         /// The shell.
         shell: grace_cli::completion::Shell,
     },
-    /// Change an object: remove a finalizer (which may end its deletion).
+    /// Change an object, as kubectl patch: `-p PATCH` (strategic merge,
+    /// JSON merge or JSON patch) or remove a finalizer (which may end its
+    /// deletion).
+    #[command(group = clap::ArgGroup::new("change").required(true).args(["patch", "remove_finalizer"]))]
     Patch {
         #[command(flatten)]
         store: StoreArgs,
         #[command(flatten)]
         namespace: NamespaceArgs,
-        /// The object's name.
-        #[arg(add = ArgValueCompleter::new(grace_cli::completion::objects))]
-        name: String,
+        /// `pod NAME`, `pod/NAME` or `NAME`.
+        #[arg(required = true, num_args = 1..=2, add = ArgValueCompleter::new(grace_cli::completion::objects))]
+        args: Vec<String>,
+        /// The patch, JSON or YAML (`{"metadata":{"labels":{"a":"b"}}}`).
+        #[arg(short = 'p', long)]
+        patch: Option<String>,
+        /// The patch's kind: `strategic` (kubectl's default), `merge`
+        /// (RFC 7386) or `json` (RFC 6902).
+        #[arg(long = "type", default_value = "strategic")]
+        patch_type: String,
         /// The finalizer to remove.
-        #[arg(long, required = true)]
-        remove_finalizer: String,
+        #[arg(long)]
+        remove_finalizer: Option<String>,
     },
     /// Replay a scenario file and print what happens, and when.
     Simulate {
@@ -565,8 +595,24 @@ enum CascadeArg {
     Orphan,
 }
 
+fn parse_log_time(text: &str) -> Result<grace_std::process::logs::cri::LogTime, String> {
+    grace_std::process::logs::cri::LogTime::parse(text)
+        .ok_or_else(|| format!("\"{text}\" is not an RFC 3339 time (2026-11-28T01:45:21Z)"))
+}
+
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     kubectl::parse_duration(text)
+}
+
+/// The one object `pod NAME`, `pod/NAME` or `NAME` names.
+fn one_name(args: &[String]) -> Result<String, kubectl::CommandError> {
+    let parsed = grace_cli::resource::parse(args)?;
+    match parsed.names.as_slice() {
+        [name] => Ok(name.clone()),
+        _ => Err(kubectl::CommandError::invalid(
+            "one object: `pod NAME`, `pod/NAME` or `NAME`",
+        )),
+    }
 }
 
 /// The objects named on the command line.
@@ -733,32 +779,87 @@ fn main() -> ExitCode {
         Command::Logs {
             store,
             namespace,
-            name,
+            args,
+            selector,
             container,
+            all_containers,
+            prefix,
+            since,
+            since_time,
+            timestamps,
             follow,
             tail,
             previous,
         } => {
-            let options = grace_cli::logs::LogsOptions {
+            let now = grace_std::process::logs::cri::LogTime::of(std::time::SystemTime::now());
+            let mut options = grace_cli::logs::LogsOptions {
                 container,
+                all_containers,
+                prefix,
                 follow,
                 tail,
                 previous,
+                since: since.map(|d| now.minus(d)).or(since_time),
+                timestamps,
             };
             let data_dir = store.data_dir.clone();
             on_store("logs", &store, |target| {
-                let key = namespace.resolve(false)?.key(&name);
-                grace_cli::logs::print(target, &data_dir, &key, &options, &mut std::io::stdout())
+                let namespace = namespace.resolve(false)?;
+                let keys = match selector {
+                    Some(selector) if args.is_empty() => {
+                        // kubectl's default with a selector.
+                        options.tail.get_or_insert(10);
+                        let selector = grace_cli::selector::Selector::parse(&selector)
+                            .map_err(|e| kubectl::CommandError::invalid(format!("-l: {e}")))?;
+                        let (_, items) = kubectl::fetch_all(target)?;
+                        let keys: Vec<String> = items
+                            .into_iter()
+                            .filter(|i| {
+                                namespace.holds(&i.name) && selector.matches(&i.object.labels)
+                            })
+                            .map(|i| i.name)
+                            .collect();
+                        if keys.is_empty() {
+                            eprintln!("No resources found in {} namespace.", namespace.name);
+                        }
+                        keys
+                    }
+                    Some(_) => {
+                        return Err(kubectl::CommandError::invalid(
+                            "only one of a name or -l may be given",
+                        ));
+                    }
+                    None => vec![namespace.key(&one_name(&args)?)],
+                };
+                grace_cli::logs::print_all(
+                    target,
+                    &data_dir,
+                    &keys,
+                    &options,
+                    &mut std::io::stdout(),
+                    &mut std::io::stderr(),
+                )
             })
         }
         Command::Patch {
             store,
             namespace,
-            name,
+            args,
+            patch,
+            patch_type,
             remove_finalizer,
         } => on_store("patch", &store, |target| {
+            let name = one_name(&args)?;
             let key = namespace.resolve(false)?.key(&name);
-            kubectl::remove_finalizer(target, &key, &remove_finalizer, &mut std::io::stdout())
+            let out = &mut std::io::stdout();
+            match (patch, remove_finalizer) {
+                (Some(text), _) => {
+                    let kind = grace_cli::patch::patch_type(&patch_type)?;
+                    grace_cli::patch::patch(target, &key, &text, kind, out)
+                }
+                (None, Some(finalizer)) => kubectl::remove_finalizer(target, &key, &finalizer, out),
+                (None, None) => Err(kubectl::CommandError::invalid("-p or --remove-finalizer")),
+            }
         }),
         Command::Demo { data_dir } => demo(data_dir.as_deref()),
     }

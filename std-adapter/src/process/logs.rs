@@ -12,6 +12,11 @@
 //! <dir>/<name>_<uid>/<container>_previous.log  the run before a restart
 //! ```
 //!
+//! Each line is kept as a record with the time the agent read it, in the
+//! kubelet's CRI log format ([`cri`]: `TIME stdout F TEXT`); readers
+//! decode the records ([`cri::Decoder`]), and files of earlier versions
+//! (plain output) read as they are.
+//!
 //! When a container is started again (R92), its files become those of
 //! its previous run (`_previous`, rotated copies included; the run before
 //! that is dropped), as the kubelet keeps one previous instance:
@@ -61,6 +66,7 @@ use rustix::io::Errno;
 use super::{file_name, removal};
 use crate::store::StoredObject;
 
+pub mod cri;
 mod pump;
 
 /// The most rotated copies a container keeps ([`LogLimits::max_files`]
@@ -746,13 +752,30 @@ mod tests {
         std::fs::read_to_string(path).unwrap_or_default()
     }
 
+    /// The output the files hold, records decoded.
+    fn decoded(files: &[PathBuf]) -> String {
+        let mut decoder = cri::Decoder::new();
+        let mut lines = Vec::new();
+        for file in files {
+            lines.extend(decoder.feed(&std::fs::read(file).unwrap_or_default()));
+        }
+        lines.extend(decoder.finish());
+        lines
+            .iter()
+            .map(|l| String::from_utf8_lossy(&l.text).into_owned())
+            .collect()
+    }
+
+    /// A record is the line and 40 bytes of time, stream and tag.
+    const RECORD: u64 = 40;
+
     #[test]
-    fn rotation_by_rename_keeps_max_files_of_at_most_max_bytes() {
+    fn rotation_by_rename_keeps_max_files_of_at_most_max_bytes_and_records_whole() {
         let dir = tempfile::tempdir().expect("temp dir");
         let logs = ContainerLogs::new(
             dir.path(),
             LogLimits {
-                max_bytes: 4,
+                max_bytes: 2 * RECORD + 10,
                 max_files: 3,
             },
         );
@@ -760,27 +783,32 @@ mod tests {
         let mut output = logs.open("web", &web, 0).expect("opened");
         let current = logs.file("web", &web, 0).expect("a container");
         append(&mut output.writer, "one\n");
-        wait_until("written", || read(&current) == "one\n");
+        wait_until("written", || {
+            decoded(std::slice::from_ref(&current)) == "one\n"
+        });
         assert_eq!(
             ContainerLogs::files(&current),
             std::slice::from_ref(&current),
             "within the bound"
         );
-        // 29 bytes in all: cut every 4 bytes, whatever the reads.
         for text in ["two\n2\n", "three\n", "four\n4\n", "five\n"] {
             append(&mut output.writer, text);
         }
-        wait_until("rotated", || read(&current) == "ive\n");
-        let read: Vec<String> = ContainerLogs::files(&current)
-            .iter()
-            .map(|f| read(f))
-            .collect();
-        assert_eq!(read, ["four", "\n4\nf", "ive\n"]);
+        wait_until("all written", || {
+            decoded(&ContainerLogs::files(&current)).ends_with("five\n")
+        });
+        let files = ContainerLogs::files(&current);
+        assert_eq!(files.len(), 3, "{files:?}");
+        for file in &files {
+            let len = std::fs::metadata(file).expect("stat").len();
+            assert!(len <= 2 * RECORD + 10, "{file:?}: {len}");
+        }
+        // Two records a file, never cut: the oldest went whole.
+        assert_eq!(decoded(&files), "2\nthree\nfour\n4\nfive\n");
     }
 
     #[test]
     fn bytes_that_cannot_be_written_are_counted_and_marked() {
-        const FULL: &[u8] = b"0123456789012345678901234567890\n";
         let dir = tempfile::tempdir().expect("temp dir");
         let current = dir.path().join("app.log");
         let pipe = rustix::fs::open("/dev/null", OFlags::RDONLY, Mode::empty()).expect("a fd");
@@ -788,27 +816,28 @@ mod tests {
             pipe,
             current.clone(),
             LogLimits {
-                max_bytes: 32,
+                max_bytes: RECORD + 32,
                 max_files: 2,
             },
         );
-        sink.append(FULL);
-        assert_eq!(read(&current).as_bytes(), FULL);
+        sink.append(b"0123456789012345678901234567890\n");
+        let full = read(&current);
+        assert_eq!(full.len() as u64, RECORD + 32);
         // The rotation cannot rename the full file: a directory is there.
         let copy = rotated(&current, 1);
         std::fs::create_dir_all(copy.join("in-the-way")).expect("made");
         sink.append(b"lost\n");
         sink.append(b"gone\n");
-        assert_eq!(read(&current).as_bytes(), FULL, "nothing more written");
+        assert_eq!(read(&current), full, "nothing more written");
         std::fs::remove_dir_all(&copy).expect("removed");
         sink.append(b"kept\n");
-        let all: String = ContainerLogs::files(&current)
-            .iter()
-            .map(|f| read(f))
-            .collect();
-        assert!(all.ends_with("[grace: 10 bytes dropped]\nkept\n"), "{all}");
+        let all = decoded(&ContainerLogs::files(&current));
+        assert!(
+            all.ends_with("[grace: 10 bytes dropped]\nkept\n"),
+            "two lines of 5 bytes: {all}"
+        );
         for file in ContainerLogs::files(&current) {
-            assert!(std::fs::metadata(&file).expect("stat").len() <= 32);
+            assert!(std::fs::metadata(&file).expect("stat").len() <= RECORD + 32);
         }
     }
 
@@ -818,7 +847,7 @@ mod tests {
         let logs = ContainerLogs::new(
             dir.path(),
             LogLimits {
-                max_bytes: 8,
+                max_bytes: RECORD + 8,
                 max_files: 3,
             },
         );
@@ -826,6 +855,7 @@ mod tests {
         let mut output = logs.open("web", &web, 0).expect("opened");
         let current = logs.file("web", &web, 0).expect("a container");
         let mut follower = LogFollower::open(&current).expect("open");
+        let mut decoder = cri::Decoder::new();
         let mut written = String::new();
         let mut followed = String::new();
         // Each text ends a line: once the files end with it, it is all in.
@@ -833,15 +863,11 @@ mod tests {
             append(&mut output.writer, text);
             written.push_str(text);
             wait_until("written", || {
-                let kept: String = ContainerLogs::files(&current)
-                    .iter()
-                    .map(|f| read(f))
-                    .collect();
-                written.ends_with(&kept) && kept.ends_with(text)
+                decoded(&ContainerLogs::files(&current)).ends_with(text)
             });
-            followed.push_str(&String::from_utf8_lossy(
-                &follower.read_new().expect("read"),
-            ));
+            for line in decoder.feed(&follower.read_new().expect("read")) {
+                followed.push_str(&String::from_utf8_lossy(&line.text));
+            }
             assert_eq!(follower.read_new().expect("read"), b"", "nothing new");
         }
         // The third text was rotated twice between two reads.
@@ -901,7 +927,7 @@ mod tests {
     fn adoption_reads_an_earlier_agents_live_pipes_and_removes_dead_ones() {
         let dir = tempfile::tempdir().expect("temp dir");
         let limits = LogLimits {
-            max_bytes: 64,
+            max_bytes: 256,
             max_files: 2,
         };
         // An earlier agent's pipes, as its workloads left them: one still
@@ -934,9 +960,15 @@ mod tests {
         let logs = ContainerLogs::new(dir.path(), limits);
         assert_eq!(logs.adopt().expect("adopted"), 1);
         assert_eq!(logs.adopt().expect("once"), 0, "only once");
-        assert_eq!(read(&live_file), "before\nwhile no agent ran\n");
+        // The earlier agent's line (no record: an older format) reads on.
+        assert_eq!(
+            decoded(std::slice::from_ref(&live_file)),
+            "before\nwhile no agent ran\n"
+        );
         append(writer.as_mut().expect("writer"), "after\n");
-        wait_until("pumped", || read(&live_file).ends_with("after\n"));
+        wait_until("pumped", || {
+            decoded(std::slice::from_ref(&live_file)).ends_with("after\n")
+        });
         assert!(!fifo_of(&dead_file).exists(), "a dead pipe goes");
         assert_eq!(read(&dead_file), "before\n");
         // The writer goes: so does its pipe.

@@ -1,11 +1,12 @@
 //! `GET …/pods/NAME/log`: a container's output as the agent keeps it
-//! (`<data-dir>/logs`, the files `grace logs` reads): `container`,
-//! `tailLines`, `limitBytes`, `follow` (until the pod is removed or the
-//! client hangs up). `previous` is a 400 as kubectl words it: grace
-//! restarts no container, so none has a previous instance. The files hold
-//! no times: `timestamps` and `sinceSeconds` are not honoured.
+//! (`<data-dir>/logs`, the files `grace logs` reads, records in the
+//! kubelet's CRI format: `grace_std::process::logs::cri`): `container`,
+//! `tailLines`, `limitBytes`, `timestamps`, `sinceSeconds`, `sinceTime`,
+//! `follow` (until the pod is removed or the client hangs up).
+//! `previous` is a 400 as kubectl words it: grace restarts no container,
+//! so none has a previous instance.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 
@@ -13,6 +14,7 @@ use super::pods::Query;
 use super::status::Status;
 use super::{Answer, Context};
 use crate::api::items;
+use crate::process::logs::cri::{Decoder, LogLine, LogTime};
 use crate::process::logs::{ContainerLogs, LogFollower};
 use crate::store::Store;
 
@@ -49,23 +51,58 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
     let Some(current) = ctx.logs.file(name, &object, index) else {
         return Answer::Failed(Status::pod_not_found(name));
     };
-    let mut text = Vec::new();
+    let since = match (query.get("sinceSeconds"), query.get("sinceTime")) {
+        (Some(_), Some(_)) => {
+            return Answer::Failed(Status::bad_request(
+                "at most one of `sinceTime` or `sinceSeconds` may be specified".to_owned(),
+            ));
+        }
+        (Some(secs), None) => match secs.parse::<u64>() {
+            Ok(secs) if secs > 0 => {
+                Some(LogTime::of(SystemTime::now()).minus(Duration::from_secs(secs)))
+            }
+            _ => {
+                return Answer::Failed(Status::bad_request(
+                    "sinceSeconds: must be greater than 0".to_owned(),
+                ));
+            }
+        },
+        (None, Some(time)) => match LogTime::parse(time) {
+            Some(t) => Some(t),
+            None => {
+                return Answer::Failed(Status::bad_request(format!(
+                    "sinceTime: \"{time}\" is not an RFC 3339 time"
+                )));
+            }
+        },
+        (None, None) => None,
+    };
+    let timestamps = query.get("timestamps").map(String::as_str) == Some("true");
+    let follow = query.get("follow").map(String::as_str) == Some("true");
+    let mut decoder = Decoder::new();
+    let mut lines = Vec::new();
     for copy in ContainerLogs::files(&current)
         .iter()
         .filter(|f| **f != current)
     {
-        if let Ok(mut bytes) = std::fs::read(copy) {
-            text.append(&mut bytes);
+        if let Ok(bytes) = std::fs::read(copy) {
+            lines.append(&mut decoder.feed(&bytes));
         }
     }
     let mut follower = LogFollower::open(&current).ok();
-    if let Some(mut bytes) = follower.as_mut().and_then(|f| f.read_new().ok()) {
-        text.append(&mut bytes);
+    if let Some(bytes) = follower.as_mut().and_then(|f| f.read_new().ok()) {
+        lines.append(&mut decoder.feed(&bytes));
     }
-    let mut shown = match query.get("tailLines").and_then(|n| n.parse().ok()) {
-        Some(n) => grace_std::process::logs::last_lines(&text, n).to_vec(),
-        None => text,
-    };
+    if !follow {
+        lines.append(&mut decoder.finish());
+    }
+    if let Some(since) = since {
+        lines.retain(|l| l.time.is_some_and(|t| t >= since));
+    }
+    if let Some(n) = query.get("tailLines").and_then(|n| n.parse::<usize>().ok()) {
+        let _ = lines.drain(..lines.len().saturating_sub(n));
+    }
+    let mut shown = render(&lines, timestamps);
     if let Some(limit) = query
         .get("limitBytes")
         .and_then(|n| n.parse::<usize>().ok())
@@ -73,7 +110,6 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         shown.truncate(limit);
     }
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    let follow = query.get("follow").map(String::as_str) == Some("true");
     let ctx = std::sync::Arc::clone(ctx);
     let (name, uid) = (name.to_owned(), object.uid().to_owned());
     std::thread::spawn(move || {
@@ -85,10 +121,13 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
             if follower.is_none() {
                 follower = LogFollower::open(&current).ok();
             }
-            if let Some(bytes) = follower.as_mut().and_then(|f| f.read_new().ok())
-                && !bytes.is_empty()
-                && tx.blocking_send(Bytes::from(bytes)).is_err()
-            {
+            let lines = follower
+                .as_mut()
+                .and_then(|f| f.read_new().ok())
+                .map(|bytes| decoder.feed(&bytes))
+                .unwrap_or_default();
+            let bytes = render(&lines, timestamps);
+            if !bytes.is_empty() && tx.blocking_send(Bytes::from(bytes)).is_err() {
                 return;
             }
             let there = ctx
@@ -103,4 +142,18 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         }
     });
     Answer::Stream(rx, "text/plain")
+}
+
+/// Lines as the kubelet serves them: with `timestamps`, each begins with
+/// its time (RFC 3339 with nanoseconds) and a space.
+fn render(lines: &[LogLine], timestamps: bool) -> Vec<u8> {
+    let mut text = Vec::new();
+    for line in lines {
+        if timestamps && let Some(time) = line.time {
+            text.extend_from_slice(time.rfc3339_nanos().as_bytes());
+            text.push(b' ');
+        }
+        text.extend_from_slice(&line.text);
+    }
+    text
 }

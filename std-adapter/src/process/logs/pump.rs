@@ -23,6 +23,9 @@ use rustix::buffer::spare_capacity;
 use rustix::event::epoll;
 use rustix::io::Errno;
 
+use std::time::SystemTime;
+
+use super::cri::{LogTime, encode_line, record_len};
 use super::{LogLimits, fifo_of, rotated};
 
 /// How much one read takes from a pipe.
@@ -107,27 +110,57 @@ impl Sink {
         Flow::Open
     }
 
-    /// Appends `data` to the log: the marker of bytes dropped before it
+    /// Appends `data` to the log as records ([`cri`](super::cri)), in
+    /// one write for all its lines: the marker of bytes dropped before it
     /// first, if any; rotated by rename whenever the file is full, so no
-    /// file ever holds more than `max_bytes`. What cannot be written is
-    /// dropped and counted.
+    /// file ever holds more than `max_bytes`, and before a record that
+    /// would not fit whole (a record longer than a file is cut). What
+    /// cannot be written is dropped and counted (as output bytes).
     pub(super) fn append(&mut self, data: &[u8]) {
+        let stamp = LogTime::of(SystemTime::now()).rfc3339_nanos();
+        if self.file.is_none() {
+            // The size is read at the open: another agent may have written.
+            let _ = self.open();
+        }
+        let mut batch = Vec::with_capacity(data.len().saturating_mul(2));
         if self.dropped > 0 {
-            let marker = format!(
-                "{}[grace: {} bytes dropped]\n",
-                if self.line_start { "" } else { "\n" },
-                self.dropped
-            );
-            let dropped = self.dropped;
-            self.dropped = 0;
-            if self.write(marker.as_bytes()).is_err() {
+            // A record cut by the failure is ended first.
+            if !self.line_start {
+                batch.push(b'\n');
+            }
+            let dropped = std::mem::take(&mut self.dropped);
+            let text = format!("[grace: {dropped} bytes dropped]\n");
+            if !self.add(&stamp, text.as_bytes(), &mut batch) {
                 self.dropped = dropped;
                 self.drop_bytes(data.len());
                 return;
             }
         }
-        // On an error, what is left of `data` was counted by `write`.
-        let _ = self.write(data);
+        for line in data.split_inclusive(|b| *b == b'\n') {
+            if !self.add(&stamp, line, &mut batch) {
+                self.drop_bytes(line.len());
+            }
+        }
+        // On an error, what is left of the batch was counted by `write`.
+        let _ = self.write(&batch);
+    }
+
+    /// Adds the record of one line to `batch`, after writing the batch
+    /// and rotating if the record would not fit whole in the file.
+    /// `false`: the rotation failed, the record is not added.
+    fn add(&mut self, stamp: &str, line: &[u8], batch: &mut Vec<u8>) -> bool {
+        let len = record_len(stamp, line) as u64;
+        let used = self.size.saturating_add(batch.len() as u64);
+        let max = self.limits.max_bytes;
+        if len <= max && used.saturating_add(len) > max && used > 0 {
+            let written = self.write(batch);
+            batch.clear();
+            if written.is_err() || self.rotate().is_err() {
+                return false;
+            }
+        }
+        encode_line(stamp, line, batch);
+        true
     }
 
     /// Counts `n` bytes as dropped.
