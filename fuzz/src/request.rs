@@ -89,7 +89,7 @@ fn validated(request: &Request) {
     let verdict = grace_agent::validate::request(request);
     let (name, object, uid_required) = match request {
         Request::Apply { name, object } => (name, object, true),
-        Request::Put { name, object } => (name, object, false),
+        Request::Put { name, object, .. } => (name, object, false),
         Request::RemoveFinalizer { finalizer, .. } => {
             if verdict.is_ok() {
                 assert!(!finalizer.is_empty(), "an empty finalizer accepted");

@@ -12,7 +12,7 @@
 use std::error::Error;
 use std::path::Path;
 
-use grace_agent::api::{Client, Reply, Request};
+use grace_agent::api::{Client, Merge, Reply, Request};
 use grace_agent::{Agent, AgentOptions};
 use grace_core::{DeleteOptions, Record};
 use grace_std::store::{ContainerStatus, EventKind, StoredContainer, StoredObject};
@@ -62,6 +62,7 @@ pub fn run(
     let reply = client.call(&Request::Put {
         name: "web".into(),
         object: Box::new(pod),
+        merge: Merge::ThreeWay,
     })?;
     println!("web: {reply:?}");
     let Reply::Objects { items, .. } = client.call(&Request::Get {

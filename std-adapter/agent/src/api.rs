@@ -60,6 +60,10 @@ pub enum Request {
         name: String,
         /// The object as the manifest gives it.
         object: Box<StoredObject>,
+        /// How its labels and annotations meet the stored ones (absent:
+        /// [`Merge::ThreeWay`], as `kubectl apply`).
+        #[serde(default, skip_serializing_if = "Merge::is_three_way")]
+        merge: Merge,
     },
     /// A delete request, decided by grace-core (R1–R44).
     Delete {
@@ -116,6 +120,28 @@ impl Request {
             | Request::Watch
             | Request::Status => None,
         }
+    }
+}
+
+/// How an update's labels and annotations meet the stored ones.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Merge {
+    /// `kubectl apply`'s three-way merge against the last-applied
+    /// annotation: what the last apply set and this one leaves out goes;
+    /// what others added (`kubectl label`, a controller) stays.
+    #[default]
+    ThreeWay,
+    /// The object is the whole desired state (the Kubernetes API's PUT
+    /// and PATCH, `grace patch`): its labels and annotations replace the
+    /// stored ones, so a label taken out is gone.
+    Replace,
+}
+
+impl Merge {
+    /// Whether this is the default, [`Merge::ThreeWay`].
+    pub fn is_three_way(&self) -> bool {
+        *self == Merge::ThreeWay
     }
 }
 

@@ -253,11 +253,17 @@ pub(super) fn handle<S: Store, C: Clock>(
     request: Request,
     node: &str,
 ) -> Reply {
-    if let Request::Put { name, object } = request {
+    if let Request::Put {
+        name,
+        object,
+        merge,
+    } = request
+    {
         if let Err(e) = check_name(&name) {
             return invalid(e);
         }
-        return crate::update::put(rt, &name, *object, node).unwrap_or_else(|e| error(&name, &e));
+        return crate::update::put(rt, &name, *object, merge, node)
+            .unwrap_or_else(|e| error(&name, &e));
     }
     let mut batch = rt.open_batch();
     let decided = decide(&mut batch, request, node);

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use grace_core::{FinalizerChange, Input, Name};
 
-use crate::api::{ApiError, ErrorKind, Reply};
+use crate::api::{ApiError, ErrorKind, Merge, Reply};
 use crate::clock::Clock;
 use crate::pod_update::{
     ForbiddenUpdate, check_spec_update, last_applied_object, merge, same_but_last_applied,
@@ -55,7 +55,12 @@ impl Plan {
 
 /// Checks the update of `old` (stored) into `new` (the manifest's) as the
 /// API server would, and says what it changes.
-pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, ApiError> {
+pub fn plan(
+    name: &str,
+    old: &StoredObject,
+    new: &StoredObject,
+    mode: Merge,
+) -> Result<Plan, ApiError> {
     if !new.uid().is_empty() && new.uid() != old.uid() {
         return Err(ApiError {
             kind: ErrorKind::Conflict,
@@ -123,31 +128,38 @@ pub fn plan(name: &str, old: &StoredObject, new: &StoredObject) -> Result<Plan, 
         });
     }
     // kubectl's three-way merge of labels and annotations: what the last
-    // apply set and this one leaves out goes; what others added stays.
-    let original = old_kept.as_ref().and_then(last_applied_object);
-    let labels = merge(
-        original
-            .as_ref()
-            .map(|o| string_map(o, "/metadata/labels"))
-            .as_ref(),
-        &new.labels,
-        &old.labels,
-    );
-    let manifest = new_kept.as_ref().map(|is| {
-        let current = old_kept
-            .as_ref()
-            .map(|o| string_map(o, "/metadata/annotations"))
-            .unwrap_or_default();
-        let annotations = merge(
-            original
-                .as_ref()
-                .map(|o| string_map(o, "/metadata/annotations"))
-                .as_ref(),
-            &string_map(is, "/metadata/annotations"),
-            &current,
-        );
-        with_annotations(is, &annotations)
-    });
+    // apply set and this one leaves out goes; what others added stays. A
+    // replace takes the object's own.
+    let (labels, manifest) = match mode {
+        Merge::Replace => (new.labels.clone(), new.manifest.clone()),
+        Merge::ThreeWay => {
+            let original = old_kept.as_ref().and_then(last_applied_object);
+            let labels = merge(
+                original
+                    .as_ref()
+                    .map(|o| string_map(o, "/metadata/labels"))
+                    .as_ref(),
+                &new.labels,
+                &old.labels,
+            );
+            let manifest = new_kept.as_ref().map(|is| {
+                let current = old_kept
+                    .as_ref()
+                    .map(|o| string_map(o, "/metadata/annotations"))
+                    .unwrap_or_default();
+                let annotations = merge(
+                    original
+                        .as_ref()
+                        .map(|o| string_map(o, "/metadata/annotations"))
+                        .as_ref(),
+                    &string_map(is, "/metadata/annotations"),
+                    &current,
+                );
+                with_annotations(is, &annotations)
+            });
+            (labels, manifest)
+        }
+    };
     let mut plan = Plan {
         labels: (old.labels != labels).then_some(labels),
         add,
@@ -190,6 +202,7 @@ pub fn put<S: Store, C: Clock>(
     rt: &mut Runtime<S, C, ProcessActuator>,
     name: &str,
     object: StoredObject,
+    mode: Merge,
     node: &str,
 ) -> Result<Reply, RuntimeError> {
     let Some(old) = rt
@@ -217,7 +230,7 @@ pub fn put<S: Store, C: Clock>(
         }
         return Ok(Reply::Applied { revision });
     };
-    let plan = match plan(name, &old, &object) {
+    let plan = match plan(name, &old, &object, mode) {
         Ok(plan) => plan,
         Err(e) => return Ok(Reply::Error(e)),
     };

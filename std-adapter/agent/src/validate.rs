@@ -48,7 +48,7 @@ impl std::error::Error for Invalid {}
 pub fn request(request: &Request) -> Result<(), Invalid> {
     match request {
         Request::Apply { name, object } => checked(name, object, true),
-        Request::Put { name, object } => checked(name, object, false),
+        Request::Put { name, object, .. } => checked(name, object, false),
         Request::RemoveFinalizer { name, finalizer } => {
             finalizer_name(finalizer).map_err(|message| Invalid {
                 name: name.clone(),
@@ -393,6 +393,7 @@ mod tests {
         let put = Request::Put {
             name: "web".into(),
             object: Box::new(o.clone()),
+            merge: Default::default(),
         };
         assert_eq!(request(&put), Ok(()));
         let apply = Request::Apply {

@@ -29,7 +29,7 @@ use grace_core::{FinalizerChange, Name, Timestamp};
 
 use grace_agent::update::{new_uid, plan};
 
-use crate::api::{Client, ClientError, ErrorKind, Reply, Request};
+use crate::api::{Client, ClientError, ErrorKind, Merge, Reply, Request};
 use crate::clock::{Clock, SystemClock};
 use crate::kubectl::{CommandError, Target};
 use crate::manifest_file::Document;
@@ -83,7 +83,7 @@ pub fn apply(
         doc.annotate(crate::namespace::namespace_of(&key));
         let mut object = doc.object;
         object.created.get_or_insert(created);
-        match apply_one(target, &key, object) {
+        match apply_one(target, &key, object, Merge::ThreeWay) {
             Err(Failed::Unknown(why)) => {
                 let _ = writeln!(
                     err,
@@ -159,12 +159,14 @@ impl From<CommandError> for Failed {
 /// Create-or-update of one object, as `grace apply` does it (`grace
 /// patch` stores its result so); an answer lost on the way is a failure
 /// that says so.
+/// Stores `object` whole, as the result of a patch: its labels and
+/// annotations replace the stored ones ([`Merge::Replace`]).
 pub(crate) fn store_update(
     target: Target<'_>,
     name: &str,
     object: StoredObject,
 ) -> Result<Applied, CommandError> {
-    apply_one(target, name, object).map_err(|e| match e {
+    apply_one(target, name, object, Merge::Replace).map_err(|e| match e {
         Failed::Refused(e) => e,
         Failed::Unknown(why) => CommandError::failed(format!(
             "the outcome is unknown ({why}): the pod may have been changed all the same"
@@ -172,13 +174,19 @@ pub(crate) fn store_update(
     })
 }
 
-fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<Applied, Failed> {
+fn apply_one(
+    target: Target<'_>,
+    name: &str,
+    object: StoredObject,
+    merge: Merge,
+) -> Result<Applied, Failed> {
     match target {
         Target::Agent(data_dir) => {
             let mut client = Client::connect(data_dir).map_err(CommandError::from)?;
             let reply = client.call(&Request::Put {
                 name: name.to_owned(),
                 object: Box::new(object),
+                merge,
             });
             match reply {
                 Ok(Reply::Applied { .. }) => Ok(Applied::Created),
@@ -191,7 +199,7 @@ fn apply_one(target: Target<'_>, name: &str, object: StoredObject) -> Result<App
                 Err(e) => Err(CommandError::from(e).into()),
             }
         }
-        Target::Shared(store) => Ok(apply_shared(store, name, object)?),
+        Target::Shared(store) => Ok(apply_shared(store, name, object, merge)?),
     }
 }
 
@@ -202,6 +210,7 @@ fn apply_shared(
     store: &dyn Store,
     name: &str,
     object: StoredObject,
+    merge: Merge,
 ) -> Result<Applied, CommandError> {
     let failed = |e: crate::store::StoreError| CommandError::failed(format!("store: {e}"));
     let Some((old, _)) = store.get(name).map_err(failed)? else {
@@ -214,7 +223,7 @@ fn apply_shared(
             .map_err(|e| crate::kubectl::runtime_failed(name, e))?;
         return Ok(Applied::Created);
     };
-    let plan = plan(name, &old, &object).map_err(|e| match e.kind {
+    let plan = plan(name, &old, &object, merge).map_err(|e| match e.kind {
         ErrorKind::Invalid => CommandError::invalid(e.message),
         _ => CommandError::failed(e.message),
     })?;

@@ -343,6 +343,7 @@ fn a_raw_request_the_cli_would_refuse_is_refused_by_the_agent_and_stores_nothing
         Request::Put {
             name: "empty".into(),
             object: Box::new(empty),
+            merge: Default::default(),
         },
     ] {
         refused_naming(&call(&dir, &request), "spec.containers[0].command");
@@ -370,6 +371,7 @@ fn a_raw_request_the_cli_would_refuse_is_refused_by_the_agent_and_stores_nothing
         let request = Request::Put {
             name: name.into(),
             object: Box::new(object),
+            merge: Default::default(),
         };
         refused_naming(&call(&dir, &request), field);
     }

@@ -292,6 +292,11 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
         "jsonpath={.metadata.labels.tier} {.metadata.finalizers}",
     ]);
     assert_eq!(got, "fe [\"example.com/x\"]");
+    // A label taken out is gone, though no apply set it (the PATCH's pod
+    // replaces the labels).
+    api.ok(&["label", "pod", "a", "tier-"]);
+    let got = api.ok(&["get", "pod", "a", "-o", "jsonpath={.metadata.labels}"]);
+    assert!(!got.contains("tier"), "{got}");
     api.ok(&[
         "patch",
         "pod",

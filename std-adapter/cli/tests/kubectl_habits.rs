@@ -101,6 +101,24 @@ fn patch_of_each_type_changes_labels_annotations_and_finalizers_of_a_running_pod
         ],
     );
     assert_eq!(ok(&out), "pod/web patched\n");
+    // A label no apply set goes when a patch takes it out: the patched pod
+    // replaces the labels (no three-way merge with the last apply's).
+    let out = patch(
+        dir.path(),
+        &["web", "-p", r#"{"metadata":{"labels":{"extra":"1"}}}"#],
+    );
+    assert_eq!(ok(&out), "pod/web patched\n");
+    let out = patch(
+        dir.path(),
+        &[
+            "web",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"remove","path":"/metadata/labels/extra"}]"#,
+        ],
+    );
+    assert_eq!(ok(&out), "pod/web patched\n");
     // A JSON patch adds a finalizer (R46: allowed before the deletion).
     let out = patch(
         dir.path(),

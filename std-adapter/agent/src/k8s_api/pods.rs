@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::namespace::{self, PodRef, Scope};
 use super::status::Status;
 use super::{Answer, Caller, Context, selector::Selector, table};
-use crate::api::{Item, Reply, Request, items};
+use crate::api::{Item, Merge, Reply, Request, items};
 use crate::store::{StoreError, split_key};
 
 /// The query of a request, decoded.
@@ -463,9 +463,11 @@ pub(crate) fn update(ctx: &Context, caller: &Caller, at: PodRef<'_>, pod: &Pod) 
         Ok(c) => c,
         Err(e) => return Answer::Failed(Status::invalid(name, &e.path, &e.message)),
     };
+    // The whole pod as it is to be (kubectl computed any merge itself).
     let request = Request::Put {
         name: at.key(),
         object: Box::new(converted.object),
+        merge: Merge::Replace,
     };
     match ctx.dispatch(caller, request) {
         Reply::Error(e) => Answer::Failed(Status::from_api(name, e)),
