@@ -312,7 +312,11 @@ pub fn json_patch(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
                 add(&mut doc, &path, copied)?;
             }
             "test" => {
-                if doc.pointer(&path) != Some(&value()?) {
+                // An absent member tests equal to `null`, as in the
+                // apiserver's json-patch: kube-runtime's `finalizer()`
+                // tests `/metadata/finalizers` against `null` before its
+                // first add.
+                if doc.pointer(&path).unwrap_or(&Value::Null) != &value()? {
                     return Err(PatchError::TestFailed(path));
                 }
             }
@@ -415,5 +419,18 @@ mod tests {
                          {"op": "test", "path": "/metadata/x", "value": 1}]);
         assert!(json_patch(&mut doc, &bad).is_err());
         assert_eq!(doc, json!({"metadata": {"finalizers": ["b"]}}));
+    }
+
+    /// kube-runtime's `finalizer()` on an object with no finalizers: a
+    /// `test` of `null` at the absent member passes, then the add.
+    #[test]
+    fn a_test_of_null_passes_on_an_absent_member() {
+        let mut doc = json!({"metadata": {"name": "p"}});
+        let first = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                           {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
+        json_patch(&mut doc, &first).unwrap();
+        assert_eq!(doc, json!({"metadata": {"name": "p", "finalizers": ["f"]}}));
+        let again = json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]);
+        assert!(json_patch(&mut doc, &again).is_err());
     }
 }

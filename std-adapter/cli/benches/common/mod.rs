@@ -1,5 +1,6 @@
 //! What the benches that drive a real `grace agent` share: starting one on
 //! a data directory and stopping it.
+#![allow(dead_code)] // each bench uses its own part
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
