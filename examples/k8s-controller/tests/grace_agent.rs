@@ -359,7 +359,17 @@ async fn r45_a_kube_runtime_controller_holds_pods_with_its_finalizer() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert!(seen.applied.lock().unwrap().contains(&"held".to_owned()));
+    // Then, at the next reconcile (the patch's own watch event), the
+    // controller's apply runs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !seen.applied.lock().unwrap().contains(&"held".to_owned()) {
+        assert!(
+            Instant::now() < deadline,
+            "no apply: {:?}",
+            seen.errors.lock().unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let mut events = watch(&pods, "held").await;
     let params = DeleteParams {
