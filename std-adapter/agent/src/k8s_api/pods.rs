@@ -280,12 +280,10 @@ pub(crate) fn deleted(
     match ctx.dispatch(caller, request) {
         Reply::Error(e) => Err(Status::from_api(at.name, e)),
         Reply::Deleted(report) => {
-            if !report.dry_run
-                && let Ok((_, now)) = read(ctx, at)
-            {
-                return Ok(now);
-            }
-            // Removed (or a dry run): the record as the decision wrote it.
+            // The pod as this delete left it, as kube-apiserver answers:
+            // the record as the decision wrote it, not what came after (a
+            // container that stops at once makes the kubelet's final
+            // delete, grace 0, a moment later), nor nothing once removed.
             let mut last = before;
             grace_k8s::apply_record(&report.record, &mut last.metadata);
             Ok(last)
