@@ -59,12 +59,17 @@ pub fn missing_tool(what: &str) {
 /// Whether the process whose pid `pid_file` holds is running (exists and
 /// is not a zombie).
 pub fn alive(pid_file: &Path) -> bool {
-    let Ok(pid) = std::fs::read_to_string(pid_file) else {
+    // A file the workload has opened (`echo $$ > file` truncates first)
+    // but not written yet holds no pid: not alive yet. (Read as "", it
+    // once named `/proc/` itself, which exists.)
+    let Some(pid) = std::fs::read_to_string(pid_file)
+        .ok()
+        .and_then(|p| p.trim().parse::<u32>().ok())
+    else {
         return false;
     };
-    Path::new(&format!("/proc/{}", pid.trim())).exists()
-        && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-            .is_ok_and(|s| s.contains(") Z "))
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
 }
 
 /// The lines a process prints (a `grace get -w`), read on a thread of
