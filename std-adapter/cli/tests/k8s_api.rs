@@ -15,88 +15,14 @@
 mod support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::common::{Lines, alive, missing_tool, wait_for};
+use support::common::{Lines, alive, wait_for};
 use support::{Agent, text};
 
-/// An agent serving the API on a port of its own, and kubectl for it.
-struct Api {
-    agent: Agent,
-    dir: tempfile::TempDir,
-    kubeconfig: PathBuf,
-}
-
-fn kubectl_missing() -> bool {
-    let found = Command::new("kubectl")
-        .args(["version", "--client"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        missing_tool("kubectl is not installed (apt-get install kubectl)");
-    }
-    !found
-}
-
-impl Api {
-    /// Starts the agent with `--k8s-api 127.0.0.1:0`; ready once its
-    /// kubeconfig is written (after the API's port is bound).
-    fn start() -> Api {
-        let dir = tempfile::tempdir().unwrap();
-        let agent = Agent::start(dir.path(), &["--k8s-api", "127.0.0.1:0"]);
-        let kubeconfig = dir.path().join("kubeconfig");
-        wait_for("the kubeconfig", Duration::from_secs(10), || {
-            kubeconfig.exists()
-        });
-        Api {
-            agent,
-            dir,
-            kubeconfig,
-        }
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// kubectl with the agent's kubeconfig and a cache of its own.
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command
-            .env("KUBECONFIG", &self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.path().join("kube-cache"))
-            .args(args);
-        command
-    }
-
-    fn kubectl(&self, args: &[&str]) -> Output {
-        self.command(args).output().expect("kubectl runs")
-    }
-
-    /// kubectl, which must succeed; its standard output.
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.kubectl(args);
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}\n{}",
-            text(&out.stderr),
-            self.agent.log()
-        );
-        text(&out.stdout)
-    }
-
-    /// Writes a manifest and applies it.
-    fn apply(&self, file: &str, manifest: &str) -> String {
-        let path = self.path().join(file);
-        std::fs::write(&path, manifest).unwrap();
-        self.ok(&["apply", "-f", path.to_str().unwrap()])
-    }
-}
+use support::kube_api::{Api, kubectl_missing};
 
 /// A pod whose workload writes its pid to `pid` and ignores SIGTERM
 /// (or exits on it).
@@ -120,7 +46,7 @@ fn nothing_listens_without_the_flag_and_the_kubeconfig_is_private() {
     assert!(!plain.path().join("k8s-api").exists());
     agent.stop();
 
-    let api = Api::start();
+    let api = Api::start(&[]);
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&api.kubeconfig), 0o600);
     assert_eq!(mode(&api.path().join("k8s-api")), 0o700);
@@ -155,9 +81,9 @@ fn apply_creates_a_pod_that_runs_and_get_prints_the_server_s_table() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let pid = api.path().join("web.pid");
-    let out = api.apply("web.yaml", &manifest("web", &pid, false, ""));
+    let out = api.apply(None, "web.yaml", &manifest("web", &pid, false, ""));
     assert_eq!(out.trim(), "pod/web created");
     wait_for("the workload", Duration::from_secs(10), || alive(&pid));
 
@@ -181,7 +107,7 @@ fn apply_creates_a_pod_that_runs_and_get_prints_the_server_s_table() {
 
     // A second apply of a changed manifest updates the labels.
     let changed = manifest("web", &pid, false, "").replace("app: web", "app: web2");
-    let out = api.apply("web.yaml", &changed);
+    let out = api.apply(None, "web.yaml", &changed);
     assert_eq!(out.trim(), "pod/web configured");
     let labels = api.ok(&["get", "pod", "web", "-o", "jsonpath={.metadata.labels.app}"]);
     assert_eq!(labels, "web2");
@@ -202,9 +128,9 @@ fn r63_delete_with_grace_period_kills_a_term_ignoring_pod_when_the_grace_is_spen
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let pid = api.path().join("stubborn.pid");
-    api.apply("p.yaml", &manifest("stubborn", &pid, true, ""));
+    api.apply(None, "p.yaml", &manifest("stubborn", &pid, true, ""));
     wait_for("the workload", Duration::from_secs(10), || alive(&pid));
     let started = Instant::now();
     let out = api.ok(&["delete", "pod", "stubborn", "--grace-period=3"]);
@@ -224,9 +150,9 @@ fn d5_a_second_shorter_delete_shortens_the_grace() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let pid = api.path().join("slow.pid");
-    api.apply("p.yaml", &manifest("slow", &pid, true, ""));
+    api.apply(None, "p.yaml", &manifest("slow", &pid, true, ""));
     wait_for("the workload", Duration::from_secs(10), || alive(&pid));
     api.ok(&["delete", "pod", "slow", "--grace-period=60", "--wait=false"]);
     let started = Instant::now();
@@ -243,10 +169,10 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let pid = api.path().join("held.pid");
     let finalizer = "  finalizers:\n  - example.com/hold\n";
-    api.apply("p.yaml", &manifest("held", &pid, false, finalizer));
+    api.apply(None, "p.yaml", &manifest("held", &pid, false, finalizer));
     wait_for("the workload", Duration::from_secs(10), || alive(&pid));
     api.ok(&["delete", "pod", "held", "--wait=false"]);
     wait_for("the workload to stop", Duration::from_secs(10), || {
@@ -274,7 +200,7 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
 
     // label, annotate, and the strategic patch of finalizers.
     let pid = api.path().join("a.pid");
-    api.apply("a.yaml", &manifest("a", &pid, false, ""));
+    api.apply(None, "a.yaml", &manifest("a", &pid, false, ""));
     api.ok(&["label", "pod", "a", "tier=fe"]);
     api.ok(&["annotate", "pod", "a", "note=hi"]);
     api.ok(&[
@@ -311,7 +237,7 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("force deleted"));
     let pid_b = api.path().join("b.pid");
-    api.apply("b.yaml", &manifest("b", &pid_b, false, ""));
+    api.apply(None, "b.yaml", &manifest("b", &pid_b, false, ""));
     let out = api.ok(&["delete", "pod", "-l", "app=b", "--now"]);
     assert_eq!(out.trim(), "pod \"b\" deleted");
     assert!(api.ok(&["get", "pods", "-o", "name"]).trim().is_empty());
@@ -323,9 +249,9 @@ fn get_watch_sees_the_changes() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let pid = api.path().join("w.pid");
-    api.apply("w.yaml", &manifest("w", &pid, false, ""));
+    api.apply(None, "w.yaml", &manifest("w", &pid, false, ""));
     let mut watch = api
         .command(&["get", "pods", "-w", "--output-watch-events"])
         .stdout(Stdio::piped())
@@ -349,7 +275,7 @@ fn anonymous_and_foreign_certificates_are_refused() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let config = std::fs::read_to_string(&api.kubeconfig).unwrap();
     let field = |name: &str| {
         config
@@ -408,9 +334,9 @@ fn logs_tail_and_follow_until_the_pod_is_removed() {
     if kubectl_missing() {
         return;
     }
-    let api = Api::start();
+    let api = Api::start(&[]);
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: talk\nspec:\n  containers:\n  - name: main\n    command: [\"sh\", \"-c\", \"i=0; while :; do i=$((i+1)); echo line $i; sleep 0.1; done\"]\n";
-    api.apply("talk.yaml", manifest);
+    api.apply(None, "talk.yaml", manifest);
     wait_for("three lines", Duration::from_secs(10), || {
         api.ok(&["logs", "talk"]).lines().count() >= 3
     });
