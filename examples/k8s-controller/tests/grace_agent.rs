@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -288,6 +288,58 @@ async fn delete_params_propagation_and_preconditions() {
     pods.delete("guarded", &right).await.unwrap();
     deleted(&mut events, "guarded", Duration::from_secs(10)).await;
     assert!(!alive(&pid));
+}
+
+/// `Api::delete_collection` (deletecollection, which kubectl never sends)
+/// with a label selector: each pod it picks is deleted with the
+/// `DeleteParams` grace and its workload stopped; a pod it does not pick
+/// runs on.
+#[tokio::test(flavor = "current_thread")]
+async fn delete_collection_deletes_the_pods_the_selector_picks() {
+    let Some(grace) = grace_bin() else { return };
+    let agent = Agent::start(&grace, "collection");
+    let pods: Api<Pod> = Api::default_namespaced(agent.client().await);
+    let first = agent.pod(&pods, "first", false).await;
+    let second = agent.pod(&pods, "second", false).await;
+    let other = agent.pod(&pods, "other", false).await;
+    let relabel = serde_json::json!({"metadata": {"labels": {"app": "other"}}});
+    pods.patch("other", &PatchParams::default(), &Patch::Merge(&relabel))
+        .await
+        .unwrap();
+
+    let params = DeleteParams {
+        grace_period_seconds: Some(2),
+        ..DeleteParams::default()
+    };
+    let answer = pods
+        .delete_collection(&params, &ListParams::default().labels("app=kube-rs"))
+        .await
+        .unwrap();
+    let list = answer.left().expect("the deleted pods, not a Status");
+    let mut names: Vec<String> = list.items.iter().map(|p| p.name_any()).collect();
+    names.sort();
+    assert_eq!(names, ["first", "second"]);
+    for pod in &list.items {
+        assert_eq!(pod.metadata.deletion_grace_period_seconds, Some(2));
+    }
+    wait_until("both workloads stop", || !alive(&first) && !alive(&second)).await;
+    assert!(alive(&other), "a pod the selector does not pick was stopped");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.name_any())
+            .collect();
+        if left == ["other"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left: {left:?}\n{}", agent.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// What the controller below saw: pods applied and cleaned up.

@@ -8,6 +8,11 @@
 //! | the members of the `--allow-group` group together | [`GROUP_CONNECTIONS`] (24) | [`GROUP_WATCHES`] (12) |
 //! | each member (by uid) | [`USER_CONNECTIONS`] (8) | [`USER_WATCHES`] (4) |
 //!
+//! The Kubernetes API (`--k8s-api`) counts its connections apart:
+//! [`API_CONNECTIONS`] (256) in all, of which the users other than the
+//! agent's own hold at most [`API_OTHERS_CONNECTIONS`] (128) together and
+//! [`USER_CONNECTIONS`] (8) each.
+//!
 //! The agent's own user and root count in the totals only. Whatever the
 //! group holds and however many watches are open, at least
 //! `64 − 24 − 32 = 8` connections stay for the requests of the agent's own
@@ -36,11 +41,25 @@ pub const USER_CONNECTIONS: usize = 8;
 /// The most watches one member of the allowed group holds.
 pub const USER_WATCHES: usize = 4;
 
+/// The most connections the Kubernetes API (`--k8s-api`) serves at once,
+/// counted apart from the socket's [`MAX_CONNECTIONS`]: its connections
+/// are tasks on the API's one thread (a watch adds a thread while it
+/// lasts), so that a hundred watches of kubectl, controllers and
+/// dashboards fit beside the socket's clients.
+pub const API_CONNECTIONS: usize = 256;
+
+/// Of [`API_CONNECTIONS`], the most that the API's users other than the
+/// agent's own hold together (each at most [`USER_CONNECTIONS`]): the
+/// rest stays for the agent's own user.
+pub const API_OTHERS_CONNECTIONS: usize = 128;
+
 /// The connections that always stay for the requests of the agent's own
 /// user and root, whatever the group and the watches hold.
 pub const RESERVED: usize = MAX_CONNECTIONS - GROUP_CONNECTIONS - MAX_WATCHES;
 
 const _: () = assert!(RESERVED >= 8 && USER_CONNECTIONS <= GROUP_CONNECTIONS);
+const _: () = assert!(USER_CONNECTIONS <= API_OTHERS_CONNECTIONS);
+const _: () = assert!(API_OTHERS_CONNECTIONS < API_CONNECTIONS);
 const _: () = assert!(USER_WATCHES <= GROUP_WATCHES && GROUP_WATCHES <= MAX_WATCHES);
 
 /// Who holds a connection, for the quotas.

@@ -23,8 +23,9 @@
 //!
 //! `GRACE_BENCH_DELETES` (512) deletes per run, `GRACE_BENCH_ROUNDS` (3),
 //! `GRACE_BENCH_CLIENTS` (`1,8,64`), `GRACE_BENCH_WATCHERS` (100; the API
-//! serves at most 64 connections at once, so the watchers over that are
-//! refused with 429 and counted), `GRACE_BENCH_CHANGES` (20).
+//! serves at most `API_CONNECTIONS`, 256, connections at once: watchers
+//! over that are refused with 429 and counted), `GRACE_BENCH_CHANGES`
+//! (20).
 // A benchmark is not library code: it may unwrap, panic, index and count as it
 // likes (the workspace's restriction lints are for library code).
 #![allow(
@@ -35,9 +36,7 @@
     clippy::indexing_slicing
 )]
 
-use std::io::{BufRead, BufReader, Read, Write as _};
-use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
@@ -47,11 +46,12 @@ use grace_agent::api::{Client, DATABASE, Reply, Request};
 use grace_agent::is_serving;
 use grace_core::{DeleteOptions, Name, Record};
 use grace_std::store::{RedbStore, Store, StoredObject, Write};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 mod common;
 use common::{GRACE, NODE, env_or, stop_agent};
+#[path = "../tests/support/https.rs"]
+mod https;
+use https::{Endpoint, Https, Watch};
 
 fn main() {
     let deletes = env_or("GRACE_BENCH_DELETES", 512usize);
@@ -163,14 +163,13 @@ fn deletes_run(transport: Transport, clients: usize, deletes: usize) -> Run {
     let workers: Vec<_> = (0..clients)
         .map(|c| {
             let dir = dir.path().to_path_buf();
-            let tls = agent.tls.clone();
-            let port = agent.port;
+            let api = agent.api.clone();
             let connected = connected.clone();
             std::thread::spawn(move || {
                 let mut latencies = Vec::with_capacity(per_client);
                 match transport {
                     Transport::Https => {
-                        let mut https = Https::connect(&tls, port);
+                        let mut https = Https::connect(&api);
                         // A first request ends the handshake (rustls
                         // finishes it on the first write and read).
                         let (status, _) = https.request("GET", "/version");
@@ -230,19 +229,20 @@ fn watchers_run(watchers: usize, changes: usize) {
     // A first watch and its close, so that the server's lazily made state
     // (its TLS session cache, its watch machinery) is not counted as the
     // watchers' memory.
-    drop(Watch::open(&agent.tls, agent.port, changes).expect("a watch"));
+    drop(Watch::open(&agent.api, changes).expect("a watch"));
     let before = rss_kib(agent.child.id());
 
     let (events, seen) = mpsc::channel::<(usize, Instant)>();
     let mut open = Vec::new();
     let mut refused = 0;
     for w in 0..watchers {
-        match Watch::open(&agent.tls, agent.port, changes) {
-            Some(watch) => {
+        match Watch::open(&agent.api, changes) {
+            Ok(watch) => {
                 let events = events.clone();
-                open.push(std::thread::spawn(move || watch.follow(w, &events)));
+                open.push(std::thread::spawn(move || follow(watch, w, &events)));
             }
-            None => refused += 1,
+            Err(429) => refused += 1,
+            Err(status) => panic!("a watch: {status}"),
         }
     }
     let served = open.len();
@@ -294,8 +294,7 @@ fn watchers_run(watchers: usize, changes: usize) {
 /// A `grace agent --k8s-api 127.0.0.1:0`, and what its clients need.
 struct Agent {
     child: Child,
-    port: u16,
-    tls: Arc<rustls::ClientConfig>,
+    api: Endpoint,
 }
 
 impl Agent {
@@ -311,189 +310,25 @@ impl Agent {
             .expect("the agent starts");
         let kubeconfig = dir.join("kubeconfig");
         let deadline = Instant::now() + Duration::from_secs(30);
-        let port = loop {
+        let api = loop {
             if is_serving(dir)
-                && let Some(port) = std::fs::read_to_string(&kubeconfig)
-                    .ok()
-                    .as_deref()
-                    .and_then(server_port)
+                && let Some(api) = Endpoint::from_kubeconfig(&kubeconfig)
             {
-                break port;
+                break api;
             }
             assert!(Instant::now() < deadline, "the agent serves within 30 s");
             std::thread::sleep(Duration::from_millis(10));
         };
-        Agent {
-            child,
-            port,
-            tls: Arc::new(client_config(&dir.join("k8s-api"))),
-        }
+        Agent { child, api }
     }
 }
 
-/// The port of the kubeconfig's `server: https://127.0.0.1:PORT`.
-fn server_port(kubeconfig: &str) -> Option<u16> {
-    let line = kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("server: https://"))?;
-    line.rsplit_once(':')?.1.trim().parse().ok()
-}
-
-/// TLS as the kubeconfig has it: the agent's CA, its user's certificate.
-fn client_config(dir: &Path) -> rustls::ClientConfig {
-    let file = |name: &str| -> PathBuf { dir.join(name) };
-    let mut roots = rustls::RootCertStore::empty();
-    for ca in CertificateDer::pem_file_iter(file("ca.crt")).expect("ca.crt") {
-        roots.add(ca.expect("a CA certificate")).expect("the CA");
-    }
-    let chain: Vec<_> = CertificateDer::pem_file_iter(file("client.crt"))
-        .expect("client.crt")
-        .map(|c| c.expect("a client certificate"))
-        .collect();
-    let key = PrivateKeyDer::from_pem_file(file("client.key")).expect("client.key");
-    rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("TLS versions")
-        .with_root_certificates(roots)
-        .with_client_auth_cert(chain, key)
-        .expect("the client certificate")
-}
-
-type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
-
-fn tls_connect(config: &Arc<rustls::ClientConfig>, port: u16) -> Tls {
-    let tcp = TcpStream::connect(("127.0.0.1", port)).expect("connects");
-    tcp.set_nodelay(true).expect("nodelay");
-    let name = ServerName::try_from("127.0.0.1").expect("a server name");
-    let connection = rustls::ClientConnection::new(config.clone(), name).expect("TLS");
-    rustls::StreamOwned::new(connection, tcp)
-}
-
-/// One HTTPS keep-alive connection, one request at a time.
-struct Https(BufReader<Tls>);
-
-impl Https {
-    fn connect(config: &Arc<rustls::ClientConfig>, port: u16) -> Https {
-        Https(BufReader::new(tls_connect(config, port)))
-    }
-
-    /// `METHOD PATH` with no body; the answer's status and body.
-    fn request(&mut self, method: &str, path: &str) -> (u16, Vec<u8>) {
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: application/json\r\n\
-             content-length: 0\r\n\r\n"
-        );
-        self.0
-            .get_mut()
-            .write_all(request.as_bytes())
-            .expect("sent");
-        let (status, chunked, length) = head(&mut self.0);
-        let body = if chunked {
-            let mut body = Vec::new();
-            while let Some(chunk) = next_chunk(&mut self.0) {
-                body.extend(chunk);
-            }
-            body
-        } else {
-            let mut body = vec![0; length];
-            self.0.read_exact(&mut body).expect("the body");
-            body
-        };
-        (status, body)
-    }
-}
-
-/// The status line and headers of an answer: its status, whether it is
-/// chunked, its content length.
-fn head(reader: &mut impl BufRead) -> (u16, bool, usize) {
-    let mut line = String::new();
-    reader.read_line(&mut line).expect("a status line");
-    let status = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("a status line: {line:?}"));
-    let (mut chunked, mut length) = (false, 0);
-    loop {
-        line.clear();
-        reader.read_line(&mut line).expect("a header");
-        let header = line.trim_end();
-        if header.is_empty() {
-            return (status, chunked, length);
-        }
-        let (key, value) = header.split_once(':').unwrap_or((header, ""));
-        let value = value.trim();
-        if key.eq_ignore_ascii_case("transfer-encoding") && value.eq_ignore_ascii_case("chunked") {
-            chunked = true;
-        } else if key.eq_ignore_ascii_case("content-length") {
-            length = value.parse().expect("a length");
-        }
-    }
-}
-
-/// The next chunk of a chunked body; `None` at its end (or the stream's).
-fn next_chunk(reader: &mut impl BufRead) -> Option<Vec<u8>> {
-    let mut line = String::new();
-    if reader.read_line(&mut line).ok()? == 0 {
-        return None;
-    }
-    let size = usize::from_str_radix(line.trim(), 16).ok()?;
-    let mut chunk = vec![0; size + 2];
-    reader.read_exact(&mut chunk).ok()?;
-    chunk.truncate(size);
-    (size > 0).then_some(chunk)
-}
-
-/// An HTTPS watch of the default namespace's pods.
-struct Watch {
-    reader: BufReader<Tls>,
-    /// Bytes of an event not yet ended by its newline.
-    pending: Vec<u8>,
-}
-
-impl Watch {
-    /// Opens a watch and reads the `ADDED` of each of the `pods` stored;
-    /// `None` when the server refuses it (429).
-    fn open(config: &Arc<rustls::ClientConfig>, port: u16, pods: usize) -> Option<Watch> {
-        let mut https = Https::connect(config, port);
-        let request = "GET /api/v1/namespaces/default/pods?watch=true HTTP/1.1\r\n\
-                       host: 127.0.0.1\r\naccept: application/json\r\n\r\n";
-        https.0.get_mut().write_all(request.as_bytes()).ok()?;
-        let (status, chunked, _) = head(&mut https.0);
-        if status == 429 {
-            return None;
-        }
-        assert!(status == 200 && chunked, "a watch: {status}");
-        let mut watch = Watch {
-            reader: https.0,
-            pending: Vec::new(),
-        };
-        let mut added = 0;
-        while added < pods {
-            let event = watch.next_event().expect("the ADDED events");
-            added += usize::from(event.contains("\"ADDED\""));
-        }
-        Some(watch)
-    }
-
-    /// The next event line; `None` when the stream ends.
-    fn next_event(&mut self) -> Option<String> {
-        loop {
-            if let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=end).collect();
-                return Some(String::from_utf8_lossy(&line).into_owned());
-            }
-            let chunk = next_chunk(&mut self.reader)?;
-            self.pending.extend(chunk);
-        }
-    }
-
-    /// Reports when each `DELETED` event arrives, until the stream ends.
-    fn follow(mut self, watcher: usize, events: &mpsc::Sender<(usize, Instant)>) {
-        while let Some(event) = self.next_event() {
-            if event.contains("\"DELETED\"") && events.send((watcher, Instant::now())).is_err() {
-                return;
-            }
+/// Reports when each `DELETED` event of `watch` arrives, until the
+/// stream ends.
+fn follow(mut watch: Watch, watcher: usize, events: &mpsc::Sender<(usize, Instant)>) {
+    while let Some(event) = watch.next_event() {
+        if event.contains("\"DELETED\"") && events.send((watcher, Instant::now())).is_err() {
+            return;
         }
     }
 }

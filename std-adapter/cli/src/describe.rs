@@ -238,15 +238,8 @@ pub fn text(name: &str, object: &StoredObject) -> String {
     if object.strategy.kind == grace_core::Kind::Pod {
         s.push_str(&conditions(object));
     }
-    s.push_str("Events:\n");
-    for event in events(
-        object,
-        record.as_ref(),
-        now.wall.floor_to_timestamp(),
-        &|i| wall_of(record.as_ref(), i),
-    ) {
-        s.push_str(&format!("  {event}\n"));
-    }
+    let events = events(object, record.as_ref(), &|i| wall_of(record.as_ref(), i));
+    s.push_str(&events_table(&events, now.wall.floor_to_timestamp()));
     s
 }
 
@@ -393,17 +386,100 @@ fn wall_of(record: Option<&KillRecord>, instant: Instant) -> Option<f64> {
     Some(now.wall.as_unix_millis() as f64 / 1000.0 - back / 1000.0)
 }
 
-/// The deletion's decisions, in order, each with its reason and rule.
+/// One line of the Events table, as kubectl shows an event.
+#[derive(Debug)]
+struct Event {
+    /// `Warning` for a workload SIGKILL ended, `Normal` otherwise.
+    warning: bool,
+    /// What happened, one CamelCase word.
+    reason: &'static str,
+    /// When it happened (Unix seconds), when the store tells.
+    at: Option<f64>,
+    /// Who decided: the API's side (the delete request) or the agent's
+    /// (the kill).
+    from: &'static str,
+    /// The decision, with its rule.
+    message: String,
+}
+
+/// The events' source for what the delete request decided.
+const FROM_API: &str = "grace-api";
+/// The events' source for what the node's agent did.
+const FROM_AGENT: &str = "grace-agent";
+
+impl Event {
+    fn new(reason: &'static str, from: &'static str, at: Option<f64>, message: String) -> Event {
+        Event {
+            warning: false,
+            reason,
+            at,
+            from,
+            message,
+        }
+    }
+}
+
+/// kubectl's Events section: `<none>` beside the heading, or a table of
+/// Type, Reason, Age, From and Message (columns two spaces apart, as
+/// kubectl's tab writer pads them).
+fn events_table(events: &[Event], now: Timestamp) -> String {
+    if events.is_empty() {
+        return format!("{:<18}<none>\n", "Events:");
+    }
+    let rows: Vec<[String; 5]> = events
+        .iter()
+        .map(|e| {
+            [
+                if e.warning { "Warning" } else { "Normal" }.to_owned(),
+                e.reason.to_owned(),
+                e.at.map_or("<unknown>".to_owned(), |t| {
+                    age(Timestamp::from_unix_seconds(t.floor() as i64), now)
+                }),
+                e.from.to_owned(),
+                e.message.clone(),
+            ]
+        })
+        .collect();
+    let head = ["Type", "Reason", "Age", "From", "Message"];
+    // kubectl's rule under each heading (four dashes under "Age" too).
+    let rule = ["----", "------", "----", "----", "-------"].map(str::to_owned);
+    let mut width = [0usize; 4];
+    let head = head.map(str::to_owned);
+    for row in std::iter::once(&head)
+        .chain(std::iter::once(&rule))
+        .chain(&rows)
+    {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut s = "Events:\n".to_owned();
+    for row in std::iter::once(head)
+        .chain(std::iter::once(rule))
+        .chain(rows)
+    {
+        s.push_str("  ");
+        for (cell, w) in row.iter().zip(width) {
+            s.push_str(&format!("{cell:<w$}  "));
+        }
+        if let Some(message) = row.last() {
+            s.push_str(message);
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// The deletion's decisions, in order, each with its reason and rule;
+/// none for an object not being deleted.
 fn events(
     object: &StoredObject,
     record: Option<&KillRecord>,
-    now: Timestamp,
     wall: &dyn Fn(Instant) -> Option<f64>,
-) -> Vec<String> {
+) -> Vec<Event> {
     let meta = &object.record;
     let mut events = Vec::new();
     let Some(ts) = meta.deletion_timestamp else {
-        events.push("<none>: not being deleted".to_owned());
         return events;
     };
     let dgps = meta.deletion_grace_period_seconds.unwrap_or(0);
@@ -411,6 +487,7 @@ fn events(
     // (D2): then only absolute times can be told.
     let saturated = ts.as_unix_seconds() >= grace_core::MAX_TIMESTAMP_SECONDS;
     let requested = (!saturated).then(|| ts.as_unix_seconds().saturating_sub(dgps));
+    let requested_at = requested.map(|r| r as f64);
     let since = |t: f64| match requested {
         Some(requested) => format!("+{:.1} s", t - requested as f64),
         None => {
@@ -434,32 +511,50 @@ fn events(
             "grace {dgps} s: the request's grace (R18), shortened by later requests if any (R15, R16)"
         )
     };
-    events.push(match requested {
-        Some(requested) => format!(
-            "DeletionAccepted   at {} (+0 s): deletionTimestamp {} = request + {dgps} s (R24); {why}",
-            rfc3339(Timestamp::from_unix_seconds(requested)),
-            rfc3339(ts),
+    events.push(Event::new(
+        "DeletionAccepted",
+        FROM_API,
+        requested_at,
+        match requested {
+            Some(requested) => format!(
+                "at {}: deletionTimestamp {} = request + {dgps} s (R24); {why}",
+                rfc3339(Timestamp::from_unix_seconds(requested)),
+                rfc3339(ts),
+            ),
+            None => format!(
+                "deletionTimestamp {}: request + {dgps} s passes the latest time RFC 3339 writes and stops there (D2); {why}",
+                rfc3339(ts),
+            ),
+        },
+    ));
+    events.push(Event::new(
+        "GenerationBumped",
+        FROM_API,
+        requested_at,
+        format!(
+            "generation {}: bumped once by the first delete (R25)",
+            meta.generation
         ),
-        None => format!(
-            "DeletionAccepted   deletionTimestamp {}: request + {dgps} s passes the latest time RFC 3339 writes and stops there (D2); {why}",
-            rfc3339(ts),
-        ),
-    });
-    events.push(format!(
-        "GenerationBumped   generation {}: bumped once by the first delete (R25)",
-        meta.generation
     ));
     if !meta.finalizers.is_empty() {
         let names: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
-        events.push(format!(
-            "HeldByFinalizers   [{}]: the record stays until they are removed (R29, R45)",
-            names.join(", ")
+        events.push(Event::new(
+            "HeldByFinalizers",
+            FROM_API,
+            requested_at,
+            format!(
+                "[{}]: the record stays until they are removed (R29, R45)",
+                names.join(", ")
+            ),
         ));
     }
     let Some(record) = record else {
-        events.push(
-            "AgentNotStarted    no kill state: no agent has acted on this object yet".to_owned(),
-        );
+        events.push(Event::new(
+            "AgentNotStarted",
+            FROM_AGENT,
+            None,
+            "no kill state: no agent has acted on this object yet".to_owned(),
+        ));
         return events;
     };
     let agent = record.lifecycle.agent();
@@ -468,66 +563,148 @@ fn events(
             "it is unscheduled: nothing runs, the record goes at once (R19, R29)".to_owned(),
             |n| format!("waiting for the agent of node {n} (its workload is not stopped until it acts, R57, R80)"),
         );
-        events.push(format!("KillNotStarted     {whose}"));
+        events.push(Event::new("KillNotStarted", FROM_AGENT, None, whose));
         return events;
     }
     let g = agent.remembered_grace;
-    events.push(format!(
-        "KillStarted        effective grace {g} s: deletionGracePeriodSeconds {dgps} when set and smaller than any grace already in force (R50, R51), at least 1 s (R53, R54); the budget starts when the agent starts the kill, not at the deletionTimestamp (R57)"
+    let kill = record.lifecycle.containers();
+    // The kill's start is the stop signal of a main container without a
+    // pre-stop hook (it goes out at once, R63); with hooks only, the store
+    // does not keep it.
+    let started = object
+        .containers
+        .iter()
+        .zip(kill)
+        .filter(|(c, _)| c.pre_stop.is_none() && !c.sidecar)
+        .filter_map(|(_, k)| k.stop_signal_sent_at().and_then(wall))
+        .reduce(f64::min);
+    events.push(Event::new(
+        "KillStarted",
+        FROM_AGENT,
+        started,
+        format!(
+            "effective grace {g} s: deletionGracePeriodSeconds {dgps} when set and smaller than any grace already in force (R50, R51), at least 1 s (R53, R54); the budget starts when the agent starts the kill, not at the deletionTimestamp (R57)"
+        ),
     ));
-    for (c, kill) in object.containers.iter().zip(record.lifecycle.containers()) {
+    for (i, (c, kill)) in object.containers.iter().zip(kill).enumerate() {
         let name = &c.name;
+        let sent = kill.stop_signal_sent_at().and_then(wall);
+        // When its process ended, as its status says.
+        let ended = match object.status.get(i) {
+            Some(ContainerStatus::Terminated {
+                finished_at: Some(at),
+                ..
+            }) => Some(at.as_unix_seconds() as f64),
+            _ => None,
+        };
         match kill.stage() {
-            Stage::Running => events.push(format!("Container {name}: not stopped yet")),
-            Stage::PreStop { cutoff } => events.push(format!(
-                "PreStopRunning     {name}: hook running within the budget of {g} s (R59); the agent stops waiting at {} and sends the stop signal (R60)",
-                wall(cutoff).map_or("its cut-off".to_owned(), since)
+            Stage::Running => events.push(Event::new(
+                "NotStopped",
+                FROM_AGENT,
+                None,
+                format!("{name}: not stopped yet"),
             )),
-            Stage::AwaitingTurn { cutoff } => events.push(format!(
-                "AwaitingTurn       {name}: a sidecar stops after the main containers and the sidecars declared after it (R69), waiting at most until {} (R70)",
-                wall(cutoff).map_or("its cut-off".to_owned(), since)
+            Stage::PreStop { cutoff } => events.push(Event::new(
+                "PreStopRunning",
+                FROM_AGENT,
+                None,
+                format!(
+                    "{name}: hook running within the budget of {g} s (R59); the agent stops waiting at {} and sends the stop signal (R60)",
+                    wall(cutoff).map_or("its cut-off".to_owned(), since)
+                ),
+            )),
+            Stage::AwaitingTurn { cutoff } => events.push(Event::new(
+                "AwaitingTurn",
+                FROM_AGENT,
+                None,
+                format!(
+                    "{name}: a sidecar stops after the main containers and the sidecars declared after it (R69), waiting at most until {} (R70)",
+                    wall(cutoff).map_or("its cut-off".to_owned(), since)
+                ),
             )),
             Stage::Stopping { kill_at } => {
-                let sent = kill.stop_signal_sent_at().and_then(wall);
-                events.push(format!(
-                    "StopSignalSent     {name}: at {} (R63), after the pre-stop hook if any",
-                    sent.map_or("?".to_owned(), since)
+                events.push(Event::new(
+                    "StopSignalSent",
+                    FROM_AGENT,
+                    sent,
+                    format!(
+                        "{name}: at {} (R63), after the pre-stop hook if any",
+                        sent.map_or("?".to_owned(), since)
+                    ),
                 ));
-                // Rounded: the signal's time is when it really went out, a few
-                // milliseconds after the budget was decided (R62).
                 if kill_at == Instant::MAX {
-                    events.push(format!(
-                        "KillScheduled      {name}: no SIGKILL: the {g} s budget passes the end of the agent's clock, where its deadline stops (D2)"
+                    events.push(Event::new(
+                        "KillScheduled",
+                        FROM_AGENT,
+                        sent,
+                        format!(
+                            "{name}: no SIGKILL: the {g} s budget passes the end of the agent's clock, where its deadline stops (D2)"
+                        ),
                     ));
                     continue;
                 }
-                let budget = kill_at.saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at)).as_millis().saturating_add(500) / 1000;
-                events.push(format!(
-                    "KillScheduled      {name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
-                    wall(kill_at).map_or("?".to_owned(), since)
+                // Rounded: the signal's time is when it really went out, a few
+                // milliseconds after the budget was decided (R62).
+                let budget = kill_at
+                    .saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at))
+                    .as_millis()
+                    .saturating_add(500)
+                    / 1000;
+                events.push(Event::new(
+                    "KillScheduled",
+                    FROM_AGENT,
+                    sent,
+                    format!(
+                        "{name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
+                        wall(kill_at).map_or("?".to_owned(), since)
+                    ),
                 ));
             }
-            Stage::Killed => events.push(format!(
-                "Killed             {name}: SIGKILL sent {} s after the stop signal: it outlived its budget (the grace less the whole seconds the hook took, R61; at least 2 s, R62; R63)",
-                kill.budget_seconds().max(2)
-            )),
-            Stage::Stopped => events.push(format!(
-                "Stopped            {name}: the process has exited{}",
-                if agent.killing && kill.budget_seconds() > 0 {
-                    format!(
-                        " (SIGKILL was due {} s after the stop signal: the grace less the whole seconds the hook took, R61; at least 2 s, R62)",
-                        kill.budget_seconds().max(2)
+            Stage::Killed => {
+                let budget = kill.budget_seconds().max(2);
+                events.push(Event {
+                    warning: true,
+                    ..Event::new(
+                        "Killed",
+                        FROM_AGENT,
+                        ended,
+                        format!(
+                            "{name}: SIGKILL sent {budget} s after the stop signal: it outlived its budget (the grace less the whole seconds the hook took, R61; at least 2 s, R62; R63)"
+                        ),
                     )
-                } else {
-                    String::new()
-                }
+                });
+            }
+            Stage::Stopped => events.push(Event::new(
+                "Stopped",
+                FROM_AGENT,
+                ended,
+                format!(
+                    "{name}: the process has exited{}",
+                    if kill.budget_seconds() > 0 {
+                        format!(
+                            " (SIGKILL was due {} s after the stop signal: the grace less the whole seconds the hook took, R61; at least 2 s, R62)",
+                            kill.budget_seconds().max(2)
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
             )),
-            _ => events.push(format!("Container {name}: in a stage this version does not name")),
+            _ => events.push(Event::new(
+                "UnknownStage",
+                FROM_AGENT,
+                None,
+                format!("{name}: in a stage this version does not name"),
+            )),
         }
     }
     if agent.reported {
-        events.push("FinalDelete        the agent confirmed the stop with a grace-0 delete (R75); finalizers, if any, still hold the record".to_owned());
+        events.push(Event::new(
+            "FinalDelete",
+            FROM_AGENT,
+            None,
+            "the agent confirmed the stop with a grace-0 delete (R75); finalizers, if any, still hold the record".to_owned(),
+        ));
     }
-    let _ = now;
     events
 }

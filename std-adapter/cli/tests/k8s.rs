@@ -513,6 +513,34 @@ fn get_shows_kubectl_tables_and_kubernetes_objects() {
     );
 }
 
+/// One row of describe's Events table.
+struct EventRow {
+    kind: String,
+    age: String,
+    from: String,
+    message: String,
+}
+
+/// The first row of `reason` in the Events table of `described`, cut at
+/// the header's columns (kubectl's layout: Type, Reason, Age, From,
+/// Message).
+fn event(described: &str, reason: &str) -> Option<EventRow> {
+    let mut lines = described.lines().skip_while(|l| *l != "Events:").skip(1);
+    let head = lines.next()?;
+    let at = |name: &str| head.find(name);
+    let (r, a, f, m) = (at("Reason")?, at("Age")?, at("From")?, at("Message")?);
+    lines
+        .take_while(|l| l.starts_with("  "))
+        .filter(|l| l.len() > m)
+        .find(|l| l[r..a].trim() == reason)
+        .map(|l| EventRow {
+            kind: l[..r].trim().to_owned(),
+            age: l[a..f].trim().to_owned(),
+            from: l[f..m].trim().to_owned(),
+            message: l[m..].to_owned(),
+        })
+}
+
 #[test]
 fn describe_tells_each_decision_of_the_deletion_with_its_rule() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -541,35 +569,90 @@ spec:
     });
     let out = ok(d, &["describe", "pod", "h"]);
     assert!(out.contains("Pre-stop:     sh -c \"sleep 1\""), "{out}");
-    assert!(out.contains("<none>: not being deleted"), "{out}");
+    assert!(out.contains("\nEvents:           <none>\n"), "{out}");
 
     ok(d, &["delete", "h", "--wait=false"]);
     wait_for("the stop signal", Duration::from_secs(5), || {
-        ok(d, &["describe", "h"]).contains("StopSignalSent")
+        event(&ok(d, &["describe", "h"]), "StopSignalSent").is_some()
     });
     let out = ok(d, &["describe", "h"]);
-    for needle in [
-        "Status:           Terminating",
-        "DeletionAccepted",
-        "(R18)",
-        "GenerationBumped   generation 2",
-        "KillStarted        effective grace 4 s",
-        "StopSignalSent     app",
-        "KillScheduled      app: SIGKILL due at",
-        "3 s after the stop signal",
-        "(R62)",
+    assert!(out.contains("Status:           Terminating"), "{out}");
+    for (reason, kind, from, message) in [
+        (
+            "DeletionAccepted",
+            "Normal",
+            "grace-api",
+            "grace 4 s: the request's grace, or spec.terminationGracePeriodSeconds when it gave none (R18)",
+        ),
+        (
+            "GenerationBumped",
+            "Normal",
+            "grace-api",
+            "generation 2: bumped once by the first delete (R25)",
+        ),
+        (
+            "HeldByFinalizers",
+            "Normal",
+            "grace-api",
+            "[example.com/keep]",
+        ),
+        (
+            "KillStarted",
+            "Normal",
+            "grace-agent",
+            "effective grace 4 s",
+        ),
+        ("StopSignalSent", "Normal", "grace-agent", "app: at +"),
+        (
+            "KillScheduled",
+            "Normal",
+            "grace-agent",
+            "app: SIGKILL due at +",
+        ),
+        (
+            "KillScheduled",
+            "Normal",
+            "grace-agent",
+            "3 s after the stop signal",
+        ),
+        ("KillScheduled", "Normal", "grace-agent", "(R62)"),
     ] {
-        assert!(out.contains(needle), "{needle}: {out}");
+        let row = event(&out, reason).unwrap_or_else(|| panic!("{reason}: {out}"));
+        assert_eq!(
+            (row.kind.as_str(), row.from.as_str()),
+            (kind, from),
+            "{reason}: {out}"
+        );
+        assert!(row.message.contains(message), "{reason}: {message}: {out}");
     }
-    // After SIGKILL (a finalizer keeps the object to look at).
-    wait_for("SIGKILL", Duration::from_secs(10), || {
-        ok(d, &["describe", "h"]).contains("Stopped            app")
-    });
-    let out = ok(d, &["describe", "h"]);
+    // Ages: the request a moment ago; the kill's start is not kept when
+    // every container has a pre-stop hook; the stop signal after the 1 s
+    // hook.
+    let age = |reason: &str| event(&out, reason).unwrap().age;
     assert!(
-        out.contains("SIGKILL was due 3 s after the stop signal"),
+        ["0s", "1s", "2s"].contains(&age("DeletionAccepted").as_str()),
         "{out}"
     );
+    assert_eq!(age("KillStarted"), "<unknown>", "{out}");
+    assert!(
+        ["0s", "1s"].contains(&age("StopSignalSent").as_str()),
+        "{out}"
+    );
+    // After SIGKILL (a finalizer keeps the object to look at).
+    wait_for("SIGKILL", Duration::from_secs(10), || {
+        event(&ok(d, &["describe", "h"]), "Stopped").is_some()
+    });
+    let out = ok(d, &["describe", "h"]);
+    let stopped = event(&out, "Stopped").unwrap();
+    assert!(
+        stopped.message.starts_with("app: the process has exited")
+            && stopped
+                .message
+                .contains("SIGKILL was due 3 s after the stop signal"),
+        "{out}"
+    );
+    // Its age is its status's finishedAt: a moment ago.
+    assert!(["0s", "1s", "2s"].contains(&stopped.age.as_str()), "{out}");
     let out = grace(d, &["describe", "nope"]);
     assert_eq!(out.status.code(), Some(1));
 }
@@ -597,7 +680,7 @@ fn d2_a_grace_past_the_calendar_is_shown_saturated_and_a_shorter_one_ends_it() {
     });
     ok(d, &["delete", "forever", "--wait=false"]);
     wait_for("the stop signal", Duration::from_secs(5), || {
-        ok(d, &["describe", "forever"]).contains("StopSignalSent")
+        event(&ok(d, &["describe", "forever"]), "StopSignalSent").is_some()
     });
 
     let pod = json(&ok(d, &["get", "forever", "-o", "json"]));

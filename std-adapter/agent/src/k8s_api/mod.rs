@@ -10,9 +10,11 @@
 //! - TLS with a client certificate required ([`tls`]): no anonymous
 //!   request gets past the handshake; the certificate's user and groups
 //!   have the access the socket gives them (`identity`).
-//! - Bounded as the socket is: at most [`MAX_CONNECTIONS`](crate::MAX_CONNECTIONS)
-//!   connections, [`USER_CONNECTIONS`](crate::USER_CONNECTIONS) per user
-//!   other than the agent's own, a request body of at most
+//! - Bounded: at most [`API_CONNECTIONS`](crate::API_CONNECTIONS)
+//!   connections (apart from the socket's), of which the users other than
+//!   the agent's own hold [`API_OTHERS_CONNECTIONS`](crate::API_OTHERS_CONNECTIONS)
+//!   together and [`USER_CONNECTIONS`](crate::USER_CONNECTIONS) each; a
+//!   request body of at most
 //!   [`MAX_REQUEST_BYTES`], its headers
 //!   within [`REQUEST_TIMEOUT`](crate::REQUEST_TIMEOUT).
 //!
@@ -141,13 +143,14 @@ impl Context {
             .unwrap_or_else(PoisonError::into_inner);
         let total: usize = open.values().sum();
         let mine = open.get(user).copied().unwrap_or(0);
-        let cap = if user == self.owner {
-            crate::MAX_CONNECTIONS
-        } else {
-            crate::USER_CONNECTIONS
-        };
-        if total >= crate::MAX_CONNECTIONS || mine >= cap {
+        if total >= crate::API_CONNECTIONS {
             return None;
+        }
+        if user != self.owner {
+            let others = total.saturating_sub(open.get(&self.owner).copied().unwrap_or(0));
+            if others >= crate::API_OTHERS_CONNECTIONS || mine >= crate::USER_CONNECTIONS {
+                return None;
+            }
         }
         open.insert(user.to_owned(), mine.saturating_add(1));
         Some(())

@@ -5,6 +5,7 @@
 
 #[path = "../../../tests/common/mod.rs"]
 pub mod common;
+pub mod https;
 pub mod kube_api;
 pub mod probe;
 
