@@ -323,7 +323,10 @@ async fn delete_collection_deletes_the_pods_the_selector_picks() {
         assert_eq!(pod.metadata.deletion_grace_period_seconds, Some(2));
     }
     wait_until("both workloads stop", || !alive(&first) && !alive(&second)).await;
-    assert!(alive(&other), "a pod the selector does not pick was stopped");
+    assert!(
+        alive(&other),
+        "a pod the selector does not pick was stopped"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left: Vec<String> = pods
