@@ -3,19 +3,22 @@
 //! rules in grace-core's docs: R18 the grace's source, R51–R54 the
 //! agent's budget, R59–R63 the kill sequence).
 //!
-//! The events are read from what the store keeps — the record and the
-//! agent's persisted kill state — so they say where the deletion is now
-//! and why; the agent's log has every step as it happened.
+//! The events are `grace_k8s::deletion_events`, read from what the store
+//! keeps — the record and the agent's persisted kill state — so they say
+//! where the deletion is now and why; the agent's log has every step as it
+//! happened. The agent's Kubernetes API serves the same events to
+//! `kubectl describe`.
 
 use std::io::Write;
 
-use grace_core::{Instant, Stage, Timestamp};
+use grace_core::{Stage, Timestamp};
+use grace_k8s::deletion_events::{Event, deletion_events};
+use grace_k8s::rfc3339;
 
 use crate::api::{Client, Reply, Request};
 use crate::clock::{Clock, SystemClock};
 use crate::kubectl::{CommandError, Selection, Target, fetch_all};
 use crate::output::{age, status_word};
-use crate::runtime::KillRecord;
 use crate::store::{ContainerStatus, StoredObject};
 
 /// `grace describe (NAME… | -l SELECTOR)`: every object selected.
@@ -68,20 +71,6 @@ fn agent_condition(target: Target<'_>) -> Option<String> {
         unwritable.attempts,
         unwritable.error
     ))
-}
-
-/// An RFC 3339 time (whole seconds, as Kubernetes writes them).
-fn rfc3339(t: Timestamp) -> String {
-    // A civil date-time: it reaches 9999-12-31T23:59:59, where grace
-    // saturates deletion timestamps (D2); a `jiff` timestamp stops a day
-    // short of it.
-    use k8s_openapi::jiff::{SignedDuration, civil::DateTime};
-    DateTime::constant(1970, 1, 1, 0, 0, 0, 0)
-        .checked_add(SignedDuration::from_secs(t.as_unix_seconds()))
-        .map_or_else(
-            |_| t.as_unix_seconds().to_string(),
-            |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        )
 }
 
 /// The description of one object, stored under the key `name` (its
@@ -180,10 +169,6 @@ pub fn text(name: &str, object: &StoredObject) -> String {
                 .map_or("<none>".into(), |g| format!("{g} s")),
         );
     }
-    let record = object
-        .agent
-        .as_ref()
-        .and_then(|state| KillRecord::decode(state).ok());
     s.push_str("Containers:\n");
     let stages = crate::output::stages(object);
     for (i, (c, stage)) in object.containers.iter().zip(&stages).enumerate() {
@@ -238,7 +223,7 @@ pub fn text(name: &str, object: &StoredObject) -> String {
     if object.strategy.kind == grace_core::Kind::Pod {
         s.push_str(&conditions(object));
     }
-    let events = events(object, record.as_ref(), &|i| wall_of(record.as_ref(), i));
+    let events = deletion_events(object);
     s.push_str(&events_table(&events, now.wall.floor_to_timestamp()));
     s
 }
@@ -369,56 +354,6 @@ fn stage_word(stage: Option<Stage>) -> &'static str {
     }
 }
 
-/// The wall time of a monotonic instant of the kill state, when it
-/// belongs to this boot's clock.
-fn wall_of(record: Option<&KillRecord>, instant: Instant) -> Option<f64> {
-    // The end of the clock, where a deadline past it stopped (D2).
-    if instant == Instant::MAX {
-        return None;
-    }
-    let clock = SystemClock::new();
-    let record = record?;
-    if !record.epoch.starts_with(&clock.epoch()) {
-        return None;
-    }
-    let now = clock.now();
-    let back = now.mono.as_millis() as f64 - instant.as_millis() as f64;
-    Some(now.wall.as_unix_millis() as f64 / 1000.0 - back / 1000.0)
-}
-
-/// One line of the Events table, as kubectl shows an event.
-#[derive(Debug)]
-struct Event {
-    /// `Warning` for a workload SIGKILL ended, `Normal` otherwise.
-    warning: bool,
-    /// What happened, one CamelCase word.
-    reason: &'static str,
-    /// When it happened (Unix seconds), when the store tells.
-    at: Option<f64>,
-    /// Who decided: the API's side (the delete request) or the agent's
-    /// (the kill).
-    from: &'static str,
-    /// The decision, with its rule.
-    message: String,
-}
-
-/// The events' source for what the delete request decided.
-const FROM_API: &str = "grace-api";
-/// The events' source for what the node's agent did.
-const FROM_AGENT: &str = "grace-agent";
-
-impl Event {
-    fn new(reason: &'static str, from: &'static str, at: Option<f64>, message: String) -> Event {
-        Event {
-            warning: false,
-            reason,
-            at,
-            from,
-            message,
-        }
-    }
-}
-
 /// kubectl's Events section: `<none>` beside the heading, or a table of
 /// Type, Reason, Age, From and Message (columns two spaces apart, as
 /// kubectl's tab writer pads them).
@@ -468,243 +403,4 @@ fn events_table(events: &[Event], now: Timestamp) -> String {
         s.push('\n');
     }
     s
-}
-
-/// The deletion's decisions, in order, each with its reason and rule;
-/// none for an object not being deleted.
-fn events(
-    object: &StoredObject,
-    record: Option<&KillRecord>,
-    wall: &dyn Fn(Instant) -> Option<f64>,
-) -> Vec<Event> {
-    let meta = &object.record;
-    let mut events = Vec::new();
-    let Some(ts) = meta.deletion_timestamp else {
-        return events;
-    };
-    let dgps = meta.deletion_grace_period_seconds.unwrap_or(0);
-    // The request's time, unless its timestamp stopped at the latest one
-    // (D2): then only absolute times can be told.
-    let saturated = ts.as_unix_seconds() >= grace_core::MAX_TIMESTAMP_SECONDS;
-    let requested = (!saturated).then(|| ts.as_unix_seconds().saturating_sub(dgps));
-    let requested_at = requested.map(|r| r as f64);
-    let since = |t: f64| match requested {
-        Some(requested) => format!("+{:.1} s", t - requested as f64),
-        None => {
-            let whole = rfc3339(Timestamp::from_unix_seconds(t.floor() as i64));
-            let tenths = ((t - t.floor()) * 10.0) as u8;
-            format!("{}.{tenths}Z", whole.trim_end_matches('Z'))
-        }
-    };
-    let why = if object.strategy.kind == grace_core::Kind::Generic {
-        "not a graceful type: no grace (R11); finalizers keep the record (R30, R31)".to_owned()
-    } else if !meta.scheduled {
-        "grace 0: the pod is not scheduled (no spec.nodeName, R19)".to_owned()
-    } else if meta.phase.is_terminal() {
-        "grace 0: the pod has finished (phase Succeeded or Failed, R20)".to_owned()
-    } else if meta.termination_grace_period_seconds == Some(dgps) {
-        format!(
-            "grace {dgps} s: the request's grace, or spec.terminationGracePeriodSeconds when it gave none (R18)"
-        )
-    } else {
-        format!(
-            "grace {dgps} s: the request's grace (R18), shortened by later requests if any (R15, R16)"
-        )
-    };
-    events.push(Event::new(
-        "DeletionAccepted",
-        FROM_API,
-        requested_at,
-        match requested {
-            Some(requested) => format!(
-                "at {}: deletionTimestamp {} = request + {dgps} s (R24); {why}",
-                rfc3339(Timestamp::from_unix_seconds(requested)),
-                rfc3339(ts),
-            ),
-            None => format!(
-                "deletionTimestamp {}: request + {dgps} s passes the latest time RFC 3339 writes and stops there (D2); {why}",
-                rfc3339(ts),
-            ),
-        },
-    ));
-    events.push(Event::new(
-        "GenerationBumped",
-        FROM_API,
-        requested_at,
-        format!(
-            "generation {}: bumped once by the first delete (R25)",
-            meta.generation
-        ),
-    ));
-    if !meta.finalizers.is_empty() {
-        let names: Vec<&str> = meta.finalizers.iter().map(|f| f.as_str()).collect();
-        events.push(Event::new(
-            "HeldByFinalizers",
-            FROM_API,
-            requested_at,
-            format!(
-                "[{}]: the record stays until they are removed (R29, R45)",
-                names.join(", ")
-            ),
-        ));
-    }
-    let Some(record) = record else {
-        events.push(Event::new(
-            "AgentNotStarted",
-            FROM_AGENT,
-            None,
-            "no kill state: no agent has acted on this object yet".to_owned(),
-        ));
-        return events;
-    };
-    let agent = record.lifecycle.agent();
-    if !agent.killing {
-        let whose = object.node.as_deref().map_or(
-            "it is unscheduled: nothing runs, the record goes at once (R19, R29)".to_owned(),
-            |n| format!("waiting for the agent of node {n} (its workload is not stopped until it acts, R57, R80)"),
-        );
-        events.push(Event::new("KillNotStarted", FROM_AGENT, None, whose));
-        return events;
-    }
-    let g = agent.remembered_grace;
-    let kill = record.lifecycle.containers();
-    // The kill's start is the stop signal of a main container without a
-    // pre-stop hook (it goes out at once, R63); with hooks only, the store
-    // does not keep it.
-    let started = object
-        .containers
-        .iter()
-        .zip(kill)
-        .filter(|(c, _)| c.pre_stop.is_none() && !c.sidecar)
-        .filter_map(|(_, k)| k.stop_signal_sent_at().and_then(wall))
-        .reduce(f64::min);
-    events.push(Event::new(
-        "KillStarted",
-        FROM_AGENT,
-        started,
-        format!(
-            "effective grace {g} s: deletionGracePeriodSeconds {dgps} when set and smaller than any grace already in force (R50, R51), at least 1 s (R53, R54); the budget starts when the agent starts the kill, not at the deletionTimestamp (R57)"
-        ),
-    ));
-    for (i, (c, kill)) in object.containers.iter().zip(kill).enumerate() {
-        let name = &c.name;
-        let sent = kill.stop_signal_sent_at().and_then(wall);
-        // When its process ended, as its status says.
-        let ended = match object.status.get(i) {
-            Some(ContainerStatus::Terminated {
-                finished_at: Some(at),
-                ..
-            }) => Some(at.as_unix_seconds() as f64),
-            _ => None,
-        };
-        match kill.stage() {
-            Stage::Running => events.push(Event::new(
-                "NotStopped",
-                FROM_AGENT,
-                None,
-                format!("{name}: not stopped yet"),
-            )),
-            Stage::PreStop { cutoff } => events.push(Event::new(
-                "PreStopRunning",
-                FROM_AGENT,
-                None,
-                format!(
-                    "{name}: hook running within the budget of {g} s (R59); the agent stops waiting at {} and sends the stop signal (R60)",
-                    wall(cutoff).map_or("its cut-off".to_owned(), since)
-                ),
-            )),
-            Stage::AwaitingTurn { cutoff } => events.push(Event::new(
-                "AwaitingTurn",
-                FROM_AGENT,
-                None,
-                format!(
-                    "{name}: a sidecar stops after the main containers and the sidecars declared after it (R69), waiting at most until {} (R70)",
-                    wall(cutoff).map_or("its cut-off".to_owned(), since)
-                ),
-            )),
-            Stage::Stopping { kill_at } => {
-                events.push(Event::new(
-                    "StopSignalSent",
-                    FROM_AGENT,
-                    sent,
-                    format!(
-                        "{name}: at {} (R63), after the pre-stop hook if any",
-                        sent.map_or("?".to_owned(), since)
-                    ),
-                ));
-                if kill_at == Instant::MAX {
-                    events.push(Event::new(
-                        "KillScheduled",
-                        FROM_AGENT,
-                        sent,
-                        format!(
-                            "{name}: no SIGKILL: the {g} s budget passes the end of the agent's clock, where its deadline stops (D2)"
-                        ),
-                    ));
-                    continue;
-                }
-                // Rounded: the signal's time is when it really went out, a few
-                // milliseconds after the budget was decided (R62).
-                let budget = kill_at
-                    .saturating_duration_since(kill.stop_signal_sent_at().unwrap_or(kill_at))
-                    .as_millis()
-                    .saturating_add(500)
-                    / 1000;
-                events.push(Event::new(
-                    "KillScheduled",
-                    FROM_AGENT,
-                    sent,
-                    format!(
-                        "{name}: SIGKILL due at {} unless it exits: {budget} s after the stop signal = the {g} s budget less the whole seconds the hook took (R61, truncated), and never less than 2 s (R62)",
-                        wall(kill_at).map_or("?".to_owned(), since)
-                    ),
-                ));
-            }
-            Stage::Killed => {
-                let budget = kill.budget_seconds().max(2);
-                events.push(Event {
-                    warning: true,
-                    ..Event::new(
-                        "Killed",
-                        FROM_AGENT,
-                        ended,
-                        format!(
-                            "{name}: SIGKILL sent {budget} s after the stop signal: it outlived its budget (the grace less the whole seconds the hook took, R61; at least 2 s, R62; R63)"
-                        ),
-                    )
-                });
-            }
-            Stage::Stopped => events.push(Event::new(
-                "Stopped",
-                FROM_AGENT,
-                ended,
-                format!(
-                    "{name}: the process has exited{}",
-                    if kill.budget_seconds() > 0 {
-                        format!(
-                            " (SIGKILL was due {} s after the stop signal: the grace less the whole seconds the hook took, R61; at least 2 s, R62)",
-                            kill.budget_seconds().max(2)
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            )),
-            _ => events.push(Event::new(
-                "UnknownStage",
-                FROM_AGENT,
-                None,
-                format!("{name}: in a stage this version does not name"),
-            )),
-        }
-    }
-    if agent.reported {
-        events.push(Event::new(
-            "FinalDelete",
-            FROM_AGENT,
-            None,
-            "the agent confirmed the stop with a grace-0 delete (R75); finalizers, if any, still hold the record".to_owned(),
-        ));
-    }
-    events
 }

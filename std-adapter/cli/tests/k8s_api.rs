@@ -215,9 +215,9 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
         "pod",
         "a",
         "-o",
-        "jsonpath={.metadata.labels.tier} {.metadata.finalizers}",
+        "jsonpath={.metadata.labels.tier} {.metadata.finalizers} {.metadata.annotations.note}",
     ]);
-    assert_eq!(got, "fe [\"example.com/x\"]");
+    assert_eq!(got, "fe [\"example.com/x\"] hi");
     // A label taken out is gone, though no apply set it (the PATCH's pod
     // replaces the labels).
     api.ok(&["label", "pod", "a", "tier-"]);
@@ -241,6 +241,122 @@ fn r45_a_finalizer_holds_the_pod_until_patched_away() {
     let out = api.ok(&["delete", "pod", "-l", "app=b", "--now"]);
     assert_eq!(out.trim(), "pod \"b\" deleted");
     assert!(api.ok(&["get", "pods", "-o", "name"]).trim().is_empty());
+}
+
+/// The Events table of a describe: (Type, Reason, From, Message) a row,
+/// cut at the header's columns (Age left out: it moves with the clock).
+fn event_rows(described: &str) -> Vec<[String; 4]> {
+    let mut lines = described.lines().skip_while(|l| *l != "Events:").skip(1);
+    let Some(head) = lines.next() else {
+        return Vec::new();
+    };
+    let at = |name: &str| head.find(name).unwrap();
+    let (r, a, f, m) = (at("Reason"), at("Age"), at("From"), at("Message"));
+    lines
+        .skip(1)
+        .take_while(|l| l.starts_with("  ") && l.len() > m)
+        .map(|l| {
+            [
+                l[..r].trim().to_owned(),
+                l[r..a].trim().to_owned(),
+                l[f..m].trim().to_owned(),
+                l[m..].trim().to_owned(),
+            ]
+        })
+        .collect()
+}
+
+/// `kubectl describe pod` lists grace's decisions about the deletion as
+/// its Events (served at `…/events`, made from the store): the same rows,
+/// in the same order, as `grace describe`, the rule in each message.
+#[test]
+fn kubectl_describe_shows_the_deletion_s_decisions_as_events() {
+    if kubectl_missing() {
+        return;
+    }
+    let api = Api::start(&[]);
+    let pid = api.path().join("held.pid");
+    let finalizer = "  finalizers:\n  - example.com/hold\n";
+    api.apply(None, "p.yaml", &manifest("held", &pid, true, finalizer));
+    wait_for("the workload", Duration::from_secs(10), || alive(&pid));
+    let before = api.ok(&["describe", "pod", "held"]);
+    assert!(
+        before
+            .lines()
+            .any(|l| l.starts_with("Events:") && l.ends_with(" <none>")),
+        "{before}"
+    );
+
+    api.ok(&["delete", "pod", "held", "--wait=false", "--grace-period=3"]);
+    let grace_describe = || {
+        let out = support::grace(api.path(), &["describe", "pod", "held"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    wait_for(
+        "SIGKILL at the end of the grace",
+        Duration::from_secs(15),
+        || grace_describe().contains("Stopped") && !alive(&pid),
+    );
+    let theirs = api.ok(&["describe", "pod", "held"]);
+    let rows = event_rows(&theirs);
+    let reasons: Vec<&str> = rows.iter().map(|r| r[1].as_str()).collect();
+    assert_eq!(
+        reasons,
+        [
+            "DeletionAccepted",
+            "GenerationBumped",
+            "HeldByFinalizers",
+            "KillStarted",
+            "Stopped",
+            "FinalDelete"
+        ],
+        "{theirs}"
+    );
+    for row in &rows {
+        assert_eq!(row[0], "Normal", "{theirs}");
+        let from = if row[1] == "DeletionAccepted"
+            || row[1] == "GenerationBumped"
+            || row[1] == "HeldByFinalizers"
+        {
+            "grace-api"
+        } else {
+            "grace-agent"
+        };
+        assert_eq!(row[2], from, "{theirs}");
+    }
+    assert!(rows[3][3].starts_with("effective grace 3 s"), "{theirs}");
+    assert!(
+        rows[4][3].contains("SIGKILL was due 3 s after the stop signal"),
+        "{theirs}"
+    );
+    // Each message names its rule (R and a number).
+    let names_a_rule = |m: &str| {
+        m.split('R')
+            .skip(1)
+            .any(|after| after.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    assert!(rows.iter().all(|r| names_a_rule(&r[3])), "{theirs}");
+    // The same rows as grace's own describe.
+    assert_eq!(rows, event_rows(&grace_describe()), "{theirs}");
+
+    // Another pod's events are not this one's.
+    let (code, list) = api.curl(
+        &api.kubeconfig,
+        "GET",
+        "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name%3Dother",
+        None,
+    );
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
+    let (code, status) = api.curl(
+        &api.kubeconfig,
+        "GET",
+        "/api/v1/namespaces/default/events?fieldSelector=reason%3DKilled",
+        None,
+    );
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["message"], "field label not supported: reason");
 }
 
 /// `kubectl get -w` sees the store's events, as `grace get -w` does.
@@ -327,8 +443,37 @@ fn anonymous_and_foreign_certificates_are_refused() {
     }
 }
 
+/// `kubectl logs --previous`: the output of the run before the
+/// container's last restart (the first restart comes 10 s after the
+/// first exit, as the kubelet's back-off has it).
+#[test]
+fn logs_previous_is_the_run_before_the_last_restart() {
+    if kubectl_missing() {
+        return;
+    }
+    let api = Api::start(&[]);
+    let count = api.path().join("runs");
+    let manifest = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: again\nspec:\n  restartPolicy: Always\n  containers:\n  - name: main\n    command: [\"sh\", \"-c\", \"n=$(cat {runs} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {runs}; echo run $n; exit 1\"]\n",
+        runs = count.display()
+    );
+    api.apply(None, "again.yaml", &manifest);
+    wait_for("the second run", Duration::from_secs(30), || {
+        std::fs::read_to_string(&count).is_ok_and(|n| n.trim() == "2")
+            && api.ok(&["logs", "again"]) == "run 2\n"
+    });
+    assert_eq!(api.ok(&["logs", "again", "--previous"]), "run 1\n");
+    assert_eq!(
+        api.ok(&["logs", "again", "-p", "--timestamps"])
+            .split_once(' ')
+            .map(|(_, l)| l),
+        Some("run 1\n")
+    );
+}
+
 /// `kubectl logs`: the container's output, `--tail`, and `-f` until the
-/// pod is removed; `--previous` is refused as kubectl words it.
+/// pod is removed; `--previous` of a container never restarted is refused
+/// as kubectl words it.
 #[test]
 fn logs_tail_and_follow_until_the_pod_is_removed() {
     if kubectl_missing() {

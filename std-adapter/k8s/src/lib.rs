@@ -75,6 +75,9 @@
 
 #[cfg(feature = "store")]
 mod container_env;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod deletion_events;
 mod error;
 mod meta;
 mod options;
@@ -88,7 +91,7 @@ pub mod pod_status;
 pub use error::BridgeError;
 pub use meta::{
     LATEST_TIME_SECONDS, apply_record, container_specs, meta_from_record, phase_patch,
-    record_from_meta, record_from_pod, time,
+    record_from_meta, record_from_pod, rfc3339, time,
 };
 pub use options::{delete_options_from_wire, delete_options_to_wire};
 

@@ -38,6 +38,20 @@ pub fn time(t: Timestamp) -> Option<Time> {
         .map(Time)
 }
 
+/// `t` as RFC 3339 text in whole seconds, as Kubernetes writes times, up
+/// to 9999-12-31T23:59:59Z, where grace saturates deletion timestamps
+/// (D2) — a day past the latest [`time`] gives. Out of that range, the
+/// seconds as a number.
+pub fn rfc3339(t: Timestamp) -> String {
+    use k8s_openapi::jiff::{SignedDuration, civil::DateTime};
+    DateTime::constant(1970, 1, 1, 0, 0, 0, 0)
+        .checked_add(SignedDuration::from_secs(t.as_unix_seconds()))
+        .map_or_else(
+            |_| t.as_unix_seconds().to_string(),
+            |ts| ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        )
+}
+
 /// The deletion record of any object from its `metadata`: uid (required),
 /// resource version, generation, deletion timestamp and grace,
 /// finalizers (at most `F`). The Pod fields (`scheduled`, `phase`, the

@@ -2,9 +2,10 @@
 //! (`<data-dir>/logs`, the files `grace logs` reads, records in the
 //! kubelet's CRI format: `grace_std::process::logs::cri`): `container`,
 //! `tailLines`, `limitBytes`, `timestamps`, `sinceSeconds`, `sinceTime`,
-//! `follow` (until the pod is removed or the client hangs up).
-//! `previous` is a 400 as kubectl words it: grace restarts no container,
-//! so none has a previous instance.
+//! `follow` (until the pod is removed or the client hangs up), and
+//! `previous`: the output of the container's run before its last restart,
+//! which the agent keeps as the kubelet keeps one previous instance (a 400
+//! in kubectl's words for a container never restarted).
 
 use std::time::{Duration, SystemTime};
 
@@ -43,14 +44,25 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         )));
     };
     let container = names.get(index).copied().unwrap_or_default().to_owned();
-    if query.get("previous").map(String::as_str) == Some("true") {
-        return Answer::Failed(Status::bad_request(format!(
-            "previous terminated container \"{container}\" in pod \"{name}\" not found"
-        )));
-    }
-    let Some(current) = ctx.logs.file(name, &object, index) else {
+    let previous = query.get("previous").map(String::as_str) == Some("true");
+    let current = if previous {
+        let restarted = object.restarts.get(index).is_some_and(|r| r.count > 0);
+        match ctx.logs.previous_file(name, &object, index) {
+            Some(file) if restarted && !ContainerLogs::files(&file).is_empty() => Some(file),
+            _ => {
+                return Answer::Failed(Status::bad_request(format!(
+                    "previous terminated container \"{container}\" in pod \"{name}\" not found"
+                )));
+            }
+        }
+    } else {
+        ctx.logs.file(name, &object, index)
+    };
+    let Some(current) = current else {
         return Answer::Failed(Status::pod_not_found(name));
     };
+    // A previous run's output is whole: there is nothing to follow.
+    let follow_asked = query.get("follow").map(String::as_str) == Some("true");
     let since = match (query.get("sinceSeconds"), query.get("sinceTime")) {
         (Some(_), Some(_)) => {
             return Answer::Failed(Status::bad_request(
@@ -78,7 +90,7 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
         (None, None) => None,
     };
     let timestamps = query.get("timestamps").map(String::as_str) == Some("true");
-    let follow = query.get("follow").map(String::as_str) == Some("true");
+    let follow = follow_asked && !previous;
     let mut decoder = Decoder::new();
     let mut lines = Vec::new();
     for copy in ContainerLogs::files(&current)

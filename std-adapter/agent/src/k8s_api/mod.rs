@@ -21,6 +21,7 @@
 //! docs/kubernetes-api.md lists what is served and what is refused.
 
 mod discovery;
+mod events;
 mod identity;
 mod logs;
 mod namespace;
@@ -553,6 +554,11 @@ fn route(ctx: &Arc<Context>, caller: &Caller, call: Call) -> Answer {
         ["openapi", "v3"] if get => Answer::ok(discovery::openapi_v3()),
         ["openapi", "v3", "api", "v1"] if get => Answer::ok(discovery::openapi_v3_api_v1()),
         ["api", "v1", "pods"] => collection(ctx, caller, &call, &Scope::All),
+        ["api", "v1", "events"] if get => events::list(ctx, &Scope::All, &call.query),
+        ["api", "v1", "namespaces", ns, "events"] if get => match namespace::served(ns) {
+            Ok(()) => events::list(ctx, &Scope::In((*ns).to_owned()), &call.query),
+            Err(s) => Answer::Failed(s),
+        },
         ["api", "v1", "namespaces"] => namespace::route(ctx, caller, &call, None),
         ["api", "v1", "namespaces", ns] => namespace::route(ctx, caller, &call, Some(ns)),
         ["api", "v1", "namespaces", ns, "pods", rest @ ..] => {
