@@ -364,3 +364,98 @@ pub fn deletion_events(object: &StoredObject) -> Vec<Event> {
     }
     events
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use grace_core::Record;
+    use grace_std::store::{StoredContainer, StoredObject};
+
+    fn pod() -> StoredObject {
+        let mut web = StoredObject::on_node(
+            Record::builder("uid-web")
+                .build()
+                .unwrap_or_else(|e| panic!("{e}")),
+            "node-a",
+        );
+        web.containers
+            .push(StoredContainer::new("app", ["sleep", "1000"]));
+        web
+    }
+
+    #[test]
+    fn an_object_not_being_deleted_has_no_events() {
+        assert_eq!(deletion_events(&pod()), Vec::new());
+    }
+
+    /// R24: the timestamp is the request's time plus the grace, so the
+    /// request's time is told back; no agent has acted yet.
+    #[test]
+    fn r24_a_deletion_no_agent_has_acted_on_tells_the_request_and_waits() {
+        let mut web = pod();
+        web.record.deletion_timestamp = Some(Timestamp::from_unix_seconds(1_000_030));
+        web.record.deletion_grace_period_seconds = Some(30);
+        web.record.generation = 2;
+        let events = deletion_events(&web);
+        let reasons: Vec<&str> = events.iter().map(|e| e.reason).collect();
+        assert_eq!(
+            reasons,
+            ["DeletionAccepted", "GenerationBumped", "AgentNotStarted"]
+        );
+        let accepted = &events[0];
+        assert_eq!(accepted.at, Some(1_000_000.0));
+        assert_eq!(accepted.from, FROM_API);
+        assert!(
+            accepted.message.starts_with(
+                "at 1970-01-12T13:46:40Z: deletionTimestamp 1970-01-12T13:47:10Z = request + 30 s (R24)"
+            ),
+            "{}",
+            accepted.message
+        );
+        assert_eq!((events[2].from, events[2].at), (FROM_AGENT, None));
+
+        let k8s = accepted.to_k8s(
+            "web.grace-0".into(),
+            "default",
+            "web",
+            "uid-web",
+            Some(1_000_000.0),
+        );
+        assert_eq!(k8s.reason.as_deref(), Some("DeletionAccepted"));
+        assert_eq!(k8s.type_.as_deref(), Some("Normal"));
+        assert_eq!(k8s.involved_object.uid.as_deref(), Some("uid-web"));
+        assert_eq!(
+            k8s.source.and_then(|s| s.component).as_deref(),
+            Some(FROM_API)
+        );
+        assert_eq!(k8s.first_timestamp, k8s.last_timestamp);
+        let unknown = events[2].to_k8s(
+            "web.grace-2".into(),
+            "default",
+            "web",
+            "uid-web",
+            Some(1_000_000.0),
+        );
+        assert_eq!(unknown.first_timestamp, None, "kubectl shows <unknown>");
+        assert!(unknown.last_timestamp.is_some(), "kept in order");
+    }
+
+    /// D2: a timestamp stopped at the latest time tells no request time.
+    #[test]
+    fn d2_a_saturated_timestamp_tells_no_request_time() {
+        let mut web = pod();
+        web.record.deletion_timestamp = Some(Timestamp::from_unix_seconds(
+            grace_core::MAX_TIMESTAMP_SECONDS,
+        ));
+        web.record.deletion_grace_period_seconds = Some(i64::MAX);
+        let events = deletion_events(&web);
+        assert_eq!(events[0].at, None);
+        assert!(
+            events[0]
+                .message
+                .starts_with("deletionTimestamp 9999-12-31T23:59:59Z"),
+            "{}",
+            events[0].message
+        );
+    }
+}
