@@ -1444,6 +1444,23 @@ fn d6_a_crash_just_after_the_stop_signal_neither_repeats_it_nor_moves_sigkill_la
     wait_for("the stop signal arrives", Duration::from_secs(20), || {
         dir.join("crashed.term").exists()
     });
+    // The agent writes that the signal went out in its workload table
+    // just after sending it (the one window where a crash sends it again,
+    // docs/agent.md: microseconds when the agent runs, but it can be
+    // descheduled there on a loaded machine, and a crash at the trap's
+    // file alone then fell inside it: a flake seen beside two CPU hogs).
+    wait_for(
+        "the table says the signal went out",
+        Duration::from_secs(20),
+        || {
+            std::fs::read_dir(dir.join("workloads")).is_ok_and(|files| {
+                files.flatten().any(|f| {
+                    std::fs::read_to_string(f.path())
+                        .is_ok_and(|t| t.contains("\"stop_signal_sent\""))
+                })
+            })
+        },
+    );
     // The commit that says it went out waits on the slow disk.
     agent.crash();
     drop(c);
