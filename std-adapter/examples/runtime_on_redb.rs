@@ -48,10 +48,12 @@ impl Actuator for Notebook {
             }
             Action::SendStopSignal { container } => {
                 let (world, object) = (self.world.clone(), object.to_owned());
-                std::thread::spawn(move || {
-                    std::thread::sleep(Duration::from_millis(50));
-                    let _ = world.send(WorldEvent::exited(object, container, Some(0)));
-                });
+                std::thread::Builder::new()
+                    .spawn(move || {
+                        std::thread::sleep(Duration::from_millis(50));
+                        let _ = world.send(WorldEvent::exited(object, container, Some(0)));
+                    })
+                    .map_err(|e| ActionError::new(action, e))?;
             }
             _ => {}
         }

@@ -267,14 +267,29 @@ impl ProcessActuator {
     /// The stop signal is SIGTERM unless set with [`with_stop_signal`].
     ///
     /// [`with_stop_signal`]: ProcessActuator::with_stop_signal
+    ///
+    /// # Panics
+    ///
+    /// If the thread that reaps its processes cannot be started (the
+    /// machine is out of processes or threads); [`try_new`] says so
+    /// instead.
+    ///
+    /// [`try_new`]: ProcessActuator::try_new
     pub fn new() -> (Self, mpsc::Receiver<WorldEvent>) {
+        #[allow(clippy::expect_used)] // documented: `try_new` does not panic
+        Self::try_new().expect("the reaper's thread starts")
+    }
+
+    /// [`new`](ProcessActuator::new), failing when the thread that reaps
+    /// its processes cannot be started.
+    pub fn try_new() -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>)> {
         let (events, rx) = mpsc::channel();
         let actuator = ProcessActuator {
             workloads: HashMap::new(),
             hooks: HashMap::new(),
             held_exits: HashMap::new(),
             stop_signal: Signal::TERM,
-            reaper: Reaper::spawn(events),
+            reaper: Reaper::spawn(events)?,
             table: None,
             cgroups: None,
             output: Output::Discard,
@@ -282,7 +297,7 @@ impl ProcessActuator {
             adopted: HashMap::new(),
             environment: Environment::Inherit,
         };
-        (actuator, rx)
+        Ok((actuator, rx))
     }
 
     /// An actuator that keeps its workload table in `dir` and adopts every
@@ -294,7 +309,7 @@ impl ProcessActuator {
     pub fn with_state_dir(
         dir: &Path,
     ) -> std::io::Result<(Self, mpsc::Receiver<WorldEvent>, Adoption)> {
-        let (mut actuator, rx) = Self::new();
+        let (mut actuator, rx) = Self::try_new()?;
         let table = WorkloadTable::open(dir)?;
         actuator.cgroups = Cgroups::detect(dir)?;
         let (records, unreadable) = table.load()?;
@@ -620,12 +635,37 @@ impl ProcessActuator {
     /// went out gets it now and SIGKILL 2 s later. `now` is the runtime
     /// clock's instant; the SIGKILLs are sent when due by a thread of
     /// their own, which ends once they are all sent. Returns what was
-    /// done, in the table's order.
+    /// done, in the table's order; fails, having signalled nothing, when
+    /// that thread cannot be started (the machine is out of processes or
+    /// threads: a stop signal without its SIGKILL would break the grace's
+    /// promise).
     pub fn stop_orphans(
         &mut self,
         tracked: impl Fn(&str) -> bool,
         now: Instant,
-    ) -> Vec<OrphanStop> {
+    ) -> std::io::Result<Vec<OrphanStop>> {
+        // The thread that sends the SIGKILLs first, before any signal.
+        let killer = if self.adopted.keys().any(|(o, _)| !tracked(o)) {
+            let (tx, rx) = mpsc::channel::<Vec<(std::time::Instant, Group, ProcessIdentity)>>();
+            std::thread::Builder::new()
+                .name("grace-orphan-kills".into())
+                .spawn(move || {
+                    for (due, group, process) in rx.into_iter().flatten() {
+                        let wait = due.saturating_duration_since(std::time::Instant::now());
+                        std::thread::sleep(wait);
+                        // Never a pid reused by another process; a cgroup
+                        // is this workload's whatever its leader became.
+                        if process.is_alive() {
+                            group.kill();
+                        } else if group.cgroup.is_some() {
+                            Group { pgid: 0, ..group }.kill();
+                        }
+                    }
+                })?;
+            Some(tx)
+        } else {
+            None
+        };
         let mut done = Vec::new();
         for ((object, container), hook) in &self.hooks {
             if !tracked(object) {
@@ -694,23 +734,12 @@ impl ProcessActuator {
                 sigkill_at,
             });
         }
-        if !kills.is_empty() {
-            kills.sort_by_key(|(due, _, _)| *due);
-            std::thread::spawn(move || {
-                for (due, group, process) in kills {
-                    let wait = due.saturating_duration_since(std::time::Instant::now());
-                    std::thread::sleep(wait);
-                    // Never a pid reused by another process; a cgroup is
-                    // this workload's whatever its leader became.
-                    if process.is_alive() {
-                        group.kill();
-                    } else if group.cgroup.is_some() {
-                        Group { pgid: 0, ..group }.kill();
-                    }
-                }
-            });
+        kills.sort_by_key(|(due, _, _)| *due);
+        if let Some(killer) = killer {
+            // Dropped unsent (no kill owed), the thread ends at once.
+            let _ = killer.send(kills);
         }
-        done
+        Ok(done)
     }
 
     fn forget(&mut self, object: &str, container: usize, hook: bool) {

@@ -9,6 +9,7 @@
 // A test reports by failing: it may unwrap, panic, index and count as it
 // likes (the workspace's restriction lints are for library code).
 #![allow(
+    clippy::disallowed_methods,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,

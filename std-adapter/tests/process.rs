@@ -448,7 +448,9 @@ fn d2_the_largest_sigkill_deadline_of_an_adopted_record_waits_without_overflow()
     let (mut actuator, _events, adoption) =
         ProcessActuator::with_state_dir(&table).expect("the table opens");
     assert_eq!(adoption.adopted, vec![("gone".to_owned(), 0, false)]);
-    let done = actuator.stop_orphans(|_| false, grace_core::Instant::from_millis(5));
+    let done = actuator
+        .stop_orphans(|_| false, grace_core::Instant::from_millis(5))
+        .expect("its thread starts");
     assert!(
         matches!(
             done.as_slice(),

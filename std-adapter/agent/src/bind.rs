@@ -17,6 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::containers::wants_binding;
+use crate::error::AgentError;
 use crate::store::{Store, StoreError};
 
 /// How long an agent waits, per pod bound to its node, before it tries to
@@ -27,9 +28,12 @@ pub const STEP: Duration = Duration::from_millis(25);
 /// fencing token) on a thread of its own; returns the sender that names
 /// pods to look at. It first looks at every stored pod, and stops when
 /// the sender is dropped.
-pub(crate) fn spawn<S: Store + Send + 'static>(store: S, node: String) -> mpsc::Sender<String> {
+pub(crate) fn spawn<S: Store + Send + 'static>(
+    store: S,
+    node: String,
+) -> Result<mpsc::Sender<String>, AgentError> {
     let (tx, rx) = mpsc::channel::<String>();
-    std::thread::spawn(move || {
+    let binder = move || {
         let mut due: BTreeMap<String, Instant> = BTreeMap::new();
         if let Ok(listing) = store.list() {
             let load = bound_to(&listing.objects, &node);
@@ -69,8 +73,12 @@ pub(crate) fn spawn<S: Store + Send + 'static>(store: S, node: String) -> mpsc::
                 }
             }
         }
-    });
-    tx
+    };
+    std::thread::Builder::new()
+        .name("grace-binder".into())
+        .spawn(binder)
+        .map_err(|e| AgentError::io("the agent's binder thread", e))?;
+    Ok(tx)
 }
 
 /// The instant `wait` from now (now, should that overflow).

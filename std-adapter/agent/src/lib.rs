@@ -420,7 +420,16 @@ fn start_agent(
             Arc::clone(&status),
             connections.clone(),
         );
-        std::thread::spawn(move || serve::accept(listener, store, tx, policy, status, connections))
+        let spawned = std::thread::Builder::new()
+            .name("grace-accept".into())
+            .spawn(move || serve::accept(listener, store, tx, policy, status, connections));
+        match spawned {
+            Ok(thread) => thread,
+            Err(e) => {
+                let _ = std::fs::remove_file(&socket);
+                return Err(AgentError::io("the agent's accepting thread", e));
+            }
+        }
     };
 
     // The Kubernetes API hands its changes to the same runtime thread.

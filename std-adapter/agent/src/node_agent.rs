@@ -203,7 +203,7 @@ fn start(
     if signals {
         stop_on_signal(tx.clone(), Input::Stop)?;
     }
-    let heartbeat = Heartbeat::spawn(store.clone(), node.clone(), epoch, lease, options.lease_ttl);
+    let heartbeat = Heartbeat::spawn(store.clone(), node.clone(), epoch, lease, options.lease_ttl)?;
 
     // Changes after this revision reach the runtime through the watch.
     let from = store.revision()?;
@@ -222,14 +222,14 @@ fn start(
     )?;
     // Unbound pods are offered to this node's binder (see `bind`), whose
     // writes carry the node's fencing token too.
-    let binder = crate::bind::spawn(store.with_fencing(&node, epoch), node.clone());
+    let binder = crate::bind::spawn(store.with_fencing(&node, epoch), node.clone())?;
     // So is the garbage collector (owner references), over the whole
     // store: its runtime sees its own node's objects only.
-    let collector = crate::shared_gc::spawn(store.with_fencing(&node, epoch));
+    let collector = crate::shared_gc::spawn(store.with_fencing(&node, epoch))?;
     // What was left undone while no agent ran (a crash between a delete
     // and its collection).
     let _ = collector.send(());
-    spawn_watch(store.clone(), from, tx.clone(), binder, collector);
+    spawn_watch(store.clone(), from, tx.clone(), binder, collector)?;
 
     tracing::info!(
         "grace agent: node {node}, etcd store {store:?}, fencing epoch {epoch}, lease {} s",
@@ -325,9 +325,9 @@ impl Heartbeat {
         epoch: u64,
         lease: Lease,
         ttl: StdDuration,
-    ) -> Heartbeat {
+    ) -> Result<Heartbeat, AgentError> {
         let (stop, stopped) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
+        let beats = move || {
             let mut lease = lease;
             while let Err(mpsc::RecvTimeoutError::Timeout) =
                 stopped.recv_timeout(ttl.checked_div(3).unwrap_or_default())
@@ -349,8 +349,12 @@ impl Heartbeat {
                 }
             }
             Some(lease)
-        });
-        Heartbeat { stop, thread }
+        };
+        let thread = std::thread::Builder::new()
+            .name("grace-heartbeat".into())
+            .spawn(beats)
+            .map_err(|e| AgentError::io("the agent's heartbeat thread", e))?;
+        Ok(Heartbeat { stop, thread })
     }
 
     /// Stops the beats (a stopped agent's node must not be registered
@@ -371,8 +375,8 @@ fn spawn_watch(
     tx: mpsc::Sender<Input>,
     binder: mpsc::Sender<String>,
     collector: mpsc::Sender<()>,
-) {
-    std::thread::spawn(move || {
+) -> Result<(), AgentError> {
+    let follow = move || {
         let mut after = from;
         loop {
             let watch = match store.watch(after) {
@@ -413,7 +417,12 @@ fn spawn_watch(
             }
             std::thread::sleep(StdDuration::from_millis(200));
         }
-    });
+    };
+    std::thread::Builder::new()
+        .name("grace-store-watch".into())
+        .spawn(follow)
+        .map(drop)
+        .map_err(|e| AgentError::io("the agent's store watch thread", e))
 }
 
 /// `grace fence NODE`: declares `node` gone for good (D7). Refused while

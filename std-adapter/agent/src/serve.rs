@@ -51,6 +51,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a reply may wait for a client that does not read.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long the agent waits before accepting again after a failed accept.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
 /// How often a watch with no change to send checks whether its client has
 /// hung up: a watch interrupted (Ctrl-C on `grace get -w`) gives its
 /// connection back within this, with no change in the store.
@@ -136,27 +139,36 @@ struct Open {
     ended: Condvar,
 }
 
+/// Why a connection could not be registered.
+enum Closed {
+    /// The agent is stopping: it takes no more connections.
+    Stopping,
+    /// The copy of the stream kept to shut it down could not be made.
+    NoDescriptor(std::io::Error),
+}
+
 /// How long a stopping agent waits for its connections to end once their
 /// streams are shut down (each ends at its next read, write or hang-up
 /// check).
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
 impl Connections {
-    /// Registers a connection's stream; `None` once stopping.
-    fn open(&self, stream: &UnixStream) -> Option<u64> {
-        let copy = stream.try_clone().ok()?;
+    /// Registers a connection's stream, unless the agent is stopping or
+    /// has no descriptor left for its copy.
+    fn open(&self, stream: &UnixStream) -> Result<u64, Closed> {
+        let copy = stream.try_clone().map_err(Closed::NoDescriptor)?;
         let mut streams = self
             .0
             .streams
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if self.0.stopping.load(Ordering::Acquire) {
-            return None;
+            return Err(Closed::Stopping);
         }
         let id = streams.0;
         streams.0 = id.wrapping_add(1);
         streams.1.insert(id, copy);
-        Some(id)
+        Ok(id)
     }
 
     /// A connection has ended.
@@ -212,7 +224,16 @@ pub(super) fn accept(
         if connections.0.stopping.load(Ordering::Acquire) {
             return;
         }
-        let Ok(stream) = stream else { continue };
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Out of descriptors (`EMFILE`), the connection stays
+                // pending: accepting again at once would spin.
+                tracing::warn!("grace agent: cannot accept a connection: {e}");
+                std::thread::sleep(ACCEPT_RETRY);
+                continue;
+            }
+        };
         let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
         let (access, holder) = match peer(&stream) {
             Ok(peer) => match policy.admit(&peer) {
@@ -242,22 +263,51 @@ pub(super) fn accept(
                 continue;
             }
         };
-        let Some(id) = connections.open(&stream) else {
-            return;
+        let id = match connections.open(&stream) {
+            Ok(id) => id,
+            Err(Closed::Stopping) => return,
+            Err(Closed::NoDescriptor(e)) => {
+                refuse(stream, ErrorKind::Internal, out_of(&e, "file descriptors"));
+                continue;
+            }
         };
-        let store = Arc::clone(&store);
-        let changes = changes.clone();
-        let status = Arc::clone(&status);
-        let group = Arc::clone(&group);
-        let connections = connections.clone();
-        std::thread::spawn(move || {
-            let mut slot = slot;
-            connection(stream, access, &mut slot, &group, &store, &changes, &status);
-            drop(slot);
-            drop(store);
+        let writer = stream.try_clone();
+        let served = {
+            let store = Arc::clone(&store);
+            let changes = changes.clone();
+            let status = Arc::clone(&status);
+            let group = Arc::clone(&group);
+            let connections = connections.clone();
+            std::thread::Builder::new()
+                .name("grace-connection".into())
+                .spawn(move || {
+                    let mut slot = slot;
+                    connection(stream, access, &mut slot, &group, &store, &changes, &status);
+                    drop(slot);
+                    drop(store);
+                    connections.close(id);
+                })
+        };
+        if let Err(e) = served {
+            // The machine is out of processes or threads (`pid_max`, a
+            // pids cgroup): this client is told so and the agent goes on
+            // accepting; the stream and its quota slot went with the
+            // closure the thread did not take.
+            tracing::warn!("grace agent: cannot serve a connection: {e}");
+            if let Ok(writer) = writer {
+                refuse(writer, ErrorKind::Internal, out_of(&e, "threads"));
+            }
             connections.close(id);
-        });
+        }
     }
+}
+
+/// What a client is told when the agent cannot take its connection.
+fn out_of(e: &std::io::Error, what: &str) -> String {
+    format!(
+        "the agent cannot serve this connection now: it is out of {what} ({e}); \
+         nothing was changed, try again"
+    )
 }
 
 /// Answers one error line and hangs up.

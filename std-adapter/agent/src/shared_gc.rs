@@ -11,6 +11,7 @@ use std::time::Duration;
 use grace_core::{FINALIZER_FOREGROUND, FINALIZER_ORPHAN};
 
 use crate::clock::{Clock, SystemClock};
+use crate::error::AgentError;
 use crate::store::{EventKind, Store, StoredObject};
 
 /// Whether a change calls for a collection: a removal (an owner gone, or a
@@ -31,9 +32,9 @@ pub(crate) fn calls_for_collection(kind: EventKind, object: &StoredObject) -> bo
 /// collection. Requests that wait together make one collection; one that
 /// fails is tried again a second later. It stops when the sender is
 /// dropped.
-pub(crate) fn spawn<S: Store + Send + 'static>(store: S) -> mpsc::Sender<()> {
+pub(crate) fn spawn<S: Store + Send + 'static>(store: S) -> Result<mpsc::Sender<()>, AgentError> {
     let (tx, rx) = mpsc::channel::<()>();
-    std::thread::spawn(move || {
+    let collector = move || {
         let clock = SystemClock::new();
         let mut again = false;
         loop {
@@ -49,6 +50,10 @@ pub(crate) fn spawn<S: Store + Send + 'static>(store: S) -> mpsc::Sender<()> {
             while rx.try_recv().is_ok() {}
             again = grace_std::api_server::collect_all_garbage(&store, clock.now()).is_err();
         }
-    });
-    tx
+    };
+    std::thread::Builder::new()
+        .name("grace-collector".into())
+        .spawn(collector)
+        .map_err(|e| AgentError::io("the agent's collector thread", e))?;
+    Ok(tx)
 }

@@ -64,7 +64,7 @@ pub(crate) fn open<S: Store>(
     let actuator = actuator.with_output(Output::Logs(logs.clone()));
     let mut rt = Runtime::open(store, RunClock::new(), actuator, recovery)?;
     let transitions = rt.subscribe();
-    forward(world, tx.clone(), Input::World);
+    forward(world, tx.clone(), Input::World)?;
     Ok(Opened {
         rt,
         transitions,
@@ -81,7 +81,7 @@ pub(crate) fn pick_up<S: Store>(
     node: &str,
     gone: &[Workload],
     logs: &ContainerLogs,
-) -> Result<(), RuntimeError> {
+) -> Result<(), AgentError> {
     let names: Vec<String> = rt.names().map(str::to_owned).collect();
     for name in names {
         if bound_here(rt, &name, node) {
@@ -95,7 +95,7 @@ pub(crate) fn pick_up<S: Store>(
             );
         }
     }
-    log_orphans(rt);
+    log_orphans(rt)?;
     let stored: Vec<(String, String)> = rt
         .names()
         .filter_map(|name| Some((name.to_owned(), rt.object(name)?.uid().to_owned())))
@@ -199,12 +199,15 @@ fn open_actuator(
 /// their kill was still owed, or removed while no agent ran) as a force
 /// delete does, carrying on a kill an earlier agent owed on its deadline
 /// ([`ProcessActuator::stop_orphans`]), and logs each.
-fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>) {
+fn log_orphans<S: Store, C: Clock>(
+    rt: &mut Runtime<S, C, ProcessActuator>,
+) -> Result<(), AgentError> {
     let tracked: std::collections::BTreeSet<String> = rt.names().map(str::to_owned).collect();
     let now = rt.clock().now().mono;
     let stops = rt
         .actuator()
-        .stop_orphans(|object| tracked.contains(object), now);
+        .stop_orphans(|object| tracked.contains(object), now)
+        .map_err(|e| AgentError::io("the thread that SIGKILLs orphaned workloads", e))?;
     for stop in stops {
         match stop {
             crate::process::OrphanStop::HookCutOff { object, container } => tracing::info!(
@@ -233,6 +236,7 @@ fn log_orphans<S: Store, C: Clock>(rt: &mut Runtime<S, C, ProcessActuator>) {
             }
         }
     }
+    Ok(())
 }
 
 /// After a restart: a container the runtime still counts as running, or a
@@ -294,11 +298,14 @@ pub(crate) fn stop_on_signal<I: Send + 'static>(
     stop: I,
 ) -> Result<(), AgentError> {
     let mut signals = Signals::new([SIGTERM, SIGINT]).map_err(|e| AgentError::io("signals", e))?;
-    std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            let _ = tx.send(stop);
-        }
-    });
+    std::thread::Builder::new()
+        .name("grace-signals".into())
+        .spawn(move || {
+            if signals.forever().next().is_some() {
+                let _ = tx.send(stop);
+            }
+        })
+        .map_err(|e| AgentError::io("the agent's signal thread", e))?;
     Ok(())
 }
 
@@ -308,12 +315,16 @@ fn forward<T: Send + 'static, I: Send + 'static>(
     events: mpsc::Receiver<T>,
     tx: mpsc::Sender<I>,
     input: fn(T) -> I,
-) {
-    std::thread::spawn(move || {
-        for event in events {
-            if tx.send(input(event)).is_err() {
-                break;
+) -> Result<(), AgentError> {
+    std::thread::Builder::new()
+        .name("grace-events".into())
+        .spawn(move || {
+            for event in events {
+                if tx.send(input(event)).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        })
+        .map(drop)
+        .map_err(|e| AgentError::io("the agent's event thread", e))
 }

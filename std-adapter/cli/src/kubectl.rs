@@ -675,15 +675,17 @@ fn changes(target: Target<'_>) -> Result<Option<Changes>, CommandError> {
             // the wait can end at its deadline while no change comes; it
             // ends with the process.
             let (tx, rx) = std::sync::mpsc::channel();
-            std::thread::spawn(move || {
-                loop {
-                    let reply = client.next_reply();
-                    let last = reply.is_err();
-                    if tx.send(reply).is_err() || last {
-                        return;
+            std::thread::Builder::new()
+                .spawn(move || {
+                    loop {
+                        let reply = client.next_reply();
+                        let last = reply.is_err();
+                        if tx.send(reply).is_err() || last {
+                            return;
+                        }
                     }
-                }
-            });
+                })
+                .map_err(|e| CommandError::failed(format!("cannot start a thread: {e}")))?;
             let next = move |wait: Option<std::time::Duration>| loop {
                 let reply = match wait {
                     Some(wait) => match rx.recv_timeout(wait) {

@@ -191,13 +191,18 @@ pub fn run(options: &RunOptions) -> Result<u8, RunError> {
         context: "signals",
         error,
     })?;
-    std::thread::spawn(move || {
-        for signal in signals.forever() {
-            if tx.send(signal).is_err() {
-                break;
+    std::thread::Builder::new()
+        .spawn(move || {
+            for signal in signals.forever() {
+                if tx.send(signal).is_err() {
+                    break;
+                }
             }
-        }
-    });
+        })
+        .map_err(|error| RunError::Io {
+            context: "the signal thread",
+            error,
+        })?;
 
     let mut meta = Record::new({
         let uid = format!("uid-run-{}", std::process::id());

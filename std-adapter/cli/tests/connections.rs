@@ -7,6 +7,7 @@
 // A test reports by failing: it may unwrap, panic, index and count as it
 // likes (the workspace's restriction lints are for library code).
 #![allow(
+    clippy::disallowed_methods,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
@@ -28,6 +29,7 @@ use grace_agent::api::{ErrorKind, Reply, Request, socket_path};
 use grace_core::Record;
 use grace_std::store::{ContainerStatus, StoredContainer, StoredObject};
 use support::common::wait_for;
+use support::pids::PidsLimit;
 use support::{Agent, GRACE, grace, text};
 
 /// `nobody` and `nogroup` on Debian.
@@ -400,4 +402,68 @@ fn a_raw_request_the_cli_would_refuse_is_refused_by_the_agent_and_stores_nothing
     let out = grace(&dir, &["get"]);
     assert_eq!(text(&out.stderr).trim(), "No resources found");
     drop(agent);
+}
+
+/// `grace ARGS --data-dir DIR`, which must end within `limit`: a client
+/// left hanging fails the test.
+fn grace_within(dir: &Path, args: &[&str], limit: Duration) -> Output {
+    let child = Command::new(GRACE)
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("grace runs");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("grace ends"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("`grace {}` still waits after {limit:?}", args.join(" "));
+        }
+    }
+}
+
+#[test]
+fn an_agent_out_of_threads_refuses_a_connection_saying_why_and_serves_again_once_it_has_some() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("data");
+    let agent = Agent::start(&dir, &[]);
+    let name = format!("grace-test-threads-{}", std::process::id());
+    let Some(limit) = PidsLimit::around(agent.id(), &name) else {
+        eprintln!("skipped: no pids cgroup can be made here (needs root and a pids controller)");
+        return;
+    };
+    // As at `pid_max` with 10 000 workloads and their waiters: the agent
+    // can start no thread for a new connection.
+    limit.set_max(limit.current());
+    for _ in 0..2 {
+        let out = grace_within(&dir, &["get"], Duration::from_secs(20));
+        assert!(!out.status.success(), "refused: {out:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("out of threads") && err.contains("nothing was changed"),
+            "{err}"
+        );
+    }
+    assert!(
+        agent.log().contains("cannot serve a connection"),
+        "logged: {}",
+        agent.log()
+    );
+    // Threads to be had again: the agent serves again, it never stopped
+    // accepting.
+    limit.set_max(limit.current() + 64);
+    let out = grace_within(&dir, &["get"], Duration::from_secs(20));
+    assert!(out.status.success(), "served: {out:?}");
+    let log = agent.stop();
+    drop(limit);
+    assert!(!log.contains("panicked"), "{log}");
 }

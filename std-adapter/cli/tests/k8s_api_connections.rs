@@ -15,10 +15,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use support::https::{Endpoint, Https, Watch};
 use support::kube_api::Api;
+use support::pids::PidsLimit;
 use support::{grace, text};
 
 /// One pod, applied through the socket.
@@ -125,4 +127,42 @@ fn another_user_holds_eight_api_connections_and_the_ninth_gets_429() {
             status == 200
         },
     );
+}
+
+#[test]
+fn a_watch_the_agent_has_no_thread_for_is_refused_with_503_and_served_once_it_has() {
+    let api = Api::start(&[]);
+    api.ok(&["get", "pods"]);
+    let name = format!("grace-test-k8s-threads-{}", std::process::id());
+    let Some(limit) = PidsLimit::around(api.agent.id(), &name) else {
+        eprintln!("skipped: no pids cgroup can be made here (needs root and a pids controller)");
+        return;
+    };
+    limit.set_max(limit.current());
+    let out = api.kubectl(&["get", "pods", "-w", "--request-timeout=20s"]);
+    assert!(!out.status.success(), "refused: {out:?}");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("(ServiceUnavailable)") && err.contains("out of threads"),
+        "{err}"
+    );
+    // What needs no thread of its own is still served.
+    api.ok(&["get", "pods"]);
+
+    limit.set_max(limit.current() + 64);
+    let mut watch = api
+        .command(&["get", "pods", "-w"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    std::thread::sleep(Duration::from_secs(3));
+    let ended = watch.try_wait().expect("waitable");
+    let _ = watch.kill();
+    let _ = watch.wait();
+    assert!(
+        ended.is_none(),
+        "the watch is served and goes on: {ended:?}"
+    );
+    drop(limit);
 }

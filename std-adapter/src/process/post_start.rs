@@ -35,7 +35,9 @@ pub(crate) fn run(launch: &Launch, on_failure: OnFailure) {
     let leader = ProcessIdentity::of(on_failure.group.pgid);
     let Some((program, args)) = launch.argv.split_first() else {
         // Nothing to run is a hook that cannot start.
-        std::thread::spawn(move || failed(&on_failure, leader.as_ref()));
+        beside(on_failure, move |on_failure| {
+            failed(on_failure, leader.as_ref())
+        });
         return;
     };
     let mut command = Command::new(program);
@@ -54,7 +56,9 @@ pub(crate) fn run(launch: &Launch, on_failure: OnFailure) {
     let child = match command.spawn() {
         Ok(child) => child,
         Err(_) => {
-            std::thread::spawn(move || failed(&on_failure, leader.as_ref()));
+            beside(on_failure, move |on_failure| {
+                failed(on_failure, leader.as_ref())
+            });
             return;
         }
     };
@@ -73,22 +77,39 @@ pub(crate) fn run(launch: &Launch, on_failure: OnFailure) {
         });
         child_exits::watch(pid, &notify, || {});
         drop(child);
-        std::thread::spawn(move || {
+        beside(on_failure, move |on_failure| {
             if let Ok(code) = rx.recv() {
-                ended(code, &on_failure, leader.as_ref());
+                ended(code, on_failure, leader.as_ref());
             }
         });
     } else {
         let mut child = child;
-        std::thread::spawn(move || {
+        beside(on_failure, move |on_failure| {
             let code = child.wait().ok().and_then(|status| {
                 use std::os::unix::process::ExitStatusExt;
                 status
                     .code()
                     .or_else(|| status.signal().map(|s| s.saturating_add(128)))
             });
-            ended(code, &on_failure, leader.as_ref());
+            ended(code, on_failure, leader.as_ref());
         });
+    }
+}
+
+/// Runs `wait` (which waits for the hook, or for the grace of a container
+/// whose hook failed) on a thread of its own. When no thread can be
+/// started (the machine is out of processes or threads) the hook's outcome
+/// cannot be known: the container is stopped at once with its stop
+/// signal, as for a hook that failed, without the SIGKILL after the grace
+/// that nothing is left to send.
+fn beside(on_failure: OnFailure, wait: impl FnOnce(&OnFailure) + Send + 'static) {
+    let (group, signal) = (on_failure.group.clone(), on_failure.signal);
+    let started = std::thread::Builder::new()
+        .name("grace-post-start".into())
+        .spawn(move || wait(&on_failure));
+    if started.is_err() {
+        group.signal(signal);
+        group.signal(Signal::CONT);
     }
 }
 

@@ -105,19 +105,22 @@ pub struct Reaper {
 }
 
 impl Reaper {
-    /// Starts the reaper thread, which reports to `events`.
-    pub fn spawn(events: mpsc::Sender<WorldEvent>) -> Reaper {
+    /// Starts the reaper thread, which reports to `events`; fails when no
+    /// thread can be started.
+    pub fn spawn(events: mpsc::Sender<WorldEvent>) -> std::io::Result<Reaper> {
         let (add, added) = mpsc::channel();
         let wake = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
             .ok()
             .map(Arc::new);
         let woken = wake.clone();
-        std::thread::spawn(move || run(&added, &events, woken.as_deref()));
+        std::thread::Builder::new()
+            .name("grace-reaper".into())
+            .spawn(move || run(&added, &events, woken.as_deref()))?;
         let notify: Notify = {
             let (add, wake) = (add.clone(), wake.clone());
             Arc::new(move |exit| send(&add, wake.as_deref(), Msg::Exited(exit)))
         };
-        Reaper { add, wake, notify }
+        Ok(Reaper { add, wake, notify })
     }
 
     /// Watches a process. One that is already gone is reported at once.

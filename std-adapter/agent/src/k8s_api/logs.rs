@@ -124,7 +124,7 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
     let (tx, rx) = tokio::sync::mpsc::channel(16);
     let ctx = std::sync::Arc::clone(ctx);
     let (name, uid) = (name.to_owned(), object.uid().to_owned());
-    std::thread::spawn(move || {
+    let stream = move || {
         if !shown.is_empty() && tx.blocking_send(Bytes::from(shown)).is_err() {
             return;
         }
@@ -152,8 +152,14 @@ pub(crate) fn log(ctx: &std::sync::Arc<Context>, name: &str, query: &Query) -> A
                 return;
             }
         }
-    });
-    Answer::Stream(rx, "text/plain")
+    };
+    match std::thread::Builder::new()
+        .name("grace-k8s-logs".into())
+        .spawn(stream)
+    {
+        Ok(_) => Answer::Stream(rx, "text/plain"),
+        Err(e) => Answer::Failed(super::no_thread(&e)),
+    }
 }
 
 /// Lines as the kubelet serves them: with `timestamps`, each begins with

@@ -611,8 +611,13 @@ fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, scope: &Scope) -
             };
             let (tx, rx) = tokio::sync::mpsc::channel(64);
             let ctx = Arc::clone(ctx);
-            std::thread::spawn(move || watch::run(&ctx, &request, &tx));
-            Answer::Stream(rx, "application/json")
+            match std::thread::Builder::new()
+                .name("grace-k8s-watch".into())
+                .spawn(move || watch::run(&ctx, &request, &tx))
+            {
+                Ok(_) => Answer::Stream(rx, "application/json"),
+                Err(e) => Answer::Failed(no_thread(&e)),
+            }
         }
         Method::GET => pods::list(ctx, scope, &call.query, &call.accept),
         Method::POST => match scope {
@@ -625,6 +630,15 @@ fn collection(ctx: &Arc<Context>, caller: &Caller, call: &Call, scope: &Scope) -
         },
         _ => Answer::Failed(Status::method_not_allowed(call.method.as_str(), "pods")),
     }
+}
+
+/// The answer to a request whose thread could not be started.
+pub(crate) fn no_thread(e: &std::io::Error) -> Status {
+    tracing::warn!("grace agent: Kubernetes API: cannot start a thread: {e}");
+    Status::unavailable(format!(
+        "the agent cannot start a thread for this request: it is out of threads ({e}); \
+         try again"
+    ))
 }
 
 /// `…/pods/NAME`: get, delete, patch, update.

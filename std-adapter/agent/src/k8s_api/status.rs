@@ -153,6 +153,13 @@ impl Status {
         Status::new(429, "TooManyRequests", message)
     }
 
+    /// 503 ServiceUnavailable: the agent cannot start what the request
+    /// needs (a thread: the machine is out of processes or threads); the
+    /// client may try again.
+    pub fn unavailable(message: String) -> Status {
+        Status::new(503, "ServiceUnavailable", message)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: String) -> Status {
         Status::new(500, "InternalError", message)

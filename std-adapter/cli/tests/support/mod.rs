@@ -7,6 +7,7 @@
 pub mod common;
 pub mod https;
 pub mod kube_api;
+pub mod pids;
 pub mod probe;
 
 use std::io::Read;
