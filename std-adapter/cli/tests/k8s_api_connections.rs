@@ -15,7 +15,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use support::https::{Endpoint, Https, Watch};
@@ -37,15 +37,8 @@ fn one_pod(api: &Api) {
 
 /// A kubeconfig for `user` in `group`, from `grace kubeconfig`.
 fn kubeconfig_for(api: &Api, user: &str, group: &str) -> Endpoint {
-    let out = Command::new(support::GRACE)
-        .args(["kubeconfig", "--user", user, "--group", group, "--data-dir"])
-        .arg(api.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let path = api.path().join(format!("{user}.kubeconfig"));
-    std::fs::write(&path, &out.stdout).unwrap();
-    Endpoint::from_kubeconfig(&path).expect("a kubeconfig with a server")
+    Endpoint::from_kubeconfig(&api.user_kubeconfig(user, group))
+        .expect("a kubeconfig with a server")
 }
 
 fn endpoint(kubeconfig: &Path) -> Endpoint {

@@ -369,18 +369,7 @@ fn an_allow_group_user_s_kubeconfig_has_the_group_s_access() {
         let pid = api.path().join("web.pid");
         api.apply(None, "web.yaml", &manifest("web", &pid, false, ""));
         wait_for("the workload", Duration::from_secs(10), || alive(&pid));
-        let issue = |user: &str, group: &str| {
-            let out = Command::new(support::GRACE)
-                .args(["kubeconfig", "--user", user, "--group", group, "--data-dir"])
-                .arg(api.path())
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", text(&out.stderr));
-            let path = api.path().join(format!("{user}.kubeconfig"));
-            std::fs::write(&path, &out.stdout).unwrap();
-            path
-        };
-        let alice = issue("alice", "nogroup");
+        let alice = api.user_kubeconfig("alice", "nogroup");
         let as_alice = |args: &[&str]| api.command_as(&alice, args).output().unwrap();
         let out = as_alice(&["get", "pods", "-o", "name"]);
         assert!(out.status.success(), "{access}: {}", text(&out.stderr));
@@ -418,7 +407,7 @@ fn an_allow_group_user_s_kubeconfig_has_the_group_s_access() {
             );
         }
 
-        let bob = issue("bob", "staff");
+        let bob = api.user_kubeconfig("bob", "staff");
         let out = api.command_as(&bob, &["get", "pods"]).output().unwrap();
         assert!(!out.status.success());
         assert!(

@@ -69,7 +69,7 @@ impl Event {
         uid: &str,
         order_at: Option<f64>,
     ) -> K8sEvent {
-        let time = |t: f64| grace_k8s_time(t);
+        let time = whole_seconds;
         K8sEvent {
             metadata: ObjectMeta {
                 name: Some(name),
@@ -101,7 +101,7 @@ impl Event {
 }
 
 /// Whole seconds, as a Kubernetes Time.
-fn grace_k8s_time(t: f64) -> Option<Time> {
+fn whole_seconds(t: f64) -> Option<Time> {
     crate::time(Timestamp::from_unix_seconds(t.floor() as i64))
 }
 

@@ -68,6 +68,21 @@ impl Api {
         command
     }
 
+    /// A kubeconfig for `user` in `group`, issued by `grace kubeconfig
+    /// --user --group` from the agent's CA and written beside the data
+    /// directory's; its path.
+    pub fn user_kubeconfig(&self, user: &str, group: &str) -> PathBuf {
+        let out = Command::new(super::GRACE)
+            .args(["kubeconfig", "--user", user, "--group", group, "--data-dir"])
+            .arg(self.path())
+            .output()
+            .expect("grace kubeconfig runs");
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let path = self.path().join(format!("{user}.kubeconfig"));
+        std::fs::write(&path, &out.stdout).expect("the kubeconfig is written");
+        path
+    }
+
     /// kubectl with the agent's kubeconfig.
     pub fn command(&self, args: &[&str]) -> Command {
         self.command_as(&self.kubeconfig, args)
