@@ -443,7 +443,7 @@ fn an_agent_out_of_threads_refuses_a_connection_saying_why_and_serves_again_once
     };
     // As at `pid_max` with 10 000 workloads and their waiters: the agent
     // can start no thread for a new connection.
-    limit.set_max(limit.current());
+    limit.full();
     for _ in 0..2 {
         let out = grace_within(&dir, &["get"], Duration::from_secs(20));
         assert!(!out.status.success(), "refused: {out:?}");
@@ -460,7 +460,7 @@ fn an_agent_out_of_threads_refuses_a_connection_saying_why_and_serves_again_once
     );
     // Threads to be had again: the agent serves again, it never stopped
     // accepting.
-    limit.set_max(limit.current() + 64);
+    limit.lift();
     let out = grace_within(&dir, &["get"], Duration::from_secs(20));
     assert!(out.status.success(), "served: {out:?}");
     let log = agent.stop();

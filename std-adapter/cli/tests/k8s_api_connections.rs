@@ -131,7 +131,7 @@ fn a_watch_the_agent_has_no_thread_for_is_refused_with_503_and_served_once_it_ha
         eprintln!("skipped: no pids cgroup can be made here (needs root and a pids controller)");
         return;
     };
-    limit.set_max(limit.current());
+    limit.full();
     let out = api.kubectl(&["get", "pods", "-w", "--request-timeout=20s"]);
     assert!(!out.status.success(), "refused: {out:?}");
     let err = text(&out.stderr);
@@ -142,7 +142,7 @@ fn a_watch_the_agent_has_no_thread_for_is_refused_with_503_and_served_once_it_ha
     // What needs no thread of its own is still served.
     api.ok(&["get", "pods"]);
 
-    limit.set_max(limit.current() + 64);
+    limit.lift();
     let mut watch = api
         .command(&["get", "pods", "-w"])
         .stdout(Stdio::null())

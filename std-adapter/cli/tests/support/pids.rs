@@ -36,18 +36,16 @@ impl PidsLimit {
         Some(limit)
     }
 
-    /// How many tasks (threads and processes) the group holds.
-    pub fn current(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("pids.current"))
-            .expect("pids.current")
-            .trim()
-            .parse()
-            .expect("a count")
+    /// No new thread or process in the group (those it holds run on):
+    /// its limit below what it holds, so that threads ending meanwhile
+    /// make no room.
+    pub fn full(&self) {
+        std::fs::write(self.dir.join("pids.max"), "1").expect("pids.max");
     }
 
-    /// At most `max` tasks: no thread or process starts beyond.
-    pub fn set_max(&self, max: u64) {
-        std::fs::write(self.dir.join("pids.max"), max.to_string()).expect("pids.max");
+    /// No limit again.
+    pub fn lift(&self) {
+        std::fs::write(self.dir.join("pids.max"), "max").expect("pids.max");
     }
 }
 
