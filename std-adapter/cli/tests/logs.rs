@@ -479,7 +479,9 @@ fn output_written_while_no_agent_runs_is_kept_and_the_workload_lives_on() {
         ticks(dir.path()).len() >= 5
     });
     agent.crash();
-    let at_crash = ticks(dir.path()).len();
+    let before = ticks(dir.path());
+    let at_crash = before.len();
+    let last_logged = before.last().copied().unwrap_or(0);
     // No agent reads the pipe: the workload writes on into it (no SIGPIPE).
     std::thread::sleep(Duration::from_millis(500));
     assert!(alive(&pid), "the workload lives without an agent");
@@ -489,10 +491,27 @@ fn output_written_while_no_agent_runs_is_kept_and_the_workload_lives_on() {
     });
     let all = ticks(dir.path());
     assert!(
-        all.windows(2).all(|w| w[1] == w[0] + 1),
-        "none lost or repeated: {all:?}"
+        all.windows(2).all(|w| w[1] > w[0]),
+        "none repeated, in order: {all:?}"
     );
     assert_eq!(all.first(), Some(&1));
+    // What docs/logs.md promises across the crash: nothing lost but what
+    // the killed agent had read and not yet written, at the crash (one
+    // read: the lines written at that instant), and nothing written while
+    // no agent ran. The ticks missing are one run right after the last
+    // one logged before the crash.
+    let missing: Vec<u64> = (1..=*all.last().expect("ticks"))
+        .filter(|t| !all.contains(t))
+        .collect();
+    assert!(
+        missing
+            .iter()
+            .enumerate()
+            .all(|(i, t)| *t == last_logged + 1 + i as u64),
+        "only the lines the crash cut are lost (last logged before it: \
+         {last_logged}): missing {missing:?} of {all:?}"
+    );
+    assert!(missing.len() <= 5, "a read's worth at most: {missing:?}");
     let out = grace(dir.path(), &["delete", "ticker"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
